@@ -1,0 +1,172 @@
+//! Command-line definitions (clap). Only argument shapes live here; each command's
+//! behaviour lives in `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use tl_engine::sampler::SamplerConfig;
+
+/// TensorLogic: a tensor language and a local LLM runtime.
+#[derive(Debug, Parser)]
+#[command(name = "tl", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// Print load times, memory use and other diagnostics on stderr.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Chat with a model in the terminal (streamed replies, history, /commands).
+    Chat(ChatArgs),
+    /// Generate one completion of a prompt to stdout.
+    Generate(GenerateArgs),
+    /// Compute a model's perplexity on a text file, as llama.cpp's llama-perplexity does.
+    Perplexity(PerplexityArgs),
+    /// Inspect and manage model files.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+/// Which model to load and how.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// GGUF model file. Default: SmolLM2-135M-Instruct (Q4_1), fetched on first use
+    /// into the cache folder.
+    #[arg(short, long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+
+    /// Context size in tokens (KV cache capacity). Default: the model's training
+    /// context, at most 4096.
+    #[arg(long, value_name = "N")]
+    pub ctx: Option<usize>,
+
+    /// Run the prompt through the model in chunks of N tokens (0: all at once).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub prefill_chunk: usize,
+}
+
+/// Sampling settings shared by `chat` and `generate`.
+#[derive(Debug, Clone, Args)]
+pub struct SamplingArgs {
+    /// Sampling temperature; 0 picks the most likely token (greedy).
+    #[arg(long, value_name = "T", default_value_t = SamplerConfig::default().temperature)]
+    pub temperature: f32,
+    /// Keep only the K most likely tokens (0: off).
+    #[arg(long, value_name = "K", default_value_t = SamplerConfig::default().top_k)]
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability adds up to P (1: off).
+    #[arg(long, value_name = "P", default_value_t = SamplerConfig::default().top_p)]
+    pub top_p: f32,
+    /// Drop tokens less likely than P times the most likely one (0: off).
+    #[arg(long, value_name = "P", default_value_t = SamplerConfig::default().min_p)]
+    pub min_p: f32,
+    /// Penalise tokens seen in the last --repeat-last-n tokens (1: off).
+    #[arg(long, value_name = "X", default_value_t = SamplerConfig::default().repeat_penalty)]
+    pub repeat_penalty: f32,
+    /// How many recent tokens the penalties look at.
+    #[arg(long, value_name = "N", default_value_t = SamplerConfig::default().repeat_last_n)]
+    pub repeat_last_n: usize,
+    /// Subtract X from the logit of every token already present (0: off).
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Subtract X times its count from the logit of every token present (0: off).
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// Random seed: the same seed and input give the same tokens on every run.
+    #[arg(long, value_name = "N", default_value_t = SamplerConfig::default().seed)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    /// The sampler configuration these flags describe.
+    pub fn to_config(&self) -> SamplerConfig {
+        SamplerConfig {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            seed: self.seed,
+        }
+    }
+}
+
+/// `tl chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// System prompt for the conversation.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Most tokens per reply.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 1024)]
+    pub max_tokens: usize,
+}
+
+/// `tl generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// The prompt.
+    #[arg(short, long, value_name = "TEXT")]
+    pub prompt: String,
+    /// Most tokens to generate.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Feed the prompt as is, without the chat template (BOS only if the model's
+    /// metadata asks for it; special-token text becomes special tokens).
+    #[arg(long)]
+    pub raw: bool,
+    /// Stop when this string appears (repeatable); it is not printed.
+    #[arg(long = "stop", value_name = "TEXT")]
+    pub stop: Vec<String>,
+    /// Print timings and token counts on stderr when done.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// `tl perplexity`.
+#[derive(Debug, Args)]
+pub struct PerplexityArgs {
+    /// GGUF model file (default: the default model).
+    #[arg(short, long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+    /// Text file to score.
+    #[arg(short, long, value_name = "FILE")]
+    pub file: PathBuf,
+    /// Window size in tokens.
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 512)]
+    pub ctx: usize,
+}
+
+/// `tl model ...`.
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Show a GGUF file's architecture, hyperparameters, tensors, vocabulary and template.
+    Inspect(InspectArgs),
+}
+
+/// `tl model inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// GGUF file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// List every tensor (default: the first 12 and a summary).
+    #[arg(long)]
+    pub all_tensors: bool,
+}

@@ -1,0 +1,72 @@
+//! `tl generate`: one completion to stdout; logs and statistics go to stderr so
+//! stdout holds exactly the generated text.
+
+use std::io::Write;
+
+use anyhow::Result;
+use tl_engine::chat_template::ChatMessage;
+use tl_engine::sampler::Sampler;
+use tl_engine::{GenerationConfig, Generator};
+
+use crate::cli::GenerateArgs;
+use crate::loaded_model::{self, LoadedModel};
+
+pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
+    let sampler_config = args.sampling.to_config();
+    sampler_config.validate()?;
+    let loaded = loaded_model::load(&args.model, verbose)?;
+    let prompt = prompt_tokens(&loaded, &args.prompt, args.raw)?;
+    let config = GenerationConfig {
+        max_tokens: args.max_tokens,
+        stop_strings: args.stop.clone(),
+        prefill_chunk_tokens: args.model.prefill_chunk,
+    };
+    let generator = Generator {
+        model: &loaded.model,
+        tokenizer: &loaded.tokenizer,
+        config: &config,
+    };
+    let mut session = loaded.new_session()?;
+    let mut sampler = Sampler::new(sampler_config);
+    let mut stdout = std::io::stdout().lock();
+    let mut write_error = None;
+    let generation = generator.generate(&mut session, &prompt, &mut sampler, &mut |text| {
+        // A closed pipe (e.g. `| head`) ends generation instead of panicking.
+        match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => true,
+            Err(e) => {
+                write_error = Some(e);
+                false
+            }
+        }
+    })?;
+    if write_error.is_none() {
+        let _ = writeln!(stdout);
+    }
+    if args.stats || verbose {
+        let s = &generation.stats;
+        eprintln!(
+            "prompt {} tokens ({:.1} tok/s), generated {} tokens ({:.1} tok/s), stop: {:?}",
+            s.prompt_tokens,
+            s.prefill_tokens_per_second(),
+            s.generated_tokens,
+            s.decode_tokens_per_second(),
+            generation.stop_reason
+        );
+    }
+    Ok(())
+}
+
+/// The prompt's tokens: as is with `--raw`, else as one user message through the
+/// model's chat template.
+fn prompt_tokens(loaded: &LoadedModel, prompt: &str, raw: bool) -> Result<Vec<u32>> {
+    if raw {
+        return Ok(loaded.tokenizer.encode(prompt, true, true)?);
+    }
+    let rendered = loaded.template.render(&[ChatMessage::user(prompt)], true)?;
+    // The template writes any BOS itself, as Hugging Face's apply_chat_template does.
+    Ok(loaded.tokenizer.encode(&rendered, false, true)?)
+}

@@ -1,0 +1,111 @@
+//! Loading everything a command needs to talk to a model: the GGUF file, the
+//! weights, the tokenizer and the chat template, with timings at `-v`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use candle_core::Device;
+use tl_engine::chat_template::ChatTemplate;
+use tl_engine::model::Model;
+use tl_gguf::GgufFile;
+use tl_tokenizer::Tokenizer;
+
+use crate::cli::ModelArgs;
+use crate::default_model;
+
+/// The context used when neither `--ctx` nor a smaller training context says otherwise.
+const DEFAULT_CONTEXT: usize = 4096;
+
+/// A model ready to run.
+pub struct LoadedModel {
+    /// Where it was loaded from.
+    pub path: PathBuf,
+    /// Weights and forward pass.
+    pub model: Model,
+    /// Its tokenizer.
+    pub tokenizer: Tokenizer,
+    /// Its chat template (ChatML when the file has none).
+    pub template: ChatTemplate,
+    /// Context size (KV cache capacity) to use.
+    pub context: usize,
+}
+
+/// The model file named by `-m`, or the default model (fetched if needed).
+pub fn resolve_path(model: Option<&PathBuf>) -> Result<PathBuf> {
+    match model {
+        Some(path) => Ok(path.clone()),
+        None => default_model::ensure(),
+    }
+}
+
+/// Loads the model named by the arguments.
+pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
+    let path = resolve_path(args.model.as_ref())?;
+    let started = Instant::now();
+    let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
+    let tokenizer = Tokenizer::from_gguf(&file)
+        .with_context(|| format!("cannot load the tokenizer of {}", path.display()))?;
+    let trained = tl_engine::model::ModelConfig::from_gguf(&file)
+        .with_context(|| format!("cannot load {}", path.display()))?
+        .context_length;
+    let context = args.ctx.unwrap_or_else(|| trained.min(DEFAULT_CONTEXT));
+    if context > trained {
+        eprintln!(
+            "warning: --ctx {context} exceeds the {trained} tokens the model was trained for"
+        );
+    }
+    let model = Model::load(&file, &Device::Cpu, context)
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    let template = chat_template(&file, &tokenizer, verbose)?;
+    for warning in tokenizer.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    if verbose {
+        let config = model.config();
+        eprintln!(
+            "loaded {} in {:.0} ms: {} ({} blocks, {} hidden, {}/{} heads), {:.1} MB of weights, context {context}",
+            path.display(),
+            started.elapsed().as_secs_f64() * 1000.0,
+            config.architecture,
+            config.block_count,
+            config.embedding_length,
+            config.head_count,
+            config.head_count_kv,
+            model.weight_bytes() as f64 / 1e6,
+        );
+    }
+    Ok(LoadedModel {
+        path,
+        model,
+        tokenizer,
+        template,
+        context,
+    })
+}
+
+fn chat_template(file: &GgufFile, tokenizer: &Tokenizer, verbose: bool) -> Result<ChatTemplate> {
+    let token_text = |id: Option<u32>| {
+        id.and_then(|id| tokenizer.token_text(id))
+            .unwrap_or("")
+            .to_string()
+    };
+    let bos = token_text(tokenizer.bos_id());
+    let eos = token_text(tokenizer.eos_id());
+    match file.get_str("tokenizer.chat_template")? {
+        Some(source) => Ok(ChatTemplate::new(source, &bos, &eos)?),
+        None => {
+            if verbose {
+                eprintln!("the model has no chat template; using ChatML");
+            }
+            Ok(ChatTemplate::chatml())
+        }
+    }
+}
+
+impl LoadedModel {
+    /// A session sized to the context.
+    pub fn new_session(&self) -> Result<tl_engine::Session> {
+        Ok(tl_engine::Session::new(&self.model, self.context)?)
+    }
+}

@@ -1,0 +1,310 @@
+//! Chat template tests: golden renders of known templates (expected text
+//! written by hand from reading each template), every template under
+//! `shared/testdata/templates`, and the Hugging Face compatibility features.
+//!
+//! Golden files live in `tests/golden/templates/`; `TL_REGENERATE_GOLDEN=1`
+//! rewrites them from the current output (review the diff before keeping it).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+/// SmolLM2's ChatML variant, verbatim from its tokenizer config.
+const SMOLLM2_SOURCE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn testdata_templates_dir() -> PathBuf {
+    crate_dir().join("../../../shared/testdata/templates")
+}
+
+fn load_testdata_template(file_name: &str, bos_token: &str, eos_token: &str) -> ChatTemplate {
+    let path = testdata_templates_dir().join(file_name);
+    let source = fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+    ChatTemplate::new(&source, bos_token, eos_token)
+        .unwrap_or_else(|err| panic!("{file_name}: {err}"))
+}
+
+fn conversation_with_system() -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::system("You are a helpful assistant."),
+        ChatMessage::user("Hello!"),
+        ChatMessage::assistant("Hi! How can I help?"),
+        ChatMessage::user("What is the capital of France?"),
+    ]
+}
+
+fn conversation_without_system() -> Vec<ChatMessage> {
+    conversation_with_system().split_off(1)
+}
+
+/// Compares `actual` with `tests/golden/templates/{name}.txt`, or rewrites the
+/// file when `TL_REGENERATE_GOLDEN=1`.
+fn assert_golden(name: &str, actual: &str) {
+    let path = crate_dir()
+        .join("tests/golden/templates")
+        .join(format!("{name}.txt"));
+    if std::env::var("TL_REGENERATE_GOLDEN").is_ok_and(|value| value == "1") {
+        fs::write(&path, actual).unwrap_or_else(|err| panic!("write {}: {err}", path.display()));
+        return;
+    }
+    let expected = fs::read_to_string(&path).unwrap_or_else(|err| {
+        panic!(
+            "cannot read golden file {} ({err}); run with TL_REGENERATE_GOLDEN=1 to create it",
+            path.display()
+        )
+    });
+    assert_eq!(actual, expected, "render differs from {}", path.display());
+}
+
+#[test]
+fn chatml_renders_turns_and_prompt() {
+    let template = ChatTemplate::chatml();
+    let messages = [ChatMessage::system("Be brief."), ChatMessage::user("Hi")];
+    assert_eq!(
+        template.render(&messages, true).unwrap(),
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(
+        template.render(&messages[1..], false).unwrap(),
+        "<|im_start|>user\nHi<|im_end|>\n"
+    );
+    assert_eq!(template.source(), CHATML_SOURCE);
+}
+
+#[test]
+fn golden_smollm2_with_system() {
+    let template = ChatTemplate::new(SMOLLM2_SOURCE, "<|im_start|>", "<|im_end|>").unwrap();
+    let rendered = template.render(&conversation_with_system(), true).unwrap();
+    assert_golden("smollm2_with_system", &rendered);
+}
+
+#[test]
+fn golden_smollm2_without_system_inserts_default() {
+    let template = ChatTemplate::new(SMOLLM2_SOURCE, "<|im_start|>", "<|im_end|>").unwrap();
+    let rendered = template
+        .render(&conversation_without_system(), false)
+        .unwrap();
+    assert_golden("smollm2_without_system_no_generation_prompt", &rendered);
+}
+
+#[test]
+fn golden_qwen2_5_with_system() {
+    let template = load_testdata_template("Qwen-Qwen2.5-7B-Instruct.jinja", "", "<|im_end|>");
+    let rendered = template.render(&conversation_with_system(), true).unwrap();
+    assert_golden("qwen2.5_with_system", &rendered);
+}
+
+#[test]
+fn golden_qwen2_5_without_system_inserts_default() {
+    let template = load_testdata_template("Qwen-Qwen2.5-7B-Instruct.jinja", "", "<|im_end|>");
+    let rendered = template
+        .render(&conversation_without_system(), true)
+        .unwrap();
+    assert_golden("qwen2.5_without_system", &rendered);
+}
+
+#[test]
+fn golden_llama_3_1_with_system() {
+    let template = load_testdata_template(
+        "meta-llama-Llama-3.1-8B-Instruct.jinja",
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+    );
+    let rendered = template.render(&conversation_with_system(), true).unwrap();
+    assert_golden("llama3.1_with_system", &rendered);
+}
+
+#[test]
+fn golden_llama_3_1_without_system_keeps_empty_system_turn() {
+    let template = load_testdata_template(
+        "meta-llama-Llama-3.1-8B-Instruct.jinja",
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+    );
+    let rendered = template
+        .render(&conversation_without_system(), false)
+        .unwrap();
+    assert_golden("llama3.1_without_system_no_generation_prompt", &rendered);
+}
+
+/// Templates that refuse a system message (they `raise_exception` on it);
+/// they are rendered with the user/assistant/user part of the conversation.
+const REJECTS_SYSTEM_ROLE: &[&str] = &["google-gemma-2-2b-it.jinja"];
+
+/// Template variables that a template requires beyond the standard ones, as
+/// transformers users pass them to `apply_chat_template` (Firefunction v2
+/// concatenates `functions` and `datetime` into its system prompt, and fails
+/// in Jinja2 too without them).
+fn extras_for(file_name: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut extras = serde_json::Map::new();
+    if file_name == "fireworks-ai-llama-3-firefunction-v2.jinja" {
+        extras.insert("functions".into(), "[]".into());
+        extras.insert("datetime".into(), "2024-07-26".into());
+    }
+    extras
+}
+
+fn testdata_template_files() -> Vec<PathBuf> {
+    let dir = testdata_templates_dir();
+    let entries = fs::read_dir(&dir).unwrap_or_else(|err| {
+        panic!(
+            "the chat template test data is missing: cannot read {} ({err}); \
+             it should hold the *.jinja files from shared/testdata/templates",
+            dir.display()
+        )
+    });
+    let mut files: Vec<PathBuf> = entries
+        .map(|entry| entry.map(|entry| entry.path()))
+        .collect::<std::io::Result<_>>()
+        .unwrap_or_else(|err| panic!("cannot list {}: {err}", dir.display()));
+    files.retain(|path| path.extension().is_some_and(|ext| ext == "jinja"));
+    files.sort();
+    assert!(!files.is_empty(), "no *.jinja files in {}", dir.display());
+    files
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Every template of the test data renders a four-turn conversation and
+/// prints the last user message; templates that reject a system message must
+/// really reject it, with their own message.
+#[test]
+fn every_testdata_template_renders_a_conversation() {
+    let mut failures = Vec::new();
+    for path in testdata_template_files() {
+        let name = file_name(&path);
+        let template = load_testdata_template(&name, "<s>", "</s>");
+        let full = conversation_with_system();
+        let messages = if REJECTS_SYSTEM_ROLE.contains(&name.as_str()) {
+            match template.render_with_extras(&full, true, &extras_for(&name)) {
+                Err(Error::Template(message)) if message.contains("System role not supported") => {}
+                other => failures.push(format!(
+                    "{name}: expected a system-role error, got {other:?}"
+                )),
+            }
+            conversation_without_system()
+        } else {
+            full
+        };
+        match template.render_with_extras(&messages, true, &extras_for(&name)) {
+            Ok(text) if text.contains("What is the capital of France?") => {}
+            Ok(text) => failures.push(format!("{name}: last user turn missing from {text:?}")),
+            Err(err) => failures.push(format!("{name}: {err}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "templates failed:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn parse_errors_carry_the_line() {
+    let err = ChatTemplate::new("line one\n{% if %}\n", "", "").unwrap_err();
+    let Error::Template(message) = err else {
+        panic!("expected a template error, got {err:?}");
+    };
+    assert!(message.contains("syntax error"), "{message}");
+    assert!(message.contains("chat_template:2"), "{message}");
+}
+
+#[test]
+fn raise_exception_fails_the_render_with_its_message() {
+    let template =
+        ChatTemplate::new("{{ raise_exception('roles must alternate') }}", "", "").unwrap();
+    let err = template.render(&[], true).unwrap_err();
+    assert!(
+        matches!(&err, Error::Template(message) if message.contains("roles must alternate")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn whitespace_control_matches_transformers() {
+    // trim_blocks drops the newline after a tag, lstrip_blocks the indentation
+    // before it, and the template's final newline is not kept.
+    let source = "{% for message in messages %}\n    {% if true %}\n[{{ message.content }}]\n    {% endif %}\n{% endfor %}\n";
+    let template = ChatTemplate::new(source, "", "").unwrap();
+    let messages = [ChatMessage::user("a"), ChatMessage::user("b")];
+    assert_eq!(template.render(&messages, false).unwrap(), "[a]\n[b]\n");
+}
+
+/// Booleans print as Python does (`True`), like Jinja2.
+#[test]
+fn python_string_and_dict_methods_work() {
+    let source = "{{ messages[0].content.strip() }}|{{ messages[0].content.startswith('  x') }}|\
+                  {{ 'a,b'.split(',')[1] }}|{% for k, v in {'k': 1}.items() %}{{ k }}={{ v }}{% endfor %}";
+    let template = ChatTemplate::new(source, "", "").unwrap();
+    let rendered = template
+        .render(&[ChatMessage::user("  x y  ")], false)
+        .unwrap();
+    assert_eq!(rendered, "x y|True|b|k=1");
+}
+
+#[test]
+fn tojson_writes_python_json_without_html_escaping() {
+    let source =
+        "{{ {'a': [1, 'x<y']}|tojson }}|{{ {'b': {}}|tojson(indent=2) }}|{{ [1]|tojson(2) }}";
+    let template = ChatTemplate::new(source, "", "").unwrap();
+    assert_eq!(
+        template.render(&[], false).unwrap(),
+        "{\"a\": [1, \"x<y\"]}|{\n  \"b\": {}\n}|[\n  1\n]"
+    );
+}
+
+#[test]
+fn strftime_now_prints_a_date() {
+    let template = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", "", "").unwrap();
+    let date = template.render(&[], false).unwrap();
+    let parts: Vec<&str> = date.split(' ').collect();
+    assert_eq!(parts.len(), 3, "{date:?}");
+    assert!(
+        parts[0].len() == 2 && parts[0].chars().all(|c| c.is_ascii_digit()),
+        "{date:?}"
+    );
+    assert_eq!(parts[1].len(), 3, "{date:?}");
+    assert!(
+        parts[2].len() == 4 && parts[2].chars().all(|c| c.is_ascii_digit()),
+        "{date:?}"
+    );
+}
+
+#[test]
+fn tokens_and_tools_reach_the_template() {
+    let source =
+        "{{ bos_token }}|{{ eos_token }}|{{ tools is defined }}|{% for t in tools %}x{% endfor %}";
+    let template = ChatTemplate::new(source, "<s>", "</s>").unwrap();
+    assert_eq!(template.render(&[], false).unwrap(), "<s>|</s>|False|");
+}
+
+#[test]
+fn extras_are_visible_but_cannot_replace_reserved_variables() {
+    let template = ChatTemplate::new("{{ date_string }}", "", "").unwrap();
+    let mut extras = serde_json::Map::new();
+    extras.insert("date_string".into(), "1 Jan 2025".into());
+    assert_eq!(
+        template.render_with_extras(&[], false, &extras).unwrap(),
+        "1 Jan 2025"
+    );
+    extras.insert("messages".into(), serde_json::Value::Null);
+    assert!(matches!(
+        template.render_with_extras(&[], false, &extras),
+        Err(Error::InvalidRequest(_))
+    ));
+}
+
+#[test]
+fn templates_can_be_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<ChatTemplate>();
+}

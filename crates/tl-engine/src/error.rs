@@ -1,0 +1,40 @@
+//! The engine's error type: one enum for everything the engine can report, each
+//! variant carrying enough context (op, shapes, names) to act on without a debugger.
+
+use thiserror::Error;
+
+/// Errors raised by the engine.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The GGUF file could not be read or is malformed.
+    #[error(transparent)]
+    Gguf(#[from] tl_gguf::Error),
+
+    /// The tokenizer could not be built or used.
+    #[error(transparent)]
+    Tokenizer(#[from] tl_tokenizer::Error),
+
+    /// A tensor operation failed inside candle.
+    #[error("tensor operation failed: {0}")]
+    Candle(#[from] candle_core::Error),
+
+    /// The model's metadata or tensors do not describe a model we can run.
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
+
+    /// The model file lacks something the architecture needs, or has it in the
+    /// wrong shape.
+    #[error("invalid model: {0}")]
+    InvalidModel(String),
+
+    /// The chat template failed to parse or render.
+    #[error("chat template: {0}")]
+    Template(String),
+
+    /// A request asked for something impossible (e.g. more tokens than the context).
+    #[error("{0}")]
+    InvalidRequest(String),
+}
+
+/// Result alias for the engine.
+pub type Result<T> = std::result::Result<T, Error>;

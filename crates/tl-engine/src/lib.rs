@@ -1,0 +1,16 @@
+//! The TensorLogic engine: model loading from GGUF, the CPU forward pass, the KV
+//! cache, chat templates, sampling and the generation loop.
+
+pub mod chat_template;
+pub mod error;
+pub mod generate;
+pub mod model;
+pub mod perplexity;
+pub mod sampler;
+pub mod session;
+pub mod stop_strings;
+
+pub use error::{Error, Result};
+pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};
+
+pub use session::Session;

@@ -1,0 +1,180 @@
+//! Hyperparameters of a llama-family model, read from GGUF metadata
+//! (`{arch}.block_count`, `{arch}.attention.head_count`, ...) and validated into
+//! one struct, so the forward pass never has to second-guess them.
+
+use tl_gguf::GgufFile;
+
+use crate::error::{Error, Result};
+
+/// Architectures this engine can run (the `general.architecture` value).
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama"];
+
+/// The validated hyperparameters of a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// `general.architecture`.
+    pub architecture: String,
+    /// Number of transformer blocks.
+    pub block_count: usize,
+    /// Width of the residual stream.
+    pub embedding_length: usize,
+    /// Width of the MLP's hidden layer.
+    pub feed_forward_length: usize,
+    /// Query heads.
+    pub head_count: usize,
+    /// Key/value heads (fewer than `head_count` under grouped-query attention).
+    pub head_count_kv: usize,
+    /// Width of one attention head.
+    pub head_dim: usize,
+    /// Number of dimensions of each head that RoPE rotates.
+    pub rope_dimension_count: usize,
+    /// RoPE base frequency.
+    pub rope_freq_base: f32,
+    /// Epsilon of the RMS norms.
+    pub rms_norm_eps: f32,
+    /// Context length the model was trained for.
+    pub context_length: usize,
+    /// Vocabulary size (rows of the embedding table).
+    pub vocab_size: usize,
+}
+
+impl ModelConfig {
+    /// Reads and validates the configuration from GGUF metadata.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self> {
+        let architecture = file
+            .get_str("general.architecture")?
+            .ok_or_else(|| {
+                Error::InvalidModel("metadata key 'general.architecture' is missing".into())
+            })?
+            .to_string();
+        if !SUPPORTED_ARCHITECTURES.contains(&architecture.as_str()) {
+            return Err(Error::Unsupported(format!(
+                "architecture '{architecture}' (supported: {})",
+                SUPPORTED_ARCHITECTURES.join(", ")
+            )));
+        }
+        let keys = ArchKeys {
+            file,
+            arch: &architecture,
+        };
+        let embedding_length = keys.required_usize("embedding_length")?;
+        let head_count = keys.required_usize("attention.head_count")?;
+        let head_count_kv = keys
+            .optional_usize("attention.head_count_kv")?
+            .unwrap_or(head_count);
+        let head_dim = match keys.optional_usize("attention.key_length")? {
+            Some(dim) => dim,
+            None if head_count > 0 => embedding_length / head_count,
+            None => 0,
+        };
+        let config = ModelConfig {
+            block_count: keys.required_usize("block_count")?,
+            feed_forward_length: keys.required_usize("feed_forward_length")?,
+            rope_dimension_count: keys
+                .optional_usize("rope.dimension_count")?
+                .unwrap_or(head_dim),
+            rope_freq_base: keys.optional_f32("rope.freq_base")?.unwrap_or(10_000.0),
+            rms_norm_eps: keys
+                .optional_f32("attention.layer_norm_rms_epsilon")?
+                .unwrap_or(1e-5),
+            context_length: keys.optional_usize("context_length")?.unwrap_or(2048),
+            vocab_size: vocab_size(file, &keys)?,
+            architecture,
+            embedding_length,
+            head_count,
+            head_count_kv,
+            head_dim,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Query heads that share one key/value head.
+    pub fn group_size(&self) -> usize {
+        self.head_count / self.head_count_kv
+    }
+
+    fn validate(&self) -> Result<()> {
+        let invalid = |msg: String| Err(Error::InvalidModel(msg));
+        if self.block_count == 0 || self.embedding_length == 0 || self.feed_forward_length == 0 {
+            return invalid(format!("zero-sized model: {self:?}"));
+        }
+        if self.head_count == 0
+            || self.head_count_kv == 0
+            || !self.head_count.is_multiple_of(self.head_count_kv)
+        {
+            return invalid(format!(
+                "{} query heads cannot be grouped over {} key/value heads",
+                self.head_count, self.head_count_kv
+            ));
+        }
+        if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
+            return invalid(format!(
+                "head dimension {} must be even and non-zero",
+                self.head_dim
+            ));
+        }
+        if self.rope_dimension_count != self.head_dim {
+            return Err(Error::Unsupported(format!(
+                "partial rotary embeddings (rope.dimension_count {} of head dimension {})",
+                self.rope_dimension_count, self.head_dim
+            )));
+        }
+        if !(self.rope_freq_base.is_finite() && self.rope_freq_base > 0.0) {
+            return invalid(format!(
+                "rope.freq_base {} must be positive",
+                self.rope_freq_base
+            ));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
+            return invalid(format!(
+                "RMS norm epsilon {} must be positive",
+                self.rms_norm_eps
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Looks up `{arch}.{name}` keys.
+struct ArchKeys<'a> {
+    file: &'a GgufFile,
+    arch: &'a str,
+}
+
+impl ArchKeys<'_> {
+    fn key(&self, name: &str) -> String {
+        format!("{}.{name}", self.arch)
+    }
+
+    fn optional_usize(&self, name: &str) -> Result<Option<usize>> {
+        let key = self.key(name);
+        match self.file.get_u64(&key)? {
+            None => Ok(None),
+            Some(v) => usize::try_from(v)
+                .map(Some)
+                .map_err(|_| Error::InvalidModel(format!("{key} = {v} is too large"))),
+        }
+    }
+
+    fn required_usize(&self, name: &str) -> Result<usize> {
+        self.optional_usize(name)?.ok_or_else(|| {
+            Error::InvalidModel(format!("metadata key '{}' is missing", self.key(name)))
+        })
+    }
+
+    fn optional_f32(&self, name: &str) -> Result<Option<f32>> {
+        Ok(self.file.get_f64(&self.key(name))?.map(|v| v as f32))
+    }
+}
+
+/// The vocabulary size: `{arch}.vocab_size` if present, else the embedding table's rows.
+fn vocab_size(file: &GgufFile, keys: &ArchKeys) -> Result<usize> {
+    if let Some(n) = keys.optional_usize("vocab_size")? {
+        return Ok(n);
+    }
+    let embedding = file
+        .tensor_info("token_embd.weight")
+        .ok_or_else(|| Error::InvalidModel("tensor 'token_embd.weight' is missing".into()))?;
+    Ok(embedding.dims.get(1).copied().unwrap_or(0) as usize)
+}

@@ -1,0 +1,13 @@
+//! Models: configuration from GGUF metadata, weights, the KV cache and the forward
+//! pass of each supported architecture.
+
+pub mod cache;
+pub mod config;
+pub mod llama;
+pub mod rope;
+pub mod tensor_names;
+pub mod weights;
+
+pub use cache::KvCache;
+pub use config::ModelConfig;
+pub use llama::{Logits, Model};

@@ -1,0 +1,104 @@
+//! Turning GGUF tensors into candle tensors: quantized matrices stay in their GGUF
+//! block layout (candle's `QMatMul` runs them directly), vectors become f32. Every
+//! tensor's shape is checked against the configuration before use.
+
+use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QMatMul, QTensor};
+use candle_core::{DType, Device, Tensor};
+use tl_gguf::{GgmlType, GgufFile, TensorInfo};
+
+use crate::error::{Error, Result};
+
+/// Reads tensors from one GGUF file onto one device.
+pub struct WeightLoader<'a> {
+    file: &'a GgufFile,
+    device: &'a Device,
+    loaded_bytes: usize,
+}
+
+impl<'a> WeightLoader<'a> {
+    pub fn new(file: &'a GgufFile, device: &'a Device) -> Self {
+        WeightLoader {
+            file,
+            device,
+            loaded_bytes: 0,
+        }
+    }
+
+    /// Bytes of weights loaded so far.
+    pub fn loaded_bytes(&self) -> usize {
+        self.loaded_bytes
+    }
+
+    /// Whether the file has a tensor of that name.
+    pub fn has(&self, name: &str) -> bool {
+        self.file.tensor_info(name).is_some()
+    }
+
+    /// A quantized (or plain) tensor of the given row-major shape.
+    pub fn qtensor(&mut self, name: &str, shape: &[usize]) -> Result<QTensor> {
+        let info = self.info(name, shape)?;
+        let dtype = candle_dtype(info)?;
+        let data = self.file.data_of(info);
+        self.loaded_bytes += data.len();
+        Ok(qtensor_from_ggml(dtype, data, info.shape(), self.device)?)
+    }
+
+    /// A matrix `[out, in]` ready for `x @ W^T`.
+    pub fn matmul(
+        &mut self,
+        name: &str,
+        out_features: usize,
+        in_features: usize,
+    ) -> Result<QMatMul> {
+        Ok(QMatMul::from_qtensor(
+            self.qtensor(name, &[out_features, in_features])?,
+        )?)
+    }
+
+    /// A vector (norm weights), as f32.
+    pub fn vector(&mut self, name: &str, len: usize) -> Result<Tensor> {
+        let q = self.qtensor(name, &[len])?;
+        Ok(q.dequantize(self.device)?.to_dtype(DType::F32)?)
+    }
+
+    fn info(&self, name: &str, shape: &[usize]) -> Result<&'a TensorInfo> {
+        let info = self
+            .file
+            .tensor_info(name)
+            .ok_or_else(|| Error::InvalidModel(format!("tensor '{name}' is missing")))?;
+        if info.shape() != shape {
+            return Err(Error::InvalidModel(format!(
+                "tensor '{name}' has shape {:?}, expected {shape:?}",
+                info.shape()
+            )));
+        }
+        Ok(info)
+    }
+}
+
+/// The candle type for a GGUF tensor, or an error naming the tensor and type.
+fn candle_dtype(info: &TensorInfo) -> Result<GgmlDType> {
+    Ok(match info.ggml_type {
+        GgmlType::F32 => GgmlDType::F32,
+        GgmlType::F16 => GgmlDType::F16,
+        GgmlType::BF16 => GgmlDType::BF16,
+        GgmlType::Q4_0 => GgmlDType::Q4_0,
+        GgmlType::Q4_1 => GgmlDType::Q4_1,
+        GgmlType::Q5_0 => GgmlDType::Q5_0,
+        GgmlType::Q5_1 => GgmlDType::Q5_1,
+        GgmlType::Q8_0 => GgmlDType::Q8_0,
+        GgmlType::Q8_1 => GgmlDType::Q8_1,
+        GgmlType::Q2_K => GgmlDType::Q2K,
+        GgmlType::Q3_K => GgmlDType::Q3K,
+        GgmlType::Q4_K => GgmlDType::Q4K,
+        GgmlType::Q5_K => GgmlDType::Q5K,
+        GgmlType::Q6_K => GgmlDType::Q6K,
+        GgmlType::Q8_K => GgmlDType::Q8K,
+        other => {
+            return Err(Error::Unsupported(format!(
+                "tensor '{}' has type {other}, which the CPU backend cannot use as a weight",
+                info.name
+            )))
+        }
+    })
+}

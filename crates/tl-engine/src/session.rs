@@ -1,0 +1,125 @@
+//! A sequence being generated: its KV cache plus the tokens the cache holds, so a
+//! new prompt that extends the old one (the next turn of a chat) only runs the new
+//! tokens through the model.
+
+use candle_core::Tensor;
+
+use crate::error::{Error, Result};
+use crate::model::{KvCache, Logits, Model};
+
+/// One sequence's state.
+pub struct Session {
+    cache: KvCache,
+    tokens: Vec<u32>,
+}
+
+impl Session {
+    /// An empty session with room for `capacity` tokens.
+    pub fn new(model: &Model, capacity: usize) -> Result<Self> {
+        Ok(Session {
+            cache: model.new_cache(capacity)?,
+            tokens: Vec::with_capacity(capacity),
+        })
+    }
+
+    /// The tokens whose keys and values are cached, in order.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Tokens the session can hold.
+    pub fn capacity(&self) -> usize {
+        self.cache.capacity()
+    }
+
+    /// Bytes held by the KV cache.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.size_bytes()
+    }
+
+    /// Forgets everything.
+    pub fn reset(&mut self) {
+        self.truncate(0);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.tokens.truncate(len);
+        self.cache.truncate(len);
+    }
+
+    /// Makes the session hold exactly `prompt`, reusing the longest prefix already
+    /// cached, and returns the `[vocab]` logits that follow the prompt's last token.
+    /// The new tokens are run in chunks of `chunk_tokens` (0: all at once) and
+    /// `keep_going` is asked between chunks, so a long prompt can be interrupted.
+    pub fn prefill(
+        &mut self,
+        model: &Model,
+        prompt: &[u32],
+        chunk_tokens: usize,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Tensor>> {
+        if prompt.is_empty() {
+            return Err(Error::InvalidRequest("the prompt is empty".into()));
+        }
+        if prompt.len() > self.capacity() {
+            return Err(Error::InvalidRequest(format!(
+                "the prompt has {} tokens, more than the context of {}",
+                prompt.len(),
+                self.capacity()
+            )));
+        }
+        // Keep at least the last prompt token to run: its logits are the answer.
+        let reused = common_prefix(&self.tokens, prompt).min(prompt.len() - 1);
+        self.truncate(reused);
+        let chunk = if chunk_tokens == 0 {
+            prompt.len()
+        } else {
+            chunk_tokens
+        };
+        let mut logits = None;
+        for piece in prompt[reused..].chunks(chunk) {
+            if !keep_going() {
+                return Ok(None);
+            }
+            logits = Some(self.run(model, piece)?);
+        }
+        Ok(logits)
+    }
+
+    /// Appends one token and returns the logits that follow it.
+    pub fn step(&mut self, model: &Model, token: u32) -> Result<Tensor> {
+        self.run(model, &[token])
+    }
+
+    fn run(&mut self, model: &Model, tokens: &[u32]) -> Result<Tensor> {
+        let start = self.tokens.len();
+        let logits = model.forward(tokens, start, &mut self.cache, Logits::Last);
+        match logits {
+            Ok(logits) => {
+                self.tokens.extend_from_slice(tokens);
+                Ok(logits)
+            }
+            Err(e) => {
+                // A failed pass may have written some layers: drop those positions.
+                self.truncate(start);
+                Err(e)
+            }
+        }
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_prefix;
+
+    #[test]
+    fn common_prefix_counts_shared_head() {
+        assert_eq!(common_prefix(&[1, 2, 3], &[1, 2, 4]), 2);
+        assert_eq!(common_prefix(&[], &[1]), 0);
+        assert_eq!(common_prefix(&[1, 2], &[1, 2, 3]), 2);
+    }
+}
