@@ -158,6 +158,8 @@ pub struct PerplexityArgs {
 pub enum ModelCommand {
     /// Show a GGUF file's architecture, hyperparameters, tensors, vocabulary and template.
     Inspect(InspectArgs),
+    /// Fetch the default model into the cache folder (if needed) and print its path.
+    Pull,
 }
 
 /// `tl model inspect`.

@@ -44,11 +44,11 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
     let path = resolve_path(args.model.as_ref())?;
     let started = Instant::now();
     let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
-    let tokenizer = Tokenizer::from_gguf(&file)
-        .with_context(|| format!("cannot load the tokenizer of {}", path.display()))?;
     let trained = tl_engine::model::ModelConfig::from_gguf(&file)
         .with_context(|| format!("cannot load {}", path.display()))?
         .context_length;
+    let tokenizer = Tokenizer::from_gguf(&file)
+        .with_context(|| format!("cannot load the tokenizer of {}", path.display()))?;
     let context = args.ctx.unwrap_or_else(|| trained.min(DEFAULT_CONTEXT));
     if context > trained {
         eprintln!(

@@ -16,5 +16,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::run(&args, cli.verbose),
         Command::Perplexity(args) => perplexity::run(&args, cli.verbose),
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
+        Command::Model(ModelCommand::Pull) => {
+            println!("{}", crate::default_model::ensure()?.display());
+            Ok(())
+        }
     }
 }

@@ -1,0 +1,118 @@
+//! Bad model files give a one-line error and exit code 1, never a panic; unknown
+//! architectures and tensor types are named.
+
+mod common;
+
+use common::{run, stderr};
+use tl_gguf::{GgmlType, GgufWriter, TensorData, Value};
+
+fn assert_one_line_error(args: &[&str], expected: &str) {
+    let out = run(args);
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit status for {args:?}; stderr: {err}"
+    );
+    assert!(!err.contains("panicked"), "panic for {args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(expected), "{err:?} lacks {expected:?}");
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// A tiny model-shaped GGUF with the given architecture and tensor type.
+fn tiny_gguf(architecture: &str, ty: GgmlType, type_bytes: usize) -> Vec<u8> {
+    let mut w = GgufWriter::new(3);
+    w.set_metadata("general.architecture", Value::String(architecture.into()));
+    w.set_metadata(format!("{architecture}.block_count"), Value::U32(1));
+    w.add_tensor(
+        "token_embd.weight",
+        vec![32, 4],
+        ty,
+        TensorData::Bytes(vec![0; type_bytes]),
+    )
+    .unwrap();
+    w.to_bytes().unwrap()
+}
+
+#[test]
+fn non_gguf_file_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(&dir, "notes.txt", b"just some text, not a model\n");
+    for command in ["generate", "chat"] {
+        let args = [command, "-m", &path, "-p", "hi"];
+        let args: &[&str] = if command == "chat" { &args[..3] } else { &args };
+        assert_one_line_error(args, "not a GGUF file");
+    }
+    assert_one_line_error(&["model", "inspect", &path], "not a GGUF file");
+}
+
+#[test]
+fn truncated_and_corrupted_files_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = tiny_gguf("llama", GgmlType::F32, 32 * 4 * 4);
+    let truncated = write(&dir, "truncated.gguf", &good[..good.len() / 2]);
+    assert_one_line_error(
+        &["generate", "-m", &truncated, "-p", "hi"],
+        "malformed GGUF at byte",
+    );
+    let mut corrupted = good.clone();
+    corrupted[8..16].copy_from_slice(&u64::MAX.to_le_bytes()); // tensor count
+    let corrupted = write(&dir, "corrupted.gguf", &corrupted);
+    assert_one_line_error(&["model", "inspect", &corrupted], "tensor_count");
+    let missing = dir.path().join("missing.gguf");
+    assert_one_line_error(
+        &["generate", "-m", missing.to_str().unwrap(), "-p", "hi"],
+        "missing.gguf",
+    );
+}
+
+#[test]
+fn unknown_architecture_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        &dir,
+        "mamba.gguf",
+        &tiny_gguf("mamba-9000", GgmlType::F32, 32 * 4 * 4),
+    );
+    assert_one_line_error(
+        &["generate", "-m", &path, "-p", "hi"],
+        "architecture 'mamba-9000'",
+    );
+}
+
+#[test]
+fn unsupported_tensor_type_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = tiny_gguf("llama", GgmlType::F32, 32 * 4 * 4);
+    // Rewrite the tensor's type id (F32 = 0) to IQ2_XXS (16): the u32 right after
+    // the two u64 dims that follow the tensor's name in the header.
+    let name = b"token_embd.weight";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len() + 4 + 16;
+    bytes[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
+    let path = write(&dir, "iq.gguf", &bytes);
+    assert_one_line_error(&["generate", "-m", &path, "-p", "hi"], "IQ2_XXS");
+}
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        vec!["--help"],
+        vec!["chat", "--help"],
+        vec!["generate", "--help"],
+        vec!["perplexity", "--help"],
+        vec!["model", "--help"],
+        vec!["model", "inspect", "--help"],
+        vec!["model", "pull", "--help"],
+    ] {
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}");
+        assert!(common::stdout(&out).contains("Usage:"), "{args:?}");
+    }
+}

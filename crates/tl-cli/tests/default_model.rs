@@ -1,0 +1,235 @@
+//! End-to-end checks on the real default model (SmolLM2-135M-Instruct, Q4_1),
+//! fetched once into the cache folder: agreement with llama.cpp's reference
+//! outputs, llama.cpp-compatible perplexity, and determinism.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+
+use common::{default_model, run, stderr, stdout, testdata, tl};
+
+fn model() -> &'static str {
+    default_model().to_str().expect("model path is UTF-8")
+}
+
+struct Reference {
+    prompt: String,
+    n_predict: usize,
+    completion: String,
+}
+
+fn references(file: &str) -> Vec<Reference> {
+    let text = std::fs::read_to_string(testdata().join("reference").join(file)).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            Reference {
+                prompt: v["prompt"].as_str().unwrap().to_string(),
+                n_predict: v["n_predict"].as_u64().unwrap() as usize,
+                completion: v["completion"].as_str().unwrap().to_string(),
+            }
+        })
+        .collect()
+}
+
+fn greedy(prompt: &str, tokens: usize) -> String {
+    let n = tokens.to_string();
+    let out = run(&[
+        "generate",
+        "-m",
+        model(),
+        "--raw",
+        "--temperature",
+        "0",
+        "-n",
+        &n,
+        "-p",
+        prompt,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    text.strip_suffix('\n').unwrap_or(&text).to_string()
+}
+
+/// The first 16 greedy tokens equal llama.cpp's for every reference prompt.
+#[test]
+fn greedy_continuations_match_llama_cpp() {
+    for r in references("public_greedy_16.jsonl") {
+        assert_eq!(
+            greedy(&r.prompt, r.n_predict),
+            r.completion,
+            "prompt {:?}",
+            r.prompt
+        );
+    }
+}
+
+#[test]
+fn perplexity_is_within_one_percent_of_llama_cpp() {
+    // llama.cpp's `llama-perplexity -c 512` on this text: 18.3459 (reference/README.md).
+    const LLAMA_CPP: f64 = 18.3459;
+    let text = testdata().join("reference/gpl-3.txt");
+    let out = run(&[
+        "perplexity",
+        "-m",
+        model(),
+        "-f",
+        text.to_str().unwrap(),
+        "-c",
+        "512",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let last = stdout(&out).lines().last().unwrap_or_default().to_string();
+    let value: f64 = last
+        .strip_prefix("perplexity: ")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("last line {last:?}"));
+    let ratio = value / LLAMA_CPP;
+    assert!(
+        (0.99..=1.01).contains(&ratio),
+        "perplexity {value} vs llama.cpp {LLAMA_CPP}"
+    );
+}
+
+#[test]
+fn same_seed_gives_same_text() {
+    let sample = |seed: &str| {
+        let args = [
+            "generate",
+            "-m",
+            model(),
+            "-p",
+            "Write a haiku about rivers.",
+            "--temperature",
+            "0.8",
+            "--seed",
+            seed,
+            "-n",
+            "40",
+        ];
+        let out = run(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let first = sample("7");
+    assert!(!first.trim().is_empty());
+    assert_eq!(first, sample("7"));
+    // A different seed is allowed to coincide, but over 40 tokens at 0.8 it should not.
+    assert_ne!(first, sample("8"));
+}
+
+#[test]
+fn chat_template_prompt_gets_an_answer() {
+    let out = run(&[
+        "generate",
+        "-m",
+        model(),
+        "--temperature",
+        "0",
+        "-n",
+        "24",
+        "-p",
+        "What is the capital of France?",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("Paris"), "{}", stdout(&out));
+    assert!(
+        !stdout(&out).contains("<|im_"),
+        "special tokens leaked: {}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn raw_prompt_parses_special_tokens() {
+    let prompt =
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+    let raw = greedy(prompt, 24);
+    let templated = run(&[
+        "generate",
+        "-m",
+        model(),
+        "--temperature",
+        "0",
+        "-n",
+        "24",
+        "-p",
+        "What is the capital of France?",
+    ]);
+    // The model's template adds a default system turn, so the texts need not be
+    // equal; both must answer, which only happens if <|im_start|> became a token.
+    assert!(raw.contains("Paris"), "{raw}");
+    assert!(templated.status.success());
+}
+
+#[test]
+fn stop_strings_end_the_output() {
+    let out = run(&[
+        "generate",
+        "-m",
+        model(),
+        "--raw",
+        "--temperature",
+        "0",
+        "-n",
+        "32",
+        "--stop",
+        "population",
+        "-p",
+        "The capital of France is",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with(" Paris."), "{text}");
+    assert!(!text.contains("population"), "{text}");
+}
+
+#[test]
+fn chat_repl_answers_and_handles_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("conversation.json");
+    let mut child = tl()
+        .args(["chat", "-m", model(), "--temperature", "0", "-n", "24"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = format!(
+        "/help\nWhat is the capital of France?\n/set temperature abc\n/stats\n/save {}\n/frobnicate\n/quit\n",
+        saved.display()
+    );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (text, log) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{log}");
+    assert!(text.contains("Paris"), "reply: {text}\nlog: {log}");
+    assert!(log.contains("/reset"), "help missing: {log}");
+    assert!(log.contains("tok/s"), "no stats line: {log}");
+    assert!(log.contains("abc is not a number"), "{log}");
+    assert!(log.contains("unknown command /frobnicate"), "{log}");
+    let saved = std::fs::read_to_string(&saved).unwrap();
+    assert!(
+        saved.contains("capital of France") && saved.contains("assistant"),
+        "{saved}"
+    );
+}
+
+#[test]
+fn inspect_describes_the_model() {
+    let out = run(&["model", "inspect", model()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for expected in [
+        "llama", "30", "576", "9 / 3", "Q4_1", "49152", "ChatML", "tied",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from:\n{text}");
+    }
+}
