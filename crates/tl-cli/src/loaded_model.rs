@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use candle_core::Device;
 use tl_engine::chat_template::ChatTemplate;
 use tl_engine::model::Model;
 use tl_gguf::GgufFile;
@@ -55,8 +54,8 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
             "warning: --ctx {context} exceeds the {trained} tokens the model was trained for"
         );
     }
-    let model = Model::load(&file, &Device::Cpu, context)
-        .with_context(|| format!("cannot load {}", path.display()))?;
+    let model =
+        Model::load(&file, context).with_context(|| format!("cannot load {}", path.display()))?;
     let template = chat_template(&file, &tokenizer, verbose)?;
     for warning in tokenizer.warnings() {
         eprintln!("warning: {warning}");

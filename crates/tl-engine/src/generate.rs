@@ -138,7 +138,7 @@ impl Generator<'_> {
         };
         let mut decode_started = None;
         loop {
-            let next = sampler.sample(&logits.to_vec1::<f32>()?, session.tokens())?;
+            let next = sampler.sample(&logits, session.tokens())?;
             if decode_started.is_none() {
                 stats.prefill_time = started.elapsed();
                 decode_started = Some(Instant::now());

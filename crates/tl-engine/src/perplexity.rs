@@ -65,11 +65,13 @@ pub fn perplexity(
         }
         cache.truncate(0);
         let logits = model.forward(&input, 0, &mut cache, Logits::All)?;
-        let rows = logits.to_vec2::<f32>()?;
+        let vocab = logits.len() / window;
         for position in first_scored..window - 1 {
             // The original tokens are the targets, even where BOS replaced one.
-            report.negative_log_likelihood +=
-                negative_log_likelihood(&rows[position], chunk[position + 1]);
+            report.negative_log_likelihood += negative_log_likelihood(
+                &logits[position * vocab..(position + 1) * vocab],
+                chunk[position + 1],
+            );
             report.scored_tokens += 1;
         }
         report.windows = index + 1;

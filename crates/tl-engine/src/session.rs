@@ -2,8 +2,6 @@
 //! new prompt that extends the old one (the next turn of a chat) only runs the new
 //! tokens through the model.
 
-use candle_core::Tensor;
-
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Model};
 
@@ -57,7 +55,7 @@ impl Session {
         prompt: &[u32],
         chunk_tokens: usize,
         keep_going: &mut dyn FnMut() -> bool,
-    ) -> Result<Option<Tensor>> {
+    ) -> Result<Option<Vec<f32>>> {
         if prompt.is_empty() {
             return Err(Error::InvalidRequest("the prompt is empty".into()));
         }
@@ -87,11 +85,11 @@ impl Session {
     }
 
     /// Appends one token and returns the logits that follow it.
-    pub fn step(&mut self, model: &Model, token: u32) -> Result<Tensor> {
+    pub fn step(&mut self, model: &Model, token: u32) -> Result<Vec<f32>> {
         self.run(model, &[token])
     }
 
-    fn run(&mut self, model: &Model, tokens: &[u32]) -> Result<Tensor> {
+    fn run(&mut self, model: &Model, tokens: &[u32]) -> Result<Vec<f32>> {
         let start = self.tokens.len();
         let logits = model.forward(tokens, start, &mut self.cache, Logits::Last);
         match logits {

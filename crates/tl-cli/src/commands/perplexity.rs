@@ -1,7 +1,6 @@
 //! `tl perplexity`: llama.cpp-compatible perplexity of a model on a text file.
 
 use anyhow::{Context, Result};
-use candle_core::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use tl_engine::model::Model;
 use tl_engine::perplexity::perplexity;
@@ -17,7 +16,7 @@ pub fn run(args: &PerplexityArgs, verbose: bool) -> Result<()> {
     let path = loaded_model::resolve_path(args.model.as_ref())?;
     let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
     let tokenizer = Tokenizer::from_gguf(&file)?;
-    let model = Model::load(&file, &Device::Cpu, args.ctx)?;
+    let model = Model::load(&file, args.ctx)?;
     // Tokenized once, as llama.cpp does: BOS in front if the model adds it, and
     // special-token text treated as plain text.
     let tokens = tokenizer.encode(&text, true, false)?;

@@ -1,36 +1,37 @@
-//! The key/value cache: one preallocated buffer per layer for keys and one for
-//! values, written in place at each step's positions. Nothing is concatenated or
-//! reallocated per token; the capacity is fixed when the cache is made.
+//! The key/value cache: per layer, one preallocated f16 buffer for keys and one for
+//! values, laid out `[kv_head][position][head_dim]`, written in place at each
+//! step's positions. Nothing is concatenated or reallocated per token. f16 is what
+//! llama.cpp stores by default; storing the same rounded values keeps attention
+//! arithmetic comparable and halves the memory.
 
-use candle_core::{DType, Device, Tensor};
+use half::f16;
 
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
 
 /// Keys and values of every layer for one sequence.
 pub struct KvCache {
-    keys: Vec<Tensor>,
-    values: Vec<Tensor>,
+    keys: Vec<Vec<f16>>,
+    values: Vec<Vec<f16>>,
+    kv_heads: usize,
+    head_dim: usize,
     capacity: usize,
     len: usize,
 }
 
 impl KvCache {
-    /// A cache for `capacity` positions, laid out `[kv_heads, capacity, head_dim]`
-    /// per layer.
-    pub fn new(config: &ModelConfig, capacity: usize, device: &Device) -> Result<Self> {
-        let shape = (config.head_count_kv, capacity, config.head_dim);
-        let layer = || Tensor::zeros(shape, DType::F32, device);
-        Ok(KvCache {
-            keys: (0..config.block_count)
-                .map(|_| layer())
-                .collect::<candle_core::Result<_>>()?,
-            values: (0..config.block_count)
-                .map(|_| layer())
-                .collect::<candle_core::Result<_>>()?,
+    /// A cache for `capacity` positions.
+    pub fn new(config: &ModelConfig, capacity: usize) -> Self {
+        let layer_len = config.head_count_kv * capacity * config.head_dim;
+        let layer = || vec![f16::ZERO; layer_len];
+        KvCache {
+            keys: (0..config.block_count).map(|_| layer()).collect(),
+            values: (0..config.block_count).map(|_| layer()).collect(),
+            kv_heads: config.head_count_kv,
+            head_dim: config.head_dim,
             capacity,
             len: 0,
-        })
+        }
     }
 
     /// Positions the cache can hold.
@@ -59,7 +60,7 @@ impl KvCache {
         self.keys
             .iter()
             .chain(&self.values)
-            .map(|t| t.elem_count() * t.dtype().size_in_bytes())
+            .map(|l| l.len() * 2)
             .sum()
     }
 
@@ -80,28 +81,43 @@ impl KvCache {
         Ok(())
     }
 
+    /// Stores the keys and values of the token at `position` in `layer`; each is
+    /// `kv_heads × head_dim` values, rounded to f16 as llama.cpp's copy into its
+    /// f16 cache does.
+    pub fn store(&mut self, layer: usize, position: usize, keys: &[f32], values: &[f32]) {
+        let (dim, cap) = (self.head_dim, self.capacity);
+        for head in 0..self.kv_heads {
+            let at = (head * cap + position) * dim;
+            let src = head * dim..(head + 1) * dim;
+            for (slot, &v) in self.keys[layer][at..at + dim]
+                .iter_mut()
+                .zip(&keys[src.clone()])
+            {
+                *slot = f16::from_f32(v);
+            }
+            for (slot, &v) in self.values[layer][at..at + dim]
+                .iter_mut()
+                .zip(&values[src])
+            {
+                *slot = f16::from_f32(v);
+            }
+        }
+    }
+
+    /// Keys of `head` in `layer` for positions `0..end`, `[end][head_dim]`.
+    pub fn keys(&self, layer: usize, head: usize, end: usize) -> &[f16] {
+        let at = head * self.capacity * self.head_dim;
+        &self.keys[layer][at..at + end * self.head_dim]
+    }
+
+    /// Values of `head` in `layer` for positions `0..end`, `[end][head_dim]`.
+    pub fn values(&self, layer: usize, head: usize, end: usize) -> &[f16] {
+        let at = head * self.capacity * self.head_dim;
+        &self.values[layer][at..at + end * self.head_dim]
+    }
+
     /// Marks positions up to `end` as filled, once every layer has written them.
     pub(crate) fn commit(&mut self, end: usize) {
         self.len = end;
-    }
-
-    /// Writes `keys` and `values` (`[kv_heads, count, head_dim]`) of `layer` at
-    /// positions `start..start+count` and returns views of all positions up to the
-    /// end of what was written.
-    pub fn append(
-        &mut self,
-        layer: usize,
-        start: usize,
-        keys: &Tensor,
-        values: &Tensor,
-    ) -> Result<(Tensor, Tensor)> {
-        let count = keys.dim(1)?;
-        self.keys[layer].slice_set(keys, 1, start)?;
-        self.values[layer].slice_set(values, 1, start)?;
-        let end = start + count;
-        Ok((
-            self.keys[layer].narrow(1, 0, end)?,
-            self.values[layer].narrow(1, 0, end)?,
-        ))
     }
 }

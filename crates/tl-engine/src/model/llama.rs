@@ -3,16 +3,22 @@
 //!
 //! Weights are immutable; all per-sequence state lives in the [`KvCache`], so one
 //! model can serve many sequences: `forward(&self, tokens, index_pos, &mut cache)`.
+//! Activations are plain row-major f32 buffers `[token][feature]`; every step that
+//! shapes the numerics (norms, RoPE, attention, matmuls) follows llama.cpp's CPU
+//! arithmetic so greedy decoding picks the same tokens.
 
 use std::sync::Arc;
 
 use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{Device, Module, Tensor, D};
+use candle_core::{Device, Tensor};
 use tl_gguf::GgufFile;
 
 use crate::error::{Error, Result};
+use crate::model::attention::{attend, AttentionShape};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
+use crate::model::linear::Linear;
+use crate::model::norm::rms_norm;
 use crate::model::rope::RopeTable;
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
@@ -20,9 +26,9 @@ use crate::model::weights::WeightLoader;
 /// Which positions' logits a forward pass returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Logits {
-    /// Only the last position's: `[vocab]` (generation).
+    /// Only the last position's: `vocab` values (generation).
     Last,
-    /// Every position's: `[seq, vocab]` (perplexity, verification).
+    /// Every position's: `seq × vocab` values, row-major (perplexity, checks).
     All,
 }
 
@@ -31,31 +37,31 @@ pub struct Model {
     config: ModelConfig,
     embedding: Arc<QTensor>,
     blocks: Vec<Block>,
-    output_norm: Tensor,
-    output: QMatMul,
+    output_norm: Vec<f32>,
+    output: Linear,
     rope: RopeTable,
-    device: Device,
     weight_bytes: usize,
 }
 
 struct Block {
-    attention_norm: Tensor,
-    query: QMatMul,
-    key: QMatMul,
-    value: QMatMul,
-    attention_output: QMatMul,
-    feed_forward_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    attention_norm: Vec<f32>,
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attention_output: Linear,
+    feed_forward_norm: Vec<f32>,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
 }
 
 impl Model {
     /// Loads the model from a validated GGUF file. `max_positions` bounds the
-    /// positions any cache of this model may hold (the RoPE tables' length).
-    pub fn load(file: &GgufFile, device: &Device, max_positions: usize) -> Result<Self> {
+    /// positions any cache of this model may hold (the RoPE table's length).
+    pub fn load(file: &GgufFile, max_positions: usize) -> Result<Self> {
         let config = ModelConfig::from_gguf(file)?;
-        let mut loader = WeightLoader::new(file, device);
+        let device = Device::Cpu;
+        let mut loader = WeightLoader::new(file, &device);
         let hidden = config.embedding_length;
         let embedding =
             Arc::new(loader.qtensor(names::TOKEN_EMBEDDING, &[config.vocab_size, hidden])?);
@@ -64,17 +70,24 @@ impl Model {
             .collect::<Result<Vec<_>>>()?;
         let output_norm = loader.vector(names::OUTPUT_NORM, hidden)?;
         let output = if loader.has(names::OUTPUT) {
-            loader.matmul(names::OUTPUT, config.vocab_size, hidden)?
+            loader.linear(names::OUTPUT, config.vocab_size, hidden)?
         } else {
-            QMatMul::from_arc(embedding.clone())?
+            Linear::new(
+                QMatMul::from_arc(embedding.clone())?,
+                config.vocab_size,
+                hidden,
+            )
         };
-        let freq_factors = rope_freq_factors(&mut loader, &config)?;
+        let freq_factors = if loader.has(names::ROPE_FREQS) {
+            Some(loader.vector(names::ROPE_FREQS, config.head_dim / 2)?)
+        } else {
+            None
+        };
         let rope = RopeTable::new(
             config.head_dim,
             config.rope_freq_base,
             freq_factors.as_deref(),
             max_positions,
-            device,
         )?;
         Ok(Model {
             weight_bytes: loader.loaded_bytes(),
@@ -84,7 +97,6 @@ impl Model {
             output_norm,
             output,
             rope,
-            device: device.clone(),
         })
     }
 
@@ -111,19 +123,19 @@ impl Model {
                 self.max_positions()
             )));
         }
-        KvCache::new(&self.config, capacity, &self.device)
+        Ok(KvCache::new(&self.config, capacity))
     }
 
     /// Runs `tokens` at positions `index_pos..`, appending their keys and values to
     /// `cache` (which must hold exactly `index_pos` positions of this sequence).
-    /// Returns `[vocab]` logits of the last token, or `[seq, vocab]` for all.
+    /// Returns the logits of the last token (`vocab` values) or of every token.
     pub fn forward(
         &self,
         tokens: &[u32],
         index_pos: usize,
         cache: &mut KvCache,
         which: Logits,
-    ) -> Result<Tensor> {
+    ) -> Result<Vec<f32>> {
         if tokens.is_empty() {
             return Err(Error::InvalidRequest(
                 "forward pass over zero tokens".into(),
@@ -139,23 +151,56 @@ impl Model {
             )));
         }
         cache.check_room(index_pos, tokens.len())?;
-        let ids = Tensor::new(tokens, &self.device)?;
-        let mut x = self.embedding.embedding(&ids)?;
-        let mask = causal_mask(tokens.len(), index_pos, &self.device)?;
+        let ids = Tensor::new(tokens, &Device::Cpu)?;
+        let mut x = self
+            .embedding
+            .embedding(&ids)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let mut scratch = Scratch::new(&self.config, tokens.len());
         for (layer, block) in self.blocks.iter().enumerate() {
-            x = block.forward(&x, layer, index_pos, cache, mask.as_ref(), self)?;
+            block.forward(&mut x, layer, index_pos, cache, &mut scratch, self)?;
         }
         cache.commit(index_pos + tokens.len());
+        let hidden = self.config.embedding_length;
         let x = match which {
-            Logits::Last => x.narrow(0, tokens.len() - 1, 1)?,
-            Logits::All => x,
+            Logits::Last => &x[(tokens.len() - 1) * hidden..],
+            Logits::All => &x[..],
         };
-        let x = candle_nn::ops::rms_norm(&x, &self.output_norm, self.config.rms_norm_eps)?;
-        let logits = self.output.forward(&x)?;
-        Ok(match which {
-            Logits::Last => logits.squeeze(0)?,
-            Logits::All => logits,
-        })
+        let mut normed = vec![0.0; x.len()];
+        rms_norm(x, &self.output_norm, self.config.rms_norm_eps, &mut normed);
+        let mut logits = vec![0.0; x.len() / hidden * self.output.out_features()];
+        self.output.forward(&normed, &mut logits)?;
+        Ok(logits)
+    }
+}
+
+/// Buffers for one forward pass, `[token][feature]`.
+struct Scratch {
+    normed: Vec<f32>,
+    query: Vec<f32>,
+    key: Vec<f32>,
+    value: Vec<f32>,
+    attention: Vec<f32>,
+    projected: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(c: &ModelConfig, rows: usize) -> Self {
+        let q_width = c.head_count * c.head_dim;
+        let kv_width = c.head_count_kv * c.head_dim;
+        Scratch {
+            normed: vec![0.0; rows * c.embedding_length],
+            query: vec![0.0; rows * q_width],
+            key: vec![0.0; rows * kv_width],
+            value: vec![0.0; rows * kv_width],
+            attention: vec![0.0; rows * q_width],
+            projected: vec![0.0; rows * c.embedding_length],
+            gate: vec![0.0; rows * c.feed_forward_length],
+            up: vec![0.0; rows * c.feed_forward_length],
+        }
     }
 }
 
@@ -168,118 +213,76 @@ impl Block {
         let name = |t: BlockTensor| t.name(i);
         Ok(Block {
             attention_norm: loader.vector(&name(BlockTensor::AttentionNorm), hidden)?,
-            query: loader.matmul(&name(BlockTensor::Query), q_width, hidden)?,
-            key: loader.matmul(&name(BlockTensor::Key), kv_width, hidden)?,
-            value: loader.matmul(&name(BlockTensor::Value), kv_width, hidden)?,
-            attention_output: loader.matmul(
+            query: loader.linear(&name(BlockTensor::Query), q_width, hidden)?,
+            key: loader.linear(&name(BlockTensor::Key), kv_width, hidden)?,
+            value: loader.linear(&name(BlockTensor::Value), kv_width, hidden)?,
+            attention_output: loader.linear(
                 &name(BlockTensor::AttentionOutput),
                 hidden,
                 q_width,
             )?,
             feed_forward_norm: loader.vector(&name(BlockTensor::FeedForwardNorm), hidden)?,
-            gate: loader.matmul(&name(BlockTensor::Gate), ffn, hidden)?,
-            up: loader.matmul(&name(BlockTensor::Up), ffn, hidden)?,
-            down: loader.matmul(&name(BlockTensor::Down), hidden, ffn)?,
+            gate: loader.linear(&name(BlockTensor::Gate), ffn, hidden)?,
+            up: loader.linear(&name(BlockTensor::Up), ffn, hidden)?,
+            down: loader.linear(&name(BlockTensor::Down), hidden, ffn)?,
         })
     }
 
-    /// One block: `x + attention(norm(x))`, then `x + mlp(norm(x))`; `x` is `[seq, hidden]`.
+    /// One block, in place: `x += attention(norm(x))`, then `x += mlp(norm(x))`.
     fn forward(
         &self,
-        x: &Tensor,
+        x: &mut [f32],
         layer: usize,
         index_pos: usize,
         cache: &mut KvCache,
-        mask: Option<&Tensor>,
+        s: &mut Scratch,
         model: &Model,
-    ) -> Result<Tensor> {
-        let eps = model.config.rms_norm_eps;
-        let h = candle_nn::ops::rms_norm(x, &self.attention_norm, eps)?;
-        let attention = self.attention(&h, layer, index_pos, cache, mask, model)?;
-        let x = (x + attention)?;
-        let h = candle_nn::ops::rms_norm(&x, &self.feed_forward_norm, eps)?;
-        let mlp = self
-            .down
-            .forward(&(self.gate.forward(&h)?.silu()? * self.up.forward(&h)?)?)?;
-        Ok((x + mlp)?)
-    }
-
-    fn attention(
-        &self,
-        h: &Tensor,
-        layer: usize,
-        index_pos: usize,
-        cache: &mut KvCache,
-        mask: Option<&Tensor>,
-        model: &Model,
-    ) -> Result<Tensor> {
+    ) -> Result<()> {
         let c = &model.config;
-        let seq = h.dim(0)?;
-        let (n_head, n_kv, head_dim) = (c.head_count, c.head_count_kv, c.head_dim);
-        let heads_first = |t: Tensor, heads: usize| -> Result<Tensor> {
-            Ok(t.reshape((1, seq, heads, head_dim))?
-                .transpose(1, 2)?
-                .contiguous()?)
+        rms_norm(x, &self.attention_norm, c.rms_norm_eps, &mut s.normed);
+        self.query.forward(&s.normed, &mut s.query)?;
+        self.key.forward(&s.normed, &mut s.key)?;
+        self.value.forward(&s.normed, &mut s.value)?;
+        let q_width = c.head_count * c.head_dim;
+        let kv_width = c.head_count_kv * c.head_dim;
+        let rows = s
+            .query
+            .chunks_exact_mut(q_width)
+            .zip(s.key.chunks_exact_mut(kv_width));
+        for (row, ((query, key), value)) in rows.zip(s.value.chunks_exact(kv_width)).enumerate() {
+            let position = index_pos + row;
+            model.rope.rotate(query, position);
+            model.rope.rotate(key, position);
+            cache.store(layer, position, key, value);
+        }
+        let shape = AttentionShape {
+            heads: c.head_count,
+            kv_heads: c.head_count_kv,
+            head_dim: c.head_dim,
         };
-        let q = model
-            .rope
-            .apply(&heads_first(self.query.forward(h)?, n_head)?, index_pos)?;
-        let k = model
-            .rope
-            .apply(&heads_first(self.key.forward(h)?, n_kv)?, index_pos)?;
-        let v = heads_first(self.value.forward(h)?, n_kv)?;
-        let (keys, values) = cache.append(layer, index_pos, &k.squeeze(0)?, &v.squeeze(0)?)?;
-        // Grouped-query attention without copying keys per query head: the query
-        // heads that share a key/value head are stacked along the sequence axis.
-        let group = c.group_size();
-        let q = q.reshape((n_kv, group * seq, head_dim))?;
-        let scale = 1.0 / (head_dim as f64).sqrt();
-        let scores = (q.matmul(&keys.t()?)? * scale)?;
-        let scores = match mask {
-            Some(mask) => {
-                let total = scores.dim(D::Minus1)?;
-                scores
-                    .reshape((n_kv, group, seq, total))?
-                    .broadcast_add(mask)?
-                    .reshape((n_kv, group * seq, total))?
-            }
-            None => scores,
-        };
-        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
-        let out = weights.matmul(&values)?; // [n_kv, group * seq, head_dim]
-        let out = out
-            .reshape((n_head, seq, head_dim))?
-            .transpose(0, 1)?
-            .contiguous()?
-            .reshape((seq, n_head * head_dim))?;
-        Ok(self.attention_output.forward(&out)?)
+        attend(shape, cache, layer, index_pos, &s.query, &mut s.attention);
+        self.attention_output
+            .forward(&s.attention, &mut s.projected)?;
+        add_in_place(x, &s.projected);
+        rms_norm(x, &self.feed_forward_norm, c.rms_norm_eps, &mut s.normed);
+        self.gate.forward(&s.normed, &mut s.gate)?;
+        self.up.forward(&s.normed, &mut s.up)?;
+        swiglu_in_place(&mut s.gate, &s.up);
+        self.down.forward(&s.gate, &mut s.projected)?;
+        add_in_place(x, &s.projected);
+        Ok(())
     }
 }
 
-/// `[seq, index_pos + seq]` additive mask hiding later positions; none for one token.
-fn causal_mask(seq: usize, index_pos: usize, device: &Device) -> Result<Option<Tensor>> {
-    if seq == 1 {
-        return Ok(None);
+fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
     }
-    let total = index_pos + seq;
-    let values: Vec<f32> = (0..seq)
-        .flat_map(|i| {
-            (0..total).map(move |j| {
-                if j > index_pos + i {
-                    f32::NEG_INFINITY
-                } else {
-                    0.0
-                }
-            })
-        })
-        .collect();
-    Ok(Some(Tensor::from_vec(values, (seq, total), device)?))
 }
 
-fn rope_freq_factors(loader: &mut WeightLoader, config: &ModelConfig) -> Result<Option<Vec<f32>>> {
-    if !loader.has(names::ROPE_FREQS) {
-        return Ok(None);
+/// `gate = silu(gate) * up`, with `silu(v) = v / (1 + e^-v)`.
+fn swiglu_in_place(gate: &mut [f32], up: &[f32]) {
+    for (g, u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
     }
-    let factors = loader.vector(names::ROPE_FREQS, config.head_dim / 2)?;
-    Ok(Some(factors.to_vec1::<f32>()?))
 }

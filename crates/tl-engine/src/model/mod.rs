@@ -1,9 +1,12 @@
 //! Models: configuration from GGUF metadata, weights, the KV cache and the forward
 //! pass of each supported architecture.
 
+pub mod attention;
 pub mod cache;
 pub mod config;
+pub mod linear;
 pub mod llama;
+pub mod norm;
 pub mod rope;
 pub mod tensor_names;
 pub mod weights;

@@ -1,27 +1,27 @@
-//! Rotary position embeddings: cos/sin tables computed once at load for every
-//! position the model will be asked about, applied to adjacent element pairs
-//! (GGML's "normal" RoPE, which llama-architecture GGUF files are converted for).
-
-use candle_core::{DType, Device, Tensor};
+//! Rotary position embeddings computed the way llama.cpp's CPU backend computes
+//! them, so positions rotate by bit-identical angles: the per-pair frequency is
+//! reached by repeated f32 multiplication by `base^(-2/dims)` (not `powf` per pair),
+//! and pairs are adjacent elements (GGML's "normal" RoPE, which llama-architecture
+//! GGUF files are converted for).
 
 use crate::error::{Error, Result};
 
-/// Precomputed cos/sin of `position * frequency` for each pair of head dimensions.
+/// Precomputed cos/sin of every position's angle for each pair of head dimensions.
 pub struct RopeTable {
-    cos: Tensor,
-    sin: Tensor,
+    /// `[position][pair]` interleaved as (cos, sin).
+    cos_sin: Vec<(f32, f32)>,
+    pairs: usize,
     max_positions: usize,
 }
 
 impl RopeTable {
     /// Tables for positions `0..max_positions`. `freq_factors`, when present,
-    /// divide each pair's frequency (Llama 3.1-style long-context scaling).
+    /// divide each pair's angle (Llama 3.1-style long-context scaling).
     pub fn new(
         head_dim: usize,
         base: f32,
         freq_factors: Option<&[f32]>,
         max_positions: usize,
-        device: &Device,
     ) -> Result<Self> {
         let pairs = head_dim / 2;
         if let Some(factors) = freq_factors {
@@ -32,39 +32,77 @@ impl RopeTable {
                 )));
             }
         }
-        let frequencies: Vec<f32> = (0..pairs)
-            .map(|i| {
-                let f = 1.0 / base.powf(2.0 * i as f32 / head_dim as f32);
-                f / freq_factors.map_or(1.0, |factors| factors[i])
-            })
-            .collect();
-        let mut cos = Vec::with_capacity(max_positions * pairs);
-        let mut sin = Vec::with_capacity(max_positions * pairs);
+        let theta_scale = base.powf(-2.0 / head_dim as f32);
+        let mut cos_sin = Vec::with_capacity(max_positions * pairs);
         for position in 0..max_positions {
-            for &f in &frequencies {
-                let angle = position as f32 * f;
-                cos.push(angle.cos());
-                sin.push(angle.sin());
+            let mut theta = position as f32;
+            for pair in 0..pairs {
+                let factor = freq_factors.map_or(1.0, |f| f[pair]);
+                let angle = theta / factor;
+                cos_sin.push((angle.cos(), angle.sin()));
+                theta *= theta_scale;
             }
         }
         Ok(RopeTable {
-            cos: Tensor::from_vec(cos, (max_positions, pairs), device)?.to_dtype(DType::F32)?,
-            sin: Tensor::from_vec(sin, (max_positions, pairs), device)?.to_dtype(DType::F32)?,
+            cos_sin,
+            pairs,
             max_positions,
         })
     }
 
-    /// Positions the tables cover.
+    /// Positions the table covers.
     pub fn max_positions(&self) -> usize {
         self.max_positions
     }
 
-    /// Rotates `x` (`[batch, heads, seq, head_dim]`, contiguous) whose first row is
-    /// at position `start`.
-    pub fn apply(&self, x: &Tensor, start: usize) -> Result<Tensor> {
-        let seq = x.dim(2)?;
-        let cos = self.cos.narrow(0, start, seq)?;
-        let sin = self.sin.narrow(0, start, seq)?;
-        Ok(candle_nn::rotary_emb::rope_i(x, &cos, &sin)?)
+    /// Rotates every head of one row (`heads × head_dim` values) in place, for the
+    /// token at `position`.
+    pub fn rotate(&self, row: &mut [f32], position: usize) {
+        let table = &self.cos_sin[position * self.pairs..(position + 1) * self.pairs];
+        for head in row.chunks_exact_mut(self.pairs * 2) {
+            for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(table) {
+                let (x0, x1) = (pair[0], pair[1]);
+                pair[0] = x0 * cos - x1 * sin;
+                pair[1] = x0 * sin + x1 * cos;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_zero_is_identity() {
+        let table = RopeTable::new(4, 10_000.0, None, 2).unwrap();
+        let mut row = [1.0, 2.0, 3.0, 4.0];
+        table.rotate(&mut row, 0);
+        assert_eq!(row, [1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn first_pair_rotates_by_the_position_in_radians() {
+        let table = RopeTable::new(4, 10_000.0, None, 3).unwrap();
+        let mut row = [1.0, 0.0, 1.0, 0.0];
+        table.rotate(&mut row, 2);
+        assert!((row[0] - 2f32.cos()).abs() < 1e-6 && (row[1] - 2f32.sin()).abs() < 1e-6);
+        // The second pair turns slower: base^(-2/4) = 0.01 radians per position.
+        assert!((row[3] - 0.02f32.sin()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rotation_preserves_length() {
+        let table = RopeTable::new(8, 100_000.0, None, 50).unwrap();
+        let mut row = [0.3, -1.2, 0.5, 2.0, -0.7, 0.1, 1.5, -0.4];
+        let before: f32 = row.iter().map(|x| x * x).sum();
+        table.rotate(&mut row, 37);
+        let after: f32 = row.iter().map(|x| x * x).sum();
+        assert!((before - after).abs() < 1e-5);
+    }
+
+    #[test]
+    fn wrong_factor_count_is_an_error() {
+        assert!(RopeTable::new(8, 10_000.0, Some(&[1.0; 3]), 4).is_err());
     }
 }

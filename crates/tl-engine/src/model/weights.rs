@@ -3,10 +3,11 @@
 //! tensor's shape is checked against the configuration before use.
 
 use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QMatMul, QTensor};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use tl_gguf::{GgmlType, GgufFile, TensorInfo};
 
 use crate::error::{Error, Result};
+use crate::model::linear::Linear;
 
 /// Reads tensors from one GGUF file onto one device.
 pub struct WeightLoader<'a> {
@@ -43,22 +44,23 @@ impl<'a> WeightLoader<'a> {
         Ok(qtensor_from_ggml(dtype, data, info.shape(), self.device)?)
     }
 
-    /// A matrix `[out, in]` ready for `x @ W^T`.
-    pub fn matmul(
+    /// A matrix `[out, in]` ready for `x · Wᵀ`.
+    pub fn linear(
         &mut self,
         name: &str,
         out_features: usize,
         in_features: usize,
-    ) -> Result<QMatMul> {
-        Ok(QMatMul::from_qtensor(
-            self.qtensor(name, &[out_features, in_features])?,
-        )?)
+    ) -> Result<Linear> {
+        let weights = QMatMul::from_qtensor(self.qtensor(name, &[out_features, in_features])?)?;
+        Ok(Linear::new(weights, out_features, in_features))
     }
 
     /// A vector (norm weights), as f32.
-    pub fn vector(&mut self, name: &str, len: usize) -> Result<Tensor> {
+    pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>> {
         let q = self.qtensor(name, &[len])?;
-        Ok(q.dequantize(self.device)?.to_dtype(DType::F32)?)
+        Ok(q.dequantize(self.device)?
+            .to_dtype(DType::F32)?
+            .to_vec1::<f32>()?)
     }
 
     fn info(&self, name: &str, shape: &[usize]) -> Result<&'a TensorInfo> {

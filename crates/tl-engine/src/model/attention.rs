@@ -1,0 +1,246 @@
+//! Causal grouped-query attention over the KV cache, computed the way llama.cpp's
+//! CPU flash-attention does, because this is where a model's numerics are most
+//! sensitive and our answers must match llama.cpp's token for token:
+//!
+//! - small batches (decode, short prompts: fewer than [`TILED_MIN_ROWS`] rows)
+//!   follow `flash_attn_ext_f16_one_chunk`: the query is rounded to f16, each score
+//!   is an f16·f16 dot product summed in f32, softmax is online, and the weighted
+//!   sum of values is accumulated in an f16 vector (rounded at every step);
+//! - large batches follow the tiled path: f32 query, f32 accumulation.
+//!
+//! Each (row, head) is independent; rows are split across threads.
+
+use half::f16;
+use rayon::prelude::*;
+
+use crate::model::cache::KvCache;
+
+/// Batches of at least this many rows take llama.cpp's tiled (f32) path.
+pub const TILED_MIN_ROWS: usize = 64;
+
+/// The attention geometry of one model.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+/// Attention for `rows` new tokens starting at `start`, whose keys and values are
+/// already in `cache` for `layer`. `queries` and `out` are `[row][head][head_dim]`.
+pub fn attend(
+    shape: AttentionShape,
+    cache: &KvCache,
+    layer: usize,
+    start: usize,
+    queries: &[f32],
+    out: &mut [f32],
+) {
+    let row_width = shape.heads * shape.head_dim;
+    let rows = queries.len() / row_width;
+    let tiled = rows >= TILED_MIN_ROWS;
+    let scale = 1.0 / (shape.head_dim as f32).sqrt();
+    let group = shape.heads / shape.kv_heads;
+    out.par_chunks_mut(row_width)
+        .zip(queries.par_chunks(row_width))
+        .enumerate()
+        .for_each(|(row, (out_row, query_row))| {
+            // Causal: the token at `start + row` sees positions up to itself.
+            let visible = start + row + 1;
+            let heads = out_row
+                .chunks_exact_mut(shape.head_dim)
+                .zip(query_row.chunks_exact(shape.head_dim));
+            for (head, (out_head, query)) in heads.enumerate() {
+                let keys = cache.keys(layer, head / group, visible);
+                let values = cache.values(layer, head / group, visible);
+                if tiled {
+                    attend_f32(query, keys, values, scale, out_head);
+                } else {
+                    attend_f16_accumulator(query, keys, values, scale, out_head);
+                }
+            }
+        });
+}
+
+/// llama.cpp's one-chunk path: f16 query, f16 running output.
+fn attend_f16_accumulator(
+    query: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    scale: f32,
+    out: &mut [f32],
+) {
+    let dim = query.len();
+    let query: Vec<f16> = query.iter().map(|&q| f16::from_f32(q)).collect();
+    let mut accumulator = vec![f16::ZERO; dim];
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+    for (key, value) in keys.chunks_exact(dim).zip(values.chunks_exact(dim)) {
+        let score = dot_f16(key, &query) * scale;
+        let (mut old_scale, mut weight) = (1.0f32, 1.0f32);
+        if score > max {
+            old_scale = (max - score).exp();
+            max = score;
+            for a in accumulator.iter_mut() {
+                *a = f16::from_f32(a.to_f32() * old_scale);
+            }
+        } else {
+            weight = (score - max).exp();
+        }
+        for (a, v) in accumulator.iter_mut().zip(value) {
+            *a = f16::from_f32(v.to_f32().mul_add(weight, a.to_f32()));
+        }
+        sum = sum * old_scale + weight;
+    }
+    let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    for (o, a) in out.iter_mut().zip(&accumulator) {
+        *o = a.to_f32() * inverse;
+    }
+}
+
+/// The tiled path's precision: f32 query and accumulator, softmax sum in f64.
+fn attend_f32(query: &[f32], keys: &[f16], values: &[f16], scale: f32, out: &mut [f32]) {
+    let dim = query.len();
+    let scores: Vec<f32> = keys
+        .chunks_exact(dim)
+        .map(|key| {
+            key.iter()
+                .zip(query)
+                .map(|(k, &q)| k.to_f32() * q)
+                .sum::<f32>()
+                * scale
+        })
+        .collect();
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let weights: Vec<f32> = scores.iter().map(|&s| (s - max).exp()).collect();
+    let sum: f64 = weights.iter().map(|&w| w as f64).sum();
+    out.fill(0.0);
+    for (value, &w) in values.chunks_exact(dim).zip(&weights) {
+        for (o, v) in out.iter_mut().zip(value) {
+            *o = v.to_f32().mul_add(w, *o);
+        }
+    }
+    let inverse = if sum == 0.0 { 0.0 } else { (1.0 / sum) as f32 };
+    for o in out.iter_mut() {
+        *o *= inverse;
+    }
+}
+
+/// `ggml_vec_dot_f16` on AVX2: four 8-lane f32 accumulators over 32-element
+/// steps, fused multiply-adds, then llama.cpp's reduction order.
+fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
+    const LANES: usize = 8;
+    const ACCUMULATORS: usize = 4;
+    const STEP: usize = LANES * ACCUMULATORS;
+    let whole = x.len() - x.len() % STEP;
+    let mut acc = [[0.0f32; LANES]; ACCUMULATORS];
+    for i in (0..whole).step_by(STEP) {
+        for (j, lanes) in acc.iter_mut().enumerate() {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                let at = i + j * LANES + l;
+                *lane = x[at].to_f32().mul_add(y[at].to_f32(), *lane);
+            }
+        }
+    }
+    for l in 0..LANES {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+    }
+    for l in 0..LANES {
+        acc[0][l] += acc[1][l];
+    }
+    let quad: [f32; 4] = std::array::from_fn(|l| acc[0][l] + acc[0][l + 4]);
+    let pairs = [quad[0] + quad[1], quad[2] + quad[3]];
+    let mut total = (pairs[0] + pairs[1]) as f64;
+    for i in whole..x.len() {
+        total += (x[i].to_f32() * y[i].to_f32()) as f64;
+    }
+    total as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain f64 softmax attention for one head.
+    fn reference(query: &[f32], keys: &[f32], values: &[f32], scale: f64) -> Vec<f64> {
+        let dim = query.len();
+        let scores: Vec<f64> = keys
+            .chunks(dim)
+            .map(|k| {
+                k.iter()
+                    .zip(query)
+                    .map(|(&a, &b)| a as f64 * b as f64)
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+        let total: f64 = weights.iter().sum();
+        let mut out = vec![0.0; dim];
+        for (v, w) in values.chunks(dim).zip(&weights) {
+            for (o, &x) in out.iter_mut().zip(v) {
+                *o += x as f64 * w / total;
+            }
+        }
+        out
+    }
+
+    fn pseudo_random(n: usize, seed: u32) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                (state as f32 / u32::MAX as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_paths_match_an_f64_softmax() {
+        let dim = 64;
+        for positions in [1, 7, 100] {
+            let query = pseudo_random(dim, 1);
+            let keys: Vec<f16> = pseudo_random(dim * positions, 2)
+                .iter()
+                .map(|&x| f16::from_f32(x * 3.0))
+                .collect();
+            let values: Vec<f16> = pseudo_random(dim * positions, 3)
+                .iter()
+                .map(|&x| f16::from_f32(x))
+                .collect();
+            let as_f32 = |v: &[f16]| v.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
+            let expected = reference(&query, &as_f32(&keys), &as_f32(&values), 0.125);
+            for tiled in [false, true] {
+                let mut out = vec![f32::NAN; dim];
+                if tiled {
+                    attend_f32(&query, &keys, &values, 0.125, &mut out);
+                } else {
+                    attend_f16_accumulator(&query, &keys, &values, 0.125, &mut out);
+                }
+                for (o, e) in out.iter().zip(&expected) {
+                    assert!(
+                        (*o as f64 - e).abs() < 3e-3,
+                        "tiled {tiled}, {positions} positions: {o} vs {e}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dot_f16_matches_a_plain_sum() {
+        let x: Vec<f16> = pseudo_random(70, 4)
+            .iter()
+            .map(|&v| f16::from_f32(v))
+            .collect();
+        let y: Vec<f16> = pseudo_random(70, 5)
+            .iter()
+            .map(|&v| f16::from_f32(v))
+            .collect();
+        let plain: f64 = x.iter().zip(&y).map(|(a, b)| a.to_f64() * b.to_f64()).sum();
+        assert!((dot_f16(&x, &y) as f64 - plain).abs() < 1e-5);
+    }
+}
