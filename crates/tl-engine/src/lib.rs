@@ -2,6 +2,7 @@
 //! cache, chat templates, sampling and the generation loop.
 
 pub mod chat_template;
+pub mod cpu;
 pub mod error;
 pub mod generate;
 pub mod model;

