@@ -89,7 +89,8 @@ fn attend_f16_accumulator(
         for (a, v) in accumulator.iter_mut().zip(value) {
             *a = f16::from_f32(v.to_f32().mul_add(weight, a.to_f32()));
         }
-        sum = sum * old_scale + weight;
+        // GCC contracts llama.cpp's `S = S*ms + vs` into one fused multiply-add.
+        sum = sum.mul_add(old_scale, weight);
     }
     let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
     for (o, a) in out.iter_mut().zip(&accumulator) {

@@ -1,22 +1,40 @@
 //! A weight matrix `[out_features, in_features]` applied as `y = x · Wᵀ` to rows
-//! of f32 activations. Quantized weights stay in their GGUF block layout.
+//! of f32 activations. Quantized weights stay in their GGUF block layout: Q4_0,
+//! Q4_1 and Q8_0 run on our own kernels (`crate::cpu`), which follow llama.cpp's
+//! arithmetic; every other type runs through candle's `QMatMul`.
 
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};
 
+use crate::cpu::QuantizedMatrix;
 use crate::error::Result;
 
 /// A weight matrix ready to multiply.
 pub struct Linear {
-    weights: QMatMul,
+    kernel: Kernel,
     out_features: usize,
     in_features: usize,
 }
 
+enum Kernel {
+    Native(QuantizedMatrix),
+    Candle(QMatMul),
+}
+
 impl Linear {
-    pub fn new(weights: QMatMul, out_features: usize, in_features: usize) -> Self {
+    /// A matrix run by our own kernels.
+    pub fn native(matrix: QuantizedMatrix) -> Self {
         Linear {
-            weights,
+            out_features: matrix.rows(),
+            in_features: matrix.cols(),
+            kernel: Kernel::Native(matrix),
+        }
+    }
+
+    /// A matrix run by candle.
+    pub fn candle(weights: QMatMul, out_features: usize, in_features: usize) -> Self {
+        Linear {
+            kernel: Kernel::Candle(weights),
             out_features,
             in_features,
         }
@@ -30,13 +48,14 @@ impl Linear {
     /// `out[rows × out_features] = x[rows × in_features] · Wᵀ`.
     pub fn forward(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
         let rows = x.len() / self.in_features;
-        let input = Tensor::from_slice(x, (rows, self.in_features), &Device::Cpu)?;
-        let result = self
-            .weights
-            .forward(&input)?
-            .flatten_all()?
-            .to_vec1::<f32>()?;
-        out.copy_from_slice(&result);
-        Ok(())
+        match &self.kernel {
+            Kernel::Native(matrix) => matrix.matmul(x, rows, out, rayon::current_num_threads()),
+            Kernel::Candle(weights) => {
+                let input = Tensor::from_slice(x, (rows, self.in_features), &Device::Cpu)?;
+                let result = weights.forward(&input)?.flatten_all()?.to_vec1::<f32>()?;
+                out.copy_from_slice(&result);
+                Ok(())
+            }
+        }
     }
 }

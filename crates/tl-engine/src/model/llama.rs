@@ -9,11 +9,12 @@
 
 use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 use tl_gguf::GgufFile;
 
 use crate::error::{Error, Result};
+use crate::model::activation::swiglu_in_place;
 use crate::model::attention::{attend, AttentionShape};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
@@ -72,11 +73,8 @@ impl Model {
         let output = if loader.has(names::OUTPUT) {
             loader.linear(names::OUTPUT, config.vocab_size, hidden)?
         } else {
-            Linear::new(
-                QMatMul::from_arc(embedding.clone())?,
-                config.vocab_size,
-                hidden,
-            )
+            // Tied: the output head is the embedding table.
+            loader.linear(names::TOKEN_EMBEDDING, config.vocab_size, hidden)?
         };
         let freq_factors = if loader.has(names::ROPE_FREQS) {
             Some(loader.vector(names::ROPE_FREQS, config.head_dim / 2)?)
@@ -277,12 +275,5 @@ impl Block {
 fn add_in_place(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
-    }
-}
-
-/// `gate = silu(gate) * up`, with `silu(v) = v / (1 + e^-v)`.
-fn swiglu_in_place(gate: &mut [f32], up: &[f32]) {
-    for (g, u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
     }
 }

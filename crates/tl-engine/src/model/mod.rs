@@ -1,6 +1,7 @@
 //! Models: configuration from GGUF metadata, weights, the KV cache and the forward
 //! pass of each supported architecture.
 
+pub mod activation;
 pub mod attention;
 pub mod cache;
 pub mod config;

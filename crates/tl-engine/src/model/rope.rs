@@ -62,8 +62,8 @@ impl RopeTable {
         for head in row.chunks_exact_mut(self.pairs * 2) {
             for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(table) {
                 let (x0, x1) = (pair[0], pair[1]);
-                pair[0] = x0 * cos - x1 * sin;
-                pair[1] = x0 * sin + x1 * cos;
+                pair[0] = x0.mul_add(cos, -(x1 * sin));
+                pair[1] = x0.mul_add(sin, x1 * cos);
             }
         }
     }

@@ -6,6 +6,7 @@ use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QMatMul, Q
 use candle_core::{DType, Device};
 use tl_gguf::{GgmlType, GgufFile, TensorInfo};
 
+use crate::cpu::{QuantizedMatrix, WeightType};
 use crate::error::{Error, Result};
 use crate::model::linear::Linear;
 
@@ -44,15 +45,23 @@ impl<'a> WeightLoader<'a> {
         Ok(qtensor_from_ggml(dtype, data, info.shape(), self.device)?)
     }
 
-    /// A matrix `[out, in]` ready for `x · Wᵀ`.
+    /// A matrix `[out, in]` ready for `x · Wᵀ`: on our own kernels when its type
+    /// has one, else on candle's.
     pub fn linear(
         &mut self,
         name: &str,
         out_features: usize,
         in_features: usize,
     ) -> Result<Linear> {
+        let info = self.info(name, &[out_features, in_features])?;
+        if let Some(weight_type) = WeightType::from_gguf(info.ggml_type) {
+            let bytes = self.file.data_of(info).to_vec();
+            self.loaded_bytes += bytes.len();
+            let matrix = QuantizedMatrix::new(weight_type, out_features, in_features, bytes)?;
+            return Ok(Linear::native(matrix));
+        }
         let weights = QMatMul::from_qtensor(self.qtensor(name, &[out_features, in_features])?)?;
-        Ok(Linear::new(weights, out_features, in_features))
+        Ok(Linear::candle(weights, out_features, in_features))
     }
 
     /// A vector (norm weights), as f32.

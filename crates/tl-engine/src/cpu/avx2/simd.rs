@@ -1,0 +1,99 @@
+//! Small AVX2/F16C building blocks shared by the kernels: loads from block byte
+//! arrays, nibble unpacking, half-precision conversion and `hsum_float_8`. Every
+//! function needs the features its kernel module is compiled with.
+
+use std::arch::x86_64::*;
+
+/// Loads 32 bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn load_u8x32(bytes: &[u8; 32]) -> __m256i {
+    // SAFETY: the reference covers 32 readable bytes and `loadu` has no alignment
+    // requirement.
+    unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
+}
+
+/// Loads 32 signed bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn load_i8x32(bytes: &[i8; 32]) -> __m256i {
+    // SAFETY: the reference covers 32 readable bytes and `loadu` has no alignment
+    // requirement.
+    unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
+}
+
+/// Stores 32 signed bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn store_i8x32(dst: &mut [i8; 32], value: __m256i) {
+    // SAFETY: the exclusive reference covers 32 writable bytes and `storeu` has no
+    // alignment requirement.
+    unsafe { _mm256_storeu_si256(dst.as_mut_ptr().cast(), value) }
+}
+
+/// Loads 8 floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn load_f32x8(values: &[f32; 8]) -> __m256 {
+    // SAFETY: the reference covers 8 readable floats and `loadu` has no alignment
+    // requirement.
+    unsafe { _mm256_loadu_ps(values.as_ptr()) }
+}
+
+/// Stores 8 floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn to_array(value: __m256) -> [f32; 8] {
+    let mut out = [0.0f32; 8];
+    // SAFETY: `out` holds 8 writable floats and `storeu` has no alignment requirement.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), value) };
+    out
+}
+
+/// 32 packed nibbles as 32 bytes in 0..=15, in value order (`bytes_from_nibbles_32`:
+/// low nibbles first, then high nibbles).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn unpack_nibbles(packed: &[u8; 16]) -> __m256i {
+    // SAFETY: the reference covers 16 readable bytes and `loadu` has no alignment
+    // requirement.
+    let low = unsafe { _mm_loadu_si128(packed.as_ptr().cast()) };
+    let high = _mm_srli_epi16::<4>(low);
+    _mm256_and_si256(_mm256_set_m128i(high, low), _mm256_set1_epi8(0x0f))
+}
+
+/// Half-precision bits to f32, exactly.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn f16_to_f32(bits: u16) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// Eight half-precision values to f32, exactly.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn f16x8_to_f32(bits: [u16; 8]) -> __m256 {
+    let [b0, b1, b2, b3, b4, b5, b6, b7] = bits.map(|b| b as i16);
+    _mm256_cvtph_ps(_mm_setr_epi16(b0, b1, b2, b3, b4, b5, b6, b7))
+}
+
+/// `hsum_float_8`: high half plus low half, then pairs, then the last two. The
+/// order is part of the result's rounding.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn hsum_f32x8(x: __m256) -> f32 {
+    let mut sum = _mm_add_ps(_mm256_extractf128_ps::<1>(x), _mm256_castps256_ps128(x));
+    sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
+    sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
+    _mm_cvtss_f32(sum)
+}
+
+/// Sum of 8 i32 lanes (wrapping, like the integer adds it stands for).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn hsum_i32x8(x: __m256i) -> i32 {
+    let quad = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256::<1>(x));
+    let pair = _mm_add_epi32(quad, _mm_unpackhi_epi64(quad, quad));
+    let one = _mm_add_epi32(pair, _mm_shuffle_epi32::<0b10_11_00_01>(pair));
+    _mm_cvtsi128_si32(one)
+}

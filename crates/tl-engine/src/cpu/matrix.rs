@@ -1,0 +1,171 @@
+//! A quantized weight matrix in GGUF layout and its product with f32
+//! activations, `out = x · Wᵀ` like `ggml_mul_mat(W, x)` on llama.cpp's CPU
+//! backend: the activations are quantized first (Q8_0 for Q4_0/Q8_0 weights, Q8_1
+//! for Q4_1), then each output is one dot product with llama.cpp's rounding.
+
+use std::cell::RefCell;
+
+use super::activations::QuantizedActivations;
+use super::backend;
+use super::parallel;
+use super::weight_type::{WeightType, BLOCK_VALUES};
+use crate::error::{Error, Result};
+
+/// Which llama.cpp kernel's rounding a matrix follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arithmetic {
+    /// `ggml_vec_dot_*` (and tinyBLAS, which rounds alike).
+    VecDot,
+    /// The repacked `q4_0_8x8` kernels llama.cpp uses for Q4_0 on AVX2 CPUs.
+    RepackedQ4_0,
+}
+
+/// The weight data as the kernels read it.
+pub(crate) struct WeightRows<'a> {
+    pub weight_type: WeightType,
+    pub bytes: &'a [u8],
+    pub blocks_per_row: usize,
+    pub arithmetic: Arithmetic,
+}
+
+impl WeightRows<'_> {
+    /// All blocks of the matrix, row after row, as `N`-byte arrays (`N` being the
+    /// block size of `weight_type`).
+    pub fn blocks<const N: usize>(&self) -> &[[u8; N]] {
+        debug_assert_eq!(N, self.weight_type.block_bytes());
+        self.bytes.as_chunks::<N>().0
+    }
+}
+
+/// A quantized weight matrix: `rows` output features by `cols` input features,
+/// holding the GGUF bytes of the tensor unchanged.
+pub struct QuantizedMatrix {
+    weight_type: WeightType,
+    rows: usize,
+    cols: usize,
+    bytes: Vec<u8>,
+    repacked_q4_0: bool,
+}
+
+/// Weight rows per thread below which another thread costs more than it saves.
+const MIN_ROWS_PER_THREAD: usize = 64;
+
+thread_local! {
+    /// The calling thread's quantized activations, reused across calls.
+    static ACTIVATIONS: RefCell<QuantizedActivations> = RefCell::default();
+}
+
+impl QuantizedMatrix {
+    /// Wraps the GGUF data of a `rows × cols` tensor (GGUF dims `[cols, rows]`).
+    pub fn new(weight_type: WeightType, rows: usize, cols: usize, bytes: Vec<u8>) -> Result<Self> {
+        if cols % BLOCK_VALUES != 0 {
+            return Err(Error::InvalidModel(format!(
+                "{weight_type} matrix {rows}×{cols}: columns are not a multiple of {BLOCK_VALUES}"
+            )));
+        }
+        let expected = rows
+            .checked_mul(cols / BLOCK_VALUES)
+            .and_then(|blocks| blocks.checked_mul(weight_type.block_bytes()));
+        if expected != Some(bytes.len()) {
+            return Err(Error::InvalidModel(format!(
+                "{weight_type} matrix {rows}×{cols}: expected {expected:?} bytes, got {}",
+                bytes.len()
+            )));
+        }
+        Ok(QuantizedMatrix {
+            weight_type,
+            rows,
+            cols,
+            bytes,
+            repacked_q4_0: true,
+        })
+    }
+
+    /// Whether a Q4_0 matrix with a multiple of 8 rows follows the rounding of
+    /// llama.cpp's repacked kernels (its default on AVX2 CPUs, and ours) or that
+    /// of `ggml_vec_dot_q4_0_q8_0` (llama.cpp run with `--no-repack`).
+    pub fn with_repacked_q4_0(mut self, enabled: bool) -> Self {
+        self.repacked_q4_0 = enabled;
+        self
+    }
+
+    pub fn weight_type(&self) -> WeightType {
+        self.weight_type
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input features.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// `out[m × rows] = x[m × cols] · Wᵀ`, row-major, on up to `threads` threads.
+    /// Each output depends only on its weight row and activation row: batching and
+    /// thread count never change a result.
+    pub fn matmul(&self, x: &[f32], m: usize, out: &mut [f32], threads: usize) -> Result<()> {
+        if x.len() != m * self.cols || out.len() != m * self.rows {
+            return Err(Error::InvalidRequest(format!(
+                "matmul with a {}×{} matrix: x has {} values and out {}, expected {m}×{} and {m}×{}",
+                self.rows,
+                self.cols,
+                x.len(),
+                out.len(),
+                self.cols,
+                self.rows
+            )));
+        }
+        if m == 0 || self.rows == 0 {
+            return Ok(());
+        }
+        let (x_blocks, _) = x.as_chunks::<BLOCK_VALUES>();
+        ACTIVATIONS.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut acts) => self.multiply(x_blocks, m, &mut acts, out, threads),
+            // Re-entered on this thread (a rayon worker stealing another matmul
+            // while it waits): use a buffer of its own.
+            Err(_) => self.multiply(
+                x_blocks,
+                m,
+                &mut QuantizedActivations::default(),
+                out,
+                threads,
+            ),
+        });
+        Ok(())
+    }
+
+    fn multiply(
+        &self,
+        x: &[[f32; BLOCK_VALUES]],
+        m: usize,
+        acts: &mut QuantizedActivations,
+        out: &mut [f32],
+        threads: usize,
+    ) {
+        acts.quantize(x, self.cols, threads);
+        let acts = &*acts;
+        let weights = WeightRows {
+            weight_type: self.weight_type,
+            bytes: &self.bytes,
+            blocks_per_row: self.cols / BLOCK_VALUES,
+            arithmetic: self.arithmetic(),
+        };
+        let parts = threads.clamp(1, self.rows.div_ceil(MIN_ROWS_PER_THREAD).max(1));
+        // Shares start at multiples of 8 so the 8-row Q4_0 tiles never straddle two.
+        let shares = parallel::split_columns(out, m, self.rows, parts, 8);
+        parallel::for_each(shares, |mut share| {
+            backend::compute_rows(&weights, acts, m, &mut share)
+        });
+    }
+
+    fn arithmetic(&self) -> Arithmetic {
+        if self.weight_type == WeightType::Q4_0 && self.repacked_q4_0 && self.rows % 8 == 0 {
+            Arithmetic::RepackedQ4_0
+        } else {
+            Arithmetic::VecDot
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Test helpers: a seeded generator, llama.cpp's reference weight quantizers
+//! (`quantize_row_*_ref` in ggml-quants.c) for realistic weights, dequantization,
+//! and an f64 matmul with the error bound expected of 8-bit activations.
+
+use half::f16;
+
+use super::weight_type::{WeightType, BLOCK_VALUES};
+
+/// SplitMix64: small, seeded, good enough for test data.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn uniform(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// Roughly normal (sum of uniforms), scaled.
+    pub fn normal(&mut self, scale: f32) -> f32 {
+        (0..4).map(|_| self.uniform()).sum::<f32>() * scale * 0.87
+    }
+
+    /// `len` activations: mostly small values with occasional outliers, like a
+    /// transformer's hidden state.
+    pub fn activations(&mut self, len: usize) -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                let outlier = self.next_u64() % 64 == 0;
+                self.normal(if outlier { 20.0 } else { 1.0 })
+            })
+            .collect()
+    }
+}
+
+/// Quantizes `values` (rows of a multiple of 32) with llama.cpp's reference
+/// quantizer for `ty`.
+pub(crate) fn quantize_weights(ty: WeightType, values: &[f32]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(values.len() / BLOCK_VALUES * ty.block_bytes());
+    for block in values.chunks_exact(BLOCK_VALUES) {
+        match ty {
+            WeightType::Q4_0 => quantize_q4_0(block, &mut bytes),
+            WeightType::Q4_1 => quantize_q4_1(block, &mut bytes),
+            WeightType::Q8_0 => quantize_q8_0(block, &mut bytes),
+        }
+    }
+    bytes
+}
+
+fn quantize_q4_0(x: &[f32], out: &mut Vec<u8>) {
+    let max = x
+        .iter()
+        .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+    let d = max / -8.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    out.extend(f16::from_f32(d).to_le_bytes());
+    for j in 0..16 {
+        let q = |v: f32| ((v * id + 8.5) as i8).min(15) as u8;
+        out.push(q(x[j]) | (q(x[j + 16]) << 4));
+    }
+}
+
+fn quantize_q4_1(x: &[f32], out: &mut Vec<u8>) {
+    let min = x.iter().fold(f32::MAX, |m, &v| m.min(v));
+    let max = x.iter().fold(-f32::MAX, |m, &v| m.max(v));
+    let d = (max - min) / 15.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    out.extend(f16::from_f32(d).to_le_bytes());
+    out.extend(f16::from_f32(min).to_le_bytes());
+    for j in 0..16 {
+        let q = |v: f32| (((v - min) * id + 0.5) as i8).min(15) as u8;
+        out.push(q(x[j]) | (q(x[j + 16]) << 4));
+    }
+}
+
+fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
+    let amax = x.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    out.extend(f16::from_f32(d).to_le_bytes());
+    out.extend(x.iter().map(|&v| (v * id).round() as i8 as u8));
+}
+
+/// Random but valid blocks: every nibble/byte value, scales of both signs, Q4_1
+/// minimums, and some Q8_0 values of −128 (which quantizers never produce).
+pub(crate) fn random_blocks(ty: WeightType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(blocks * ty.block_bytes());
+    for _ in 0..blocks {
+        let scale = rng.uniform() * 0.05;
+        bytes.extend(f16::from_f32(scale).to_le_bytes());
+        if ty == WeightType::Q4_1 {
+            bytes.extend(f16::from_f32(rng.uniform() * 0.5).to_le_bytes());
+        }
+        let header_bytes = if ty == WeightType::Q4_1 { 4 } else { 2 };
+        bytes.extend((0..ty.block_bytes() - header_bytes).map(|_| rng.next_u64() as u8));
+    }
+    bytes
+}
+
+/// The weights the bytes stand for, in f64.
+pub(crate) fn dequantize(ty: WeightType, bytes: &[u8]) -> Vec<f64> {
+    let half = |lo: u8, hi: u8| f64::from(f16::from_le_bytes([lo, hi]).to_f32());
+    let mut values = Vec::new();
+    for block in bytes.chunks_exact(ty.block_bytes()) {
+        let d = half(block[0], block[1]);
+        match ty {
+            WeightType::Q4_0 | WeightType::Q4_1 => {
+                let (min, qs) = match ty {
+                    WeightType::Q4_1 => (half(block[2], block[3]), &block[4..]),
+                    _ => (-8.0 * d, &block[2..]),
+                };
+                values.extend(qs.iter().map(|&q| d * f64::from(q & 0x0f) + min));
+                values.extend(qs.iter().map(|&q| d * f64::from(q >> 4) + min));
+            }
+            WeightType::Q8_0 => values.extend(block[2..].iter().map(|&q| d * f64::from(q as i8))),
+        }
+    }
+    values
+}
+
+/// Each block's Q4_1 minimum `m` (0 for the other types).
+fn block_mins(ty: WeightType, bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(ty.block_bytes())
+        .map(|block| match ty {
+            WeightType::Q4_1 => f64::from(f16::from_le_bytes([block[2], block[3]]).to_f32()),
+            WeightType::Q4_0 | WeightType::Q8_0 => 0.0,
+        })
+        .collect()
+}
+
+/// `x · Wᵀ` in f64, with for each output the error allowed by quantizing the
+/// activations to 8 bits (half a step per value, f16 scales) plus f32 rounding.
+pub(crate) fn reference_matmul(
+    ty: WeightType,
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    m: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let w = dequantize(ty, bytes);
+    let mins = block_mins(ty, bytes);
+    let blocks_per_row = cols / BLOCK_VALUES;
+    let mut out = vec![0.0; m * rows];
+    let mut tolerance = vec![0.0; m * rows];
+    for a in 0..m {
+        let x_row = &x[a * cols..(a + 1) * cols];
+        for r in 0..rows {
+            let w_row = &w[r * cols..(r + 1) * cols];
+            let (mut sum, mut bound) = (0.0, 0.0);
+            let row_mins = &mins[r * blocks_per_row..(r + 1) * blocks_per_row];
+            let blocks = w_row.chunks(BLOCK_VALUES).zip(x_row.chunks(BLOCK_VALUES));
+            for ((wb, xb), min) in blocks.zip(row_mins) {
+                let amax = xb.iter().fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
+                let magnitude: f64 = wb
+                    .iter()
+                    .zip(xb)
+                    .map(|(w, &x)| (w * f64::from(x)).abs())
+                    .sum();
+                let weight_sum: f64 = wb.iter().map(|w| w.abs()).sum();
+                sum += wb
+                    .iter()
+                    .zip(xb)
+                    .map(|(w, &x)| w * f64::from(x))
+                    .sum::<f64>();
+                // Rounding: ≤ half a step (amax/254) per value; f16 scales: 2^-11
+                // relative, on the products and on Q4_1's s = d·Σq (|Σq| ≤ 32·127).
+                bound += weight_sum * amax / 254.0 * 1.01 + magnitude * 1e-3;
+                bound += min.abs() * amax * 32.0 / 1024.0;
+            }
+            out[a * rows + r] = sum;
+            tolerance[a * rows + r] = bound + 1e-5;
+        }
+    }
+    (out, tolerance)
+}
