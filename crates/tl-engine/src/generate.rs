@@ -122,7 +122,7 @@ impl Generator<'_> {
     ) -> Result<Generation> {
         let mut stats = GenerationStats {
             prompt_tokens: prompt.len(),
-            prefilled_tokens: prompt.len() - common_len(session.tokens(), prompt),
+            prefilled_tokens: prompt.len() - session.reusable_prefix(prompt),
             ..Default::default()
         };
         let started = Instant::now();
@@ -157,14 +157,6 @@ impl Generator<'_> {
             logits = session.step(self.model, next)?;
         }
     }
-}
-
-fn common_len(a: &[u32], b: &[u32]) -> usize {
-    a.iter()
-        .zip(b)
-        .take_while(|(x, y)| x == y)
-        .count()
-        .min(b.len().saturating_sub(1))
 }
 
 /// The state of one generation between tokens.

@@ -66,8 +66,7 @@ impl Session {
                 self.capacity()
             )));
         }
-        // Keep at least the last prompt token to run: its logits are the answer.
-        let reused = common_prefix(&self.tokens, prompt).min(prompt.len() - 1);
+        let reused = self.reusable_prefix(prompt);
         self.truncate(reused);
         let chunk = if chunk_tokens == 0 {
             prompt.len()
@@ -82,6 +81,13 @@ impl Session {
             logits = Some(self.run(model, piece)?);
         }
         Ok(logits)
+    }
+
+    /// How many leading tokens of `prompt` a prefill would take from the cache
+    /// instead of running them. The last prompt token always runs: its logits are
+    /// the answer.
+    pub fn reusable_prefix(&self, prompt: &[u32]) -> usize {
+        common_prefix(&self.tokens, prompt).min(prompt.len().saturating_sub(1))
     }
 
     /// Appends one token and returns the logits that follow it.

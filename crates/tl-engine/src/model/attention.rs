@@ -142,14 +142,13 @@ fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
             }
         }
     }
-    for l in 0..LANES {
-        acc[0][l] += acc[2][l];
-        acc[1][l] += acc[3][l];
-    }
-    for l in 0..LANES {
-        acc[0][l] += acc[1][l];
-    }
-    let quad: [f32; 4] = std::array::from_fn(|l| acc[0][l] + acc[0][l + 4]);
+    let [a0, a1, a2, a3] = acc;
+    let half: [[f32; LANES]; 2] = [
+        std::array::from_fn(|l| a0[l] + a2[l]),
+        std::array::from_fn(|l| a1[l] + a3[l]),
+    ];
+    let whole_sum: [f32; LANES] = std::array::from_fn(|l| half[0][l] + half[1][l]);
+    let quad: [f32; 4] = std::array::from_fn(|l| whole_sum[l] + whole_sum[l + 4]);
     let pairs = [quad[0] + quad[1], quad[2] + quad[3]];
     let mut total = (pairs[0] + pairs[1]) as f64;
     for i in whole..x.len() {
