@@ -120,33 +120,51 @@ fn same_seed_gives_same_text() {
     assert_ne!(first, sample("8"));
 }
 
+/// Without `--raw`, the prompt goes through the model's chat template; the replies
+/// equal llama.cpp's for the same rendered conversation.
 #[test]
-fn chat_template_prompt_gets_an_answer() {
-    let out = run(&[
-        "generate",
-        "-m",
-        model(),
-        "--temperature",
-        "0",
-        "-n",
-        "24",
-        "-p",
-        "What is the capital of France?",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("Paris"), "{}", stdout(&out));
-    assert!(
-        !stdout(&out).contains("<|im_"),
-        "special tokens leaked: {}",
-        stdout(&out)
-    );
+fn chat_template_replies_match_llama_cpp() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/llama_cpp_chat_greedy.jsonl");
+    let golden = std::fs::read_to_string(golden).unwrap();
+    for line in golden.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (question, expected) = (
+            v["question"].as_str().unwrap(),
+            v["completion"].as_str().unwrap(),
+        );
+        let n = v["n_predict"].to_string();
+        let out = run(&[
+            "generate",
+            "-m",
+            model(),
+            "--temperature",
+            "0",
+            "-n",
+            &n,
+            "-p",
+            question,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert_eq!(
+            text.strip_suffix('\n').unwrap_or(&text),
+            expected,
+            "question {question:?}"
+        );
+    }
 }
 
+/// `--raw` with the conversation written out in ChatML gives the same reply as the
+/// plain question through the template: special-token text became special tokens.
 #[test]
 fn raw_prompt_parses_special_tokens() {
-    let prompt =
-        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
-    let raw = greedy(prompt, 24);
+    let question = "Name three fruits.";
+    let prompt = format!(
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+         <|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let raw = greedy(&prompt, 24);
     let templated = run(&[
         "generate",
         "-m",
@@ -156,12 +174,11 @@ fn raw_prompt_parses_special_tokens() {
         "-n",
         "24",
         "-p",
-        "What is the capital of France?",
+        question,
     ]);
-    // The model's template adds a default system turn, so the texts need not be
-    // equal; both must answer, which only happens if <|im_start|> became a token.
-    assert!(raw.contains("Paris"), "{raw}");
-    assert!(templated.status.success());
+    assert!(templated.status.success(), "{}", stderr(&templated));
+    assert_eq!(format!("{raw}\n"), stdout(&templated));
+    assert!(!raw.contains("im_start"), "{raw}");
 }
 
 #[test]
@@ -198,7 +215,7 @@ fn chat_repl_answers_and_handles_commands() {
         .spawn()
         .unwrap();
     let script = format!(
-        "/help\nWhat is the capital of France?\n/set temperature abc\n/stats\n/save {}\n/frobnicate\n/quit\n",
+        "/help\nWhat is 2 + 2?\n/set temperature abc\n/stats\n/save {}\n/frobnicate\n/quit\n",
         saved.display()
     );
     child
@@ -210,14 +227,18 @@ fn chat_repl_answers_and_handles_commands() {
     let out = child.wait_with_output().unwrap();
     let (text, log) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{log}");
-    assert!(text.contains("Paris"), "reply: {text}\nlog: {log}");
+    // llama.cpp's reply to the same conversation: tests/golden/llama_cpp_chat_greedy.jsonl.
+    assert!(
+        text.contains("The answer to this classic math problem is 4."),
+        "reply: {text}\nlog: {log}"
+    );
     assert!(log.contains("/reset"), "help missing: {log}");
     assert!(log.contains("tok/s"), "no stats line: {log}");
     assert!(log.contains("abc is not a number"), "{log}");
     assert!(log.contains("unknown command /frobnicate"), "{log}");
     let saved = std::fs::read_to_string(&saved).unwrap();
     assert!(
-        saved.contains("capital of France") && saved.contains("assistant"),
+        saved.contains("What is 2 + 2?") && saved.contains("assistant"),
         "{saved}"
     );
 }
