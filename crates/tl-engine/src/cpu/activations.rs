@@ -1,7 +1,11 @@
 //! Activations quantized to 8 bits the way llama.cpp's CPU backend does before a
 //! quantized matmul (`quantize_row_q8_0` / `quantize_row_q8_1`, AVX2 path): one
 //! scale per block of 32 values, values rounded to nearest-even. Kept as separate
-//! arrays (structure of arrays) so kernels load 32 quants without unpacking.
+//! arrays (structure of arrays) so kernels load 32 quants without unpacking, and
+//! for batches also with the per-block values of each group of 4 rows side by
+//! side, so a kernel serving 4 rows loads their scales with one load.
+
+use std::ops::Range;
 
 use super::backend;
 use super::parallel;
@@ -28,7 +32,41 @@ pub(crate) struct ActivationRow<'a> {
     /// Q8_1's `s = f16(d_f32 · Σq)`, as f32; only Q4_1 weights use it.
     pub q8_1_sums: &'a [f32],
     /// `Σq` as an integer; the 8-row Q4_0 kernel uses it to remove the offset of 8.
+    // Read by the AVX2 kernels only.
+    #[cfg_attr(
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c"
+        )),
+        allow(dead_code)
+    )]
     pub quant_sums: &'a [i32],
+}
+
+/// Rows per activation group.
+pub(crate) const GROUP_ROWS: usize = 4;
+
+/// Up to 4 consecutive quantized activation rows, with their per-block values
+/// side by side (entries past the last row are zero, their quants a copy of the
+/// first row's, so kernels may compute them and drop the results).
+// Read by the AVX2 kernels only.
+#[cfg_attr(
+    not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    )),
+    allow(dead_code)
+)]
+#[derive(Clone, Copy)]
+pub(crate) struct ActivationGroup<'a> {
+    pub quants: [&'a [[i8; BLOCK_VALUES]]; GROUP_ROWS],
+    pub scales: &'a [[f32; GROUP_ROWS]],
+    pub q8_1_sums: &'a [[f32; GROUP_ROWS]],
+    pub quant_sums: &'a [[i32; GROUP_ROWS]],
 }
 
 /// The quantized form of an `m × k` activation matrix, reused across calls so that
@@ -40,6 +78,10 @@ pub(crate) struct QuantizedActivations {
     scales: Vec<f32>,
     q8_1_sums: Vec<f32>,
     quant_sums: Vec<i32>,
+    rows: usize,
+    group_scales: Vec<[f32; GROUP_ROWS]>,
+    group_q8_1_sums: Vec<[f32; GROUP_ROWS]>,
+    group_quant_sums: Vec<[i32; GROUP_ROWS]>,
 }
 
 /// Below this many blocks quantizing on one thread is cheaper than waking others.
@@ -84,7 +126,65 @@ impl QuantizedActivations {
                 q8_1_sums: s,
                 quant_sums: qs,
             });
-        parallel::for_each(chunks, |chunk| chunk.quantize(quantize_block));
+        parallel::for_each(chunks, threads, |chunk| chunk.quantize(quantize_block));
+        self.rows = blocks / self.blocks_per_row.max(1);
+        if self.rows > 1 {
+            self.gather_groups();
+        }
+    }
+
+    /// Copies each group's per-block values side by side.
+    fn gather_groups(&mut self) {
+        let per_row = self.blocks_per_row;
+        let len = self.rows.div_ceil(GROUP_ROWS) * per_row;
+        self.group_scales.clear();
+        self.group_scales.resize(len, [0.0; GROUP_ROWS]);
+        self.group_q8_1_sums.clear();
+        self.group_q8_1_sums.resize(len, [0.0; GROUP_ROWS]);
+        self.group_quant_sums.clear();
+        self.group_quant_sums.resize(len, [0; GROUP_ROWS]);
+        for row in 0..self.rows {
+            let (group, lane) = (row / GROUP_ROWS, row % GROUP_ROWS);
+            for b in 0..per_row {
+                let (from, to) = (row * per_row + b, group * per_row + b);
+                self.group_scales[to][lane] = self.scales[from];
+                self.group_q8_1_sums[to][lane] = self.q8_1_sums[from];
+                self.group_quant_sums[to][lane] = self.quant_sums[from];
+            }
+        }
+    }
+
+    /// Rows `4 * group ..` (up to 4 of them) as a group; only valid after
+    /// quantizing more than one row. Read by the AVX2 kernels only.
+    #[cfg_attr(
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c"
+        )),
+        allow(dead_code)
+    )]
+    pub fn group(&self, group: usize) -> (ActivationGroup<'_>, Range<usize>) {
+        let first = group * GROUP_ROWS;
+        let rows = first..(first + GROUP_ROWS).min(self.rows);
+        let per_row = self.blocks_per_row;
+        let blocks = group * per_row..(group + 1) * per_row;
+        let quants = std::array::from_fn(|i| {
+            let row = if first + i < self.rows {
+                first + i
+            } else {
+                first
+            };
+            &self.quants[row * per_row..(row + 1) * per_row]
+        });
+        let group = ActivationGroup {
+            quants,
+            scales: &self.group_scales[blocks.clone()],
+            q8_1_sums: &self.group_q8_1_sums[blocks.clone()],
+            quant_sums: &self.group_quant_sums[blocks],
+        };
+        (group, rows)
     }
 
     /// Activation row `i`.

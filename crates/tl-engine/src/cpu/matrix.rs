@@ -47,8 +47,12 @@ pub struct QuantizedMatrix {
     repacked_q4_0: bool,
 }
 
-/// Weight rows per thread below which another thread costs more than it saves.
-const MIN_ROWS_PER_THREAD: usize = 64;
+/// Weight rows per share below which splitting costs more than it saves.
+const MIN_ROWS_PER_SHARE: usize = 64;
+
+/// Shares per thread: threads take shares from a queue, so one slowed down (by
+/// another process, say) leaves its remaining shares to the others.
+const SHARES_PER_THREAD: usize = 4;
 
 thread_local! {
     /// The calling thread's quantized activations, reused across calls.
@@ -58,7 +62,7 @@ thread_local! {
 impl QuantizedMatrix {
     /// Wraps the GGUF data of a `rows × cols` tensor (GGUF dims `[cols, rows]`).
     pub fn new(weight_type: WeightType, rows: usize, cols: usize, bytes: Vec<u8>) -> Result<Self> {
-        if cols % BLOCK_VALUES != 0 {
+        if !cols.is_multiple_of(BLOCK_VALUES) {
             return Err(Error::InvalidModel(format!(
                 "{weight_type} matrix {rows}×{cols}: columns are not a multiple of {BLOCK_VALUES}"
             )));
@@ -103,9 +107,10 @@ impl QuantizedMatrix {
         self.cols
     }
 
-    /// `out[m × rows] = x[m × cols] · Wᵀ`, row-major, on up to `threads` threads.
-    /// Each output depends only on its weight row and activation row: batching and
-    /// thread count never change a result.
+    /// `out[m × rows] = x[m × cols] · Wᵀ`, row-major, on up to `threads` threads
+    /// (the calling thread and candle's pool, whose size caps it). Each output
+    /// depends only on its weight row and activation row: batching and thread
+    /// count never change a result.
     pub fn matmul(&self, x: &[f32], m: usize, out: &mut [f32], threads: usize) -> Result<()> {
         if x.len() != m * self.cols || out.len() != m * self.rows {
             return Err(Error::InvalidRequest(format!(
@@ -124,8 +129,8 @@ impl QuantizedMatrix {
         let (x_blocks, _) = x.as_chunks::<BLOCK_VALUES>();
         ACTIVATIONS.with(|cell| match cell.try_borrow_mut() {
             Ok(mut acts) => self.multiply(x_blocks, m, &mut acts, out, threads),
-            // Re-entered on this thread (a rayon worker stealing another matmul
-            // while it waits): use a buffer of its own.
+            // Re-entered on this thread (from inside a pool job, say): use a
+            // buffer of its own.
             Err(_) => self.multiply(
                 x_blocks,
                 m,
@@ -153,16 +158,23 @@ impl QuantizedMatrix {
             blocks_per_row: self.cols / BLOCK_VALUES,
             arithmetic: self.arithmetic(),
         };
-        let parts = threads.clamp(1, self.rows.div_ceil(MIN_ROWS_PER_THREAD).max(1));
+        let parts = if threads > 1 {
+            (threads * SHARES_PER_THREAD)
+                .min(self.rows / MIN_ROWS_PER_SHARE)
+                .max(1)
+        } else {
+            1
+        };
         // Shares start at multiples of 8 so the 8-row Q4_0 tiles never straddle two.
         let shares = parallel::split_columns(out, m, self.rows, parts, 8);
-        parallel::for_each(shares, |mut share| {
+        parallel::for_each(shares, threads, |mut share| {
             backend::compute_rows(&weights, acts, m, &mut share)
         });
     }
 
     fn arithmetic(&self) -> Arithmetic {
-        if self.weight_type == WeightType::Q4_0 && self.repacked_q4_0 && self.rows % 8 == 0 {
+        if self.weight_type == WeightType::Q4_0 && self.repacked_q4_0 && self.rows.is_multiple_of(8)
+        {
             Arithmetic::RepackedQ4_0
         } else {
             Arithmetic::VecDot

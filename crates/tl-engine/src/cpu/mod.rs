@@ -1,17 +1,21 @@
-//! Quantized matrix multiplication on the CPU that follows llama.cpp's CPU
-//! arithmetic (ggml-cpu, AVX2 build) closely enough to reproduce its greedy
-//! tokens: the same activation quantization, the same per-block scale products,
-//! FMAs and summation order; and fast enough to match it — tiles that reuse each
-//! weight block across several activation rows, split over rayon's pool.
+//! Quantized matrix multiplication on the CPU that reproduces llama.cpp's CPU
+//! results bit for bit (ggml-cpu, AVX2 build: checked against ggml's own
+//! `ggml_mul_mat` in `golden_tests`) and outruns it: the same activation
+//! quantization, per-block scale products, FMAs and summation order, computed in
+//! tiles that reuse each weight block across several activation rows, on
+//! candle's persistent thread pool.
 //!
-//! Known differences from llama.cpp: F16/F32 weights are not handled here; NaN
-//! inputs may quantize differently; and Q4_1's `Σ m·s` term assumes the C compiler
-//! contracted `summs += m*s` into an FMA (GCC in its default gnu mode and Clang do
-//! when FMA is enabled).
+//! Q4_0 matrices with a multiple of 8 rows follow llama.cpp's repacked kernels
+//! (its default on AVX2 CPUs); `QuantizedMatrix::with_repacked_q4_0(false)`
+//! follows `ggml_vec_dot_q4_0_q8_0` instead (llama.cpp's `--no-repack`).
+//! Differences left: F16/F32 weights are not handled here; NaN activations may
+//! quantize differently; Q4_1's `Σ m·s` term relies on the C compiler fusing
+//! `summs += m*s` into an FMA, as GCC (gnu modes) and Clang do with FMA enabled
+//! (the llama.cpp build in the golden test does).
 //!
-//! The SIMD path is chosen at build time: with AVX2, FMA and F16C enabled (see the
-//! workspace's `.cargo/config.toml`) `avx2`, otherwise the portable `scalar` path,
-//! which performs the same f32 operations in the same order.
+//! The kernels are chosen at build time: with AVX2, FMA and F16C enabled (the
+//! workspace's `.cargo/config.toml`) `avx2`, otherwise the portable `scalar`
+//! path, which performs the same f32 operations in the same order.
 
 mod activations;
 mod blocks;
@@ -56,6 +60,8 @@ use scalar as backend;
 
 #[cfg(test)]
 mod bench;
+#[cfg(test)]
+mod golden_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

@@ -1,43 +1,76 @@
-//! Running matmul work on several threads: rayon's global pool (persistent, so a
-//! decode step's ~60 matmuls pay no thread start), with the calling thread taking
-//! the first share instead of waiting idle. The output matrix is split by columns
-//! (weight rows), each share writing only its own.
+//! Running matmul work on several threads. We use candle's persistent barrier
+//! pool (`candle_core::utils::barrier_pool`): its workers spin for a while before
+//! parking, so a decode step's ~200 back-to-back matmuls each start in well under
+//! a microsecond, where waking rayon's workers measured 10-20 µs a call here. It
+//! is also the pool candle's own CPU ops use, so the two never compete for cores.
+//! The calling thread works too. The output is split by columns (weight rows),
+//! each share writing only its own.
 
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::Mutex;
 
-/// Runs `work` on every item, the first on the calling thread and the others on
-/// rayon's pool, and returns when all are done.
-pub(crate) fn for_each<T: Send>(mut items: impl Iterator<Item = T>, work: impl Fn(T) + Sync) {
+/// Runs `work` on every item, on the calling thread and up to `threads - 1` of
+/// the pool's threads, and returns when all are done.
+pub(crate) fn for_each<T: Send>(
+    items: impl Iterator<Item = T> + Send,
+    threads: usize,
+    work: impl Fn(T) + Sync,
+) {
+    let mut items = items.peekable();
     let Some(first) = items.next() else {
         return;
     };
-    let mut rest = items.peekable();
-    if rest.peek().is_none() {
-        work(first);
+    if items.peek().is_none() || threads <= 1 {
+        std::iter::once(first).chain(items).for_each(work);
         return;
     }
-    let work = &work;
-    rayon::in_place_scope(|scope| {
-        for item in rest {
-            scope.spawn(move |_| work(item));
+    let queue = Mutex::new(std::iter::once(first).chain(items));
+    // A poisoned queue means another item's work panicked; the pool re-raises
+    // that panic on this thread once every worker has stopped.
+    let next = || queue.lock().ok().and_then(|mut items| items.next());
+    let pool = candle_core::utils::barrier_pool();
+    // The pool numbers its workers 0.. and the calling thread last.
+    let caller = pool.n_workers();
+    pool.execute(|thread| {
+        if thread == caller || thread + 1 < threads {
+            while let Some(item) = next() {
+                work(item);
+            }
         }
-        work(first);
     });
 }
 
 /// The ranges `0..len` is cut into for `parts` workers: contiguous, in order,
 /// each starting at a multiple of `align`.
-pub(crate) fn partition(
-    len: usize,
-    parts: usize,
-    align: usize,
-) -> impl Iterator<Item = Range<usize>> {
+pub(crate) fn partition(len: usize, parts: usize, align: usize) -> Partition {
     let align = align.max(1);
     let share = len.div_ceil(parts.max(1)).div_ceil(align).max(1) * align;
-    (0..len)
-        .step_by(share)
-        .map(move |start| start..(start + share).min(len))
+    Partition {
+        next: 0,
+        len,
+        share,
+    }
+}
+
+/// The ranges of `partition`, in order.
+pub(crate) struct Partition {
+    next: usize,
+    len: usize,
+    share: usize,
+}
+
+impl Iterator for Partition {
+    type Item = Range<usize>;
+
+    fn next(&mut self) -> Option<Range<usize>> {
+        let start = self.next;
+        if start >= self.len {
+            return None;
+        }
+        self.next = (start + self.share).min(self.len);
+        Some(start..self.next)
+    }
 }
 
 /// The columns `columns` of a row-major `rows × width` output matrix, writable
@@ -84,14 +117,41 @@ pub(crate) fn split_columns(
     width: usize,
     parts: usize,
     align: usize,
-) -> impl Iterator<Item = OutputColumns<'_>> {
+) -> ColumnShares<'_> {
     assert_eq!(out.len(), rows * width, "output is not {rows} × {width}");
-    let base = out.as_mut_ptr();
-    partition(width, parts, align).map(move |columns| OutputColumns {
-        base,
+    ColumnShares {
+        base: out.as_mut_ptr(),
         rows,
         width,
-        columns,
+        ranges: partition(width, parts, align),
         _borrow: PhantomData,
-    })
+    }
+}
+
+/// The column shares of one output, in order.
+pub(crate) struct ColumnShares<'a> {
+    base: *mut f32,
+    rows: usize,
+    width: usize,
+    ranges: Partition,
+    _borrow: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: the iterator only creates `OutputColumns` of disjoint ranges of the
+// buffer it borrows exclusively; which thread creates them does not matter.
+unsafe impl Send for ColumnShares<'_> {}
+
+impl<'a> Iterator for ColumnShares<'a> {
+    type Item = OutputColumns<'a>;
+
+    fn next(&mut self) -> Option<OutputColumns<'a>> {
+        let columns = self.ranges.next()?;
+        Some(OutputColumns {
+            base: self.base,
+            rows: self.rows,
+            width: self.width,
+            columns,
+            _borrow: PhantomData,
+        })
+    }
 }

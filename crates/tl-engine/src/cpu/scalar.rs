@@ -32,7 +32,7 @@ pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {
 /// `_mm256_cvtps_epi32` on an already rounded value: out-of-range and NaN give
 /// `i32::MIN`, where Rust's `as` would saturate.
 fn convert_to_i32(rounded: f32) -> i32 {
-    if rounded >= -2_147_483_648.0 && rounded < 2_147_483_648.0 {
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&rounded) {
         rounded as i32
     } else {
         i32::MIN

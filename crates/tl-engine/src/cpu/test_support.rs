@@ -37,7 +37,7 @@ impl Rng {
     pub fn activations(&mut self, len: usize) -> Vec<f32> {
         (0..len)
             .map(|_| {
-                let outlier = self.next_u64() % 64 == 0;
+                let outlier = self.next_u64().is_multiple_of(64);
                 self.normal(if outlier { 20.0 } else { 1.0 })
             })
             .collect()

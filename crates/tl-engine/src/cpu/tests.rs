@@ -97,7 +97,7 @@ fn check_case(ty: WeightType, rows: usize, cols: usize, repacked: bool, random: 
     let matrix = QuantizedMatrix::new(ty, rows, cols, bytes.clone())
         .expect("valid matrix")
         .with_repacked_q4_0(repacked);
-    let arithmetic = if ty == WeightType::Q4_0 && repacked && rows % 8 == 0 {
+    let arithmetic = if ty == WeightType::Q4_0 && repacked && rows.is_multiple_of(8) {
         Arithmetic::RepackedQ4_0
     } else {
         Arithmetic::VecDot

@@ -14,6 +14,7 @@ use half::f16;
 use rayon::prelude::*;
 
 use crate::model::cache::KvCache;
+use crate::model::f16_vector;
 
 /// Batches of at least this many rows take llama.cpp's tiled (f32) path.
 pub const TILED_MIN_ROWS: usize = 64;
@@ -75,20 +76,16 @@ fn attend_f16_accumulator(
     let mut accumulator = vec![f16::ZERO; dim];
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     for (key, value) in keys.chunks_exact(dim).zip(values.chunks_exact(dim)) {
-        let score = dot_f16(key, &query) * scale;
+        let score = f16_vector::dot(key, &query) * scale;
         let (mut old_scale, mut weight) = (1.0f32, 1.0f32);
         if score > max {
             old_scale = (max - score).exp();
             max = score;
-            for a in accumulator.iter_mut() {
-                *a = f16::from_f32(a.to_f32() * old_scale);
-            }
+            f16_vector::scale(&mut accumulator, old_scale);
         } else {
             weight = (score - max).exp();
         }
-        for (a, v) in accumulator.iter_mut().zip(value) {
-            *a = f16::from_f32(v.to_f32().mul_add(weight, a.to_f32()));
-        }
+        f16_vector::multiply_add(&mut accumulator, value, weight);
         // GCC contracts llama.cpp's `S = S*ms + vs` into one fused multiply-add.
         sum = sum.mul_add(old_scale, weight);
     }
@@ -124,37 +121,6 @@ fn attend_f32(query: &[f32], keys: &[f16], values: &[f16], scale: f32, out: &mut
     for o in out.iter_mut() {
         *o *= inverse;
     }
-}
-
-/// `ggml_vec_dot_f16` on AVX2: four 8-lane f32 accumulators over 32-element
-/// steps, fused multiply-adds, then llama.cpp's reduction order.
-fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
-    const LANES: usize = 8;
-    const ACCUMULATORS: usize = 4;
-    const STEP: usize = LANES * ACCUMULATORS;
-    let whole = x.len() - x.len() % STEP;
-    let mut acc = [[0.0f32; LANES]; ACCUMULATORS];
-    for i in (0..whole).step_by(STEP) {
-        for (j, lanes) in acc.iter_mut().enumerate() {
-            for (l, lane) in lanes.iter_mut().enumerate() {
-                let at = i + j * LANES + l;
-                *lane = x[at].to_f32().mul_add(y[at].to_f32(), *lane);
-            }
-        }
-    }
-    let [a0, a1, a2, a3] = acc;
-    let half: [[f32; LANES]; 2] = [
-        std::array::from_fn(|l| a0[l] + a2[l]),
-        std::array::from_fn(|l| a1[l] + a3[l]),
-    ];
-    let whole_sum: [f32; LANES] = std::array::from_fn(|l| half[0][l] + half[1][l]);
-    let quad: [f32; 4] = std::array::from_fn(|l| whole_sum[l] + whole_sum[l + 4]);
-    let pairs = [quad[0] + quad[1], quad[2] + quad[3]];
-    let mut total = (pairs[0] + pairs[1]) as f64;
-    for i in whole..x.len() {
-        total += (x[i].to_f32() * y[i].to_f32()) as f64;
-    }
-    total as f32
 }
 
 #[cfg(test)]
@@ -228,19 +194,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn dot_f16_matches_a_plain_sum() {
-        let x: Vec<f16> = pseudo_random(70, 4)
-            .iter()
-            .map(|&v| f16::from_f32(v))
-            .collect();
-        let y: Vec<f16> = pseudo_random(70, 5)
-            .iter()
-            .map(|&v| f16::from_f32(v))
-            .collect();
-        let plain: f64 = x.iter().zip(&y).map(|(a, b)| a.to_f64() * b.to_f64()).sum();
-        assert!((dot_f16(&x, &y) as f64 - plain).abs() < 1e-5);
     }
 }

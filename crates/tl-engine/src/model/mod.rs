@@ -5,6 +5,7 @@ pub mod activation;
 pub mod attention;
 pub mod cache;
 pub mod config;
+pub mod f16_vector;
 pub mod linear;
 pub mod llama;
 pub mod norm;

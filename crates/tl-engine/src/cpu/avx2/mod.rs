@@ -1,10 +1,13 @@
 //! The x86-64 path, compiled when the build enables AVX2, FMA and F16C (the
 //! workspace's `.cargo/config.toml` does). Kernels reproduce llama.cpp's AVX2
-//! arithmetic; this file only walks tiles over the output: for decode (one
-//! activation row) 4 weight rows at a time, for prefill 2 weight rows × 4
-//! activation rows, over chunks of activation rows small enough to stay in L2
-//! while the weight rows of this thread's share stream past.
+//! arithmetic; this file walks tiles over a thread's share of the output.
+//!
+//! Decode (one activation row) streams the weights once, 4 rows (8 for repacked
+//! Q4_0) at a time. Prefill takes the activation rows in chunks small enough to
+//! stay in L2; for each chunk it unpacks a few weight rows into L1 once and runs
+//! them against every group of 4 activation rows of the chunk.
 
+mod prepared;
 mod quantize;
 mod repacked;
 mod simd;
@@ -12,7 +15,8 @@ mod vec_dot;
 
 use std::ops::Range;
 
-use super::activations::{QuantizedActivations, QuantizedBlock};
+use self::prepared::{Layout, PreparedRows};
+use super::activations::{QuantizedActivations, QuantizedBlock, GROUP_ROWS};
 use super::blocks::WeightBlock;
 use super::matrix::{Arithmetic, WeightRows};
 use super::parallel::OutputColumns;
@@ -36,13 +40,16 @@ pub(crate) fn compute_rows(
     unsafe { compute_rows_avx2(weights, acts, m, out) }
 }
 
-/// Activation bytes a chunk may take; a chunk is reused by every weight row of a
-/// thread's share, so it should stay in the (1 MiB or larger) L2.
-const ACTIVATION_CHUNK_BYTES: usize = 16 * 1024;
+/// Activation bytes per chunk: the chunk is reread for every tile of weight rows
+/// of a thread's share, so it should stay in L2 (512 KiB a core on Zen 3).
+const ACTIVATION_CHUNK_BYTES: usize = 192 * 1024;
 
-/// Weight rows × activation rows per prefill tile.
+/// Weight rows per decode tile (vec_dot arithmetic).
+const DECODE_ROWS: usize = 4;
+
+/// Weight rows per prefill tile (vec_dot arithmetic), each run against 4
+/// activation rows at a time: 8 accumulators, leaving registers for the rest.
 const PREFILL_ROWS: usize = 2;
-const PREFILL_ACTS: usize = 4;
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn compute_rows_avx2(
@@ -52,141 +59,166 @@ fn compute_rows_avx2(
     out: &mut OutputColumns<'_>,
 ) {
     let per_row = weights.blocks_per_row;
-    let chunk_rows = (ACTIVATION_CHUNK_BYTES / (per_row * BLOCK_VALUES)).max(PREFILL_ACTS);
-    for start in (0..m).step_by(chunk_rows) {
-        let act_range = start..(start + chunk_rows).min(m);
-        match (weights.weight_type, weights.arithmetic) {
-            (WeightType::Q4_0, Arithmetic::RepackedQ4_0) => {
-                repacked_rows(weights.blocks::<18>(), per_row, acts, act_range, out)
-            }
-            (WeightType::Q4_0, Arithmetic::VecDot) => {
-                vec_dot_rows(weights.blocks::<18>(), per_row, acts, act_range, out)
-            }
-            (WeightType::Q4_1, _) => {
-                vec_dot_rows(weights.blocks::<20>(), per_row, acts, act_range, out)
-            }
-            (WeightType::Q8_0, _) => {
-                vec_dot_rows(weights.blocks::<34>(), per_row, acts, act_range, out)
-            }
-        }
+    let kernels = match (weights.weight_type, weights.arithmetic) {
+        (WeightType::Q4_0, Arithmetic::RepackedQ4_0) => Kernels::Repacked,
+        _ => Kernels::VecDot,
+    };
+    match weights.weight_type {
+        WeightType::Q4_0 => typed_rows(weights.blocks::<18>(), per_row, kernels, acts, m, out),
+        WeightType::Q4_1 => typed_rows(weights.blocks::<20>(), per_row, kernels, acts, m, out),
+        WeightType::Q8_0 => typed_rows(weights.blocks::<34>(), per_row, kernels, acts, m, out),
     }
 }
 
-/// The vec_dot-arithmetic tiles over this share's weight rows.
+/// Which tile kernels run: `vec_dot`'s, or the 8-row repacked Q4_0 ones.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kernels {
+    VecDot,
+    Repacked,
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
-fn vec_dot_rows<B: WeightBlock>(
+fn typed_rows<B: WeightBlock>(
     blocks: &[B],
     per_row: usize,
+    kernels: Kernels,
     acts: &QuantizedActivations,
-    act_range: Range<usize>,
+    m: usize,
     out: &mut OutputColumns<'_>,
 ) {
-    let columns = out.columns();
-    let mut row = columns.start;
-    if act_range.len() == 1 {
-        while row + 4 <= columns.end {
-            vec_dot_row_tile::<B, 4, 1>(blocks, per_row, row, acts, act_range.clone(), out);
-            row += 4;
-        }
+    let rows = Rows { blocks, per_row };
+    if m == 1 {
+        decode(rows, kernels, acts, out);
     } else {
-        while row + PREFILL_ROWS <= columns.end {
-            vec_dot_row_tile::<B, PREFILL_ROWS, PREFILL_ACTS>(
-                blocks,
-                per_row,
-                row,
-                acts,
-                act_range.clone(),
-                out,
-            );
-            row += PREFILL_ROWS;
+        let group_bytes = GROUP_ROWS * per_row * BLOCK_VALUES;
+        let groups_per_chunk = (ACTIVATION_CHUNK_BYTES / group_bytes).max(1);
+        let groups = m.div_ceil(GROUP_ROWS);
+        for start in (0..groups).step_by(groups_per_chunk) {
+            let chunk = start..(start + groups_per_chunk).min(groups);
+            prepared::with_buffer(|buffer| prefill(rows, kernels, acts, chunk, buffer, out));
         }
     }
-    for row in row..columns.end {
-        vec_dot_row_tile::<B, 1, PREFILL_ACTS>(blocks, per_row, row, acts, act_range.clone(), out);
+}
+
+/// The weight matrix as rows of blocks.
+struct Rows<'a, B> {
+    blocks: &'a [B],
+    per_row: usize,
+}
+
+impl<B> Clone for Rows<'_, B> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
 
-/// Weight rows `row..row + R` against the activation rows of `act_range`, `C` at
-/// a time.
+impl<B> Copy for Rows<'_, B> {}
+
+impl<'a, B> Rows<'a, B> {
+    fn get<const R: usize>(&self, first: usize) -> [&'a [B]; R] {
+        std::array::from_fn(|i| {
+            let row = first + i;
+            &self.blocks[row * self.per_row..(row + 1) * self.per_row]
+        })
+    }
+}
+
+/// One activation row against this share's weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn vec_dot_row_tile<B: WeightBlock, const R: usize, const C: usize>(
-    blocks: &[B],
-    per_row: usize,
-    row: usize,
+fn decode<B: WeightBlock>(
+    rows: Rows<'_, B>,
+    kernels: Kernels,
     acts: &QuantizedActivations,
-    act_range: Range<usize>,
     out: &mut OutputColumns<'_>,
 ) {
-    let rows: [&[B]; R] =
-        std::array::from_fn(|i| &blocks[(row + i) * per_row..(row + i + 1) * per_row]);
-    let mut act = act_range.start;
-    while act + C <= act_range.end {
-        let tile = vec_dot::tile::<B, R, C>(rows, std::array::from_fn(|i| acts.row(act + i)));
-        write_tile(out, row, act, tile);
-        act += C;
+    let columns = out.columns();
+    let act = acts.row(0);
+    let mut row = columns.start;
+    if kernels == Kernels::Repacked {
+        while row + repacked::ROWS <= columns.end {
+            let values = repacked::row_tile(rows.get(row), act);
+            write(out, row, 0..1, [values]);
+            row += repacked::ROWS;
+        }
+        // Shares are multiples of 8 rows, so nothing is left here.
+        debug_assert_eq!(row, columns.end);
     }
-    for act in act..act_range.end {
-        let tile = vec_dot::tile::<B, R, 1>(rows, [acts.row(act)]);
-        write_tile(out, row, act, tile);
+    while row + DECODE_ROWS <= columns.end {
+        let values = vec_dot::row_tile::<B, DECODE_ROWS>(rows.get(row), act);
+        write(out, row, 0..1, [values]);
+        row += DECODE_ROWS;
+    }
+    for row in row..columns.end {
+        let values = vec_dot::row_tile::<B, 1>(rows.get(row), act);
+        write(out, row, 0..1, [values]);
     }
 }
 
-/// The repacked-Q4_0-arithmetic tiles over this share's weight rows (a multiple
-/// of 8: the matrix has a multiple of 8 rows and shares are aligned to 8).
+/// The activation groups of `chunk` against this share's weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn repacked_rows(
-    blocks: &[[u8; 18]],
-    per_row: usize,
+fn prefill<B: WeightBlock>(
+    rows: Rows<'_, B>,
+    kernels: Kernels,
     acts: &QuantizedActivations,
-    act_range: Range<usize>,
+    chunk: Range<usize>,
+    buffer: &mut PreparedRows,
     out: &mut OutputColumns<'_>,
 ) {
     let columns = out.columns();
     let mut row = columns.start;
-    while row + repacked::ROWS <= columns.end {
-        let rows: [&[[u8; 18]]; repacked::ROWS] =
-            std::array::from_fn(|i| &blocks[(row + i) * per_row..(row + i + 1) * per_row]);
-        let mut act = act_range.start;
-        while act + PREFILL_ACTS <= act_range.end {
-            let tile =
-                repacked::tile::<PREFILL_ACTS>(rows, std::array::from_fn(|i| acts.row(act + i)));
-            write_tile(out, row, act, tile);
-            act += PREFILL_ACTS;
+    if kernels == Kernels::Repacked {
+        while row + repacked::ROWS <= columns.end {
+            buffer.fill(&rows.get::<{ repacked::ROWS }>(row), Layout::RawNibbles);
+            for g in chunk.clone() {
+                let (group, act_rows) = acts.group(g);
+                write(out, row, act_rows, repacked::group_tile(buffer, &group));
+            }
+            row += repacked::ROWS;
         }
-        for act in act..act_range.end {
-            write_tile(out, row, act, repacked::tile::<1>(rows, [acts.row(act)]));
-        }
-        row += repacked::ROWS;
+        debug_assert_eq!(row, columns.end);
     }
-    // Unreachable for matrices built by `QuantizedMatrix`, kept exact anyway.
+    while row + PREFILL_ROWS <= columns.end {
+        prefill_tile::<B, PREFILL_ROWS>(rows, row, acts, chunk.clone(), buffer, out);
+        row += PREFILL_ROWS;
+    }
     for row in row..columns.end {
-        let weights = &blocks[row * per_row..(row + 1) * per_row];
-        for act in act_range.clone() {
-            let value = super::scalar::repacked_dot(weights, acts.row(act));
-            out.set(act, row, value);
-        }
+        prefill_tile::<B, 1>(rows, row, acts, chunk.clone(), buffer, out);
     }
 }
 
-/// Stores `tile[c][r]` as output `(act + c, row + r)`.
-fn write_tile<const R: usize, const C: usize>(
+/// Weight rows `row..row + R` against the activation groups of `chunk`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn prefill_tile<B: WeightBlock, const R: usize>(
+    rows: Rows<'_, B>,
+    row: usize,
+    acts: &QuantizedActivations,
+    chunk: Range<usize>,
+    buffer: &mut PreparedRows,
+    out: &mut OutputColumns<'_>,
+) {
+    buffer.fill(&rows.get::<R>(row), Layout::VecDot);
+    for g in chunk {
+        let (group, act_rows) = acts.group(g);
+        write(
+            out,
+            row,
+            act_rows,
+            vec_dot::group_tile::<B, R>(buffer, &group),
+        );
+    }
+}
+
+/// Stores `values[c][r]` as output `(act_rows.start + c, row + r)`, for the
+/// activation rows that exist.
+fn write<const R: usize, const C: usize>(
     out: &mut OutputColumns<'_>,
     row: usize,
-    act: usize,
-    tile: [[f32; R]; C],
+    act_rows: Range<usize>,
+    values: [[f32; R]; C],
 ) {
-    for (c, values) in tile.iter().enumerate() {
+    for (act, values) in act_rows.zip(values.iter()) {
         for (r, &value) in values.iter().enumerate() {
-            out.set(act + c, row + r, value);
+            out.set(act, row + r, value);
         }
     }
-}
-
-#[cfg(test)]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn probe_tile(
-    rows: [&[[u8; 20]]; 2],
-    acts: [super::activations::ActivationRow<'_>; 4],
-) -> [[f32; 2]; 4] {
-    vec_dot::tile::<[u8; 20], 2, 4>(rows, acts)
 }

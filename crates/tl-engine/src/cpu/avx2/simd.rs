@@ -22,6 +22,34 @@ pub(super) fn load_i8x32(bytes: &[i8; 32]) -> __m256i {
     unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
 }
 
+/// Stores 32 bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn store_u8x32(dst: &mut [u8; 32], value: __m256i) {
+    // SAFETY: the exclusive reference covers 32 writable bytes and `storeu` has no
+    // alignment requirement.
+    unsafe { _mm256_storeu_si256(dst.as_mut_ptr().cast(), value) }
+}
+
+/// Loads 4 floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn load_f32x4(values: &[f32; 4]) -> __m128 {
+    // SAFETY: the reference covers 4 readable floats and `loadu` has no alignment
+    // requirement.
+    unsafe { _mm_loadu_ps(values.as_ptr()) }
+}
+
+/// Stores 4 floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn to_array4(value: __m128) -> [f32; 4] {
+    let mut out = [0.0f32; 4];
+    // SAFETY: `out` holds 4 writable floats and `storeu` has no alignment requirement.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), value) };
+    out
+}
+
 /// Stores 32 signed bytes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -57,9 +85,11 @@ pub(super) fn to_array(value: __m256) -> [f32; 8] {
 pub(super) fn unpack_nibbles(packed: &[u8; 16]) -> __m256i {
     // SAFETY: the reference covers 16 readable bytes and `loadu` has no alignment
     // requirement.
-    let low = unsafe { _mm_loadu_si128(packed.as_ptr().cast()) };
-    let high = _mm_srli_epi16::<4>(low);
-    _mm256_and_si256(_mm256_set_m128i(high, low), _mm256_set1_epi8(0x0f))
+    let both = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(packed.as_ptr().cast()) });
+    // Shifting only the upper copy right by 4 brings the high nibbles down; bits
+    // crossing byte boundaries land in the high half of each byte and are masked.
+    let shifted = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
+    _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))
 }
 
 /// Half-precision bits to f32, exactly.

@@ -1,163 +1,181 @@
-//! A tile of `R` weight rows × `C` activation rows with the rounding of llama.cpp's
-//! AVX2 `ggml_vec_dot_q4_0_q8_0` / `_q4_1_q8_1` / `_q8_0_q8_0`: per block, 8 lanes
-//! of 4-value integer dot products, `acc = fma(dw·da, lanes, acc)`; Q4_1's `m·s`
-//! terms in a scalar sum added after `hsum_float_8`. Each output's arithmetic is
-//! that of one `vec_dot` call, so tiling changes speed, never results; the tile
-//! only lets one weight block serve `C` activation rows while it is in registers.
+//! Tiles with the rounding of llama.cpp's AVX2 `ggml_vec_dot_q4_0_q8_0` /
+//! `_q4_1_q8_1` / `_q8_0_q8_0` (and of tinyBLAS, which rounds alike): per block, 8
+//! lanes of 4-value integer dot products, `acc = fma(dw·da, lanes, acc)`; Q4_1's
+//! `m·s` terms in a separate sum added after `hsum_float_8`. Each output's
+//! arithmetic is that of one `vec_dot` call; tiling only changes which weight and
+//! activation blocks sit in registers together.
 
 use std::arch::x86_64::*;
 
-use super::simd::{f16_to_f32, hsum_f32x8, load_i8x32, load_u8x32, to_array, unpack_nibbles};
-use crate::cpu::activations::ActivationRow;
+use super::prepared::PreparedRows;
+use super::simd::{hsum_f32x8, load_f32x4, load_i8x32, load_u8x32, to_array4, unpack_nibbles};
+use crate::cpu::activations::{ActivationGroup, ActivationRow, GROUP_ROWS};
 use crate::cpu::blocks::{Quants, WeightBlock};
-use crate::cpu::weight_type::WeightType;
+use crate::cpu::weight_type::{WeightType, BLOCK_VALUES};
 
-/// A weight block ready for `maddubs`, which multiplies unsigned by signed bytes.
-#[derive(Clone, Copy)]
-struct PreparedBlock {
-    /// Q4_1: the nibbles; Q4_0/Q8_0: the absolute values (`_mm256_sign_epi8(x, x)`).
-    unsigned: __m256i,
-    /// Q4_0/Q8_0: the signed values, whose signs move onto the activations.
-    signs: __m256i,
-    scale: f32,
-    min: f32,
-}
-
+/// The 8 lane sums (4 products each) of a block pair, as f32. `unsigned` is what
+/// `maddubs` multiplies (Q4_1 nibbles, or |w|); `signs` the signed weights.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn prepare<B: WeightBlock>(block: &B) -> PreparedBlock {
-    let raw = match block.quants() {
-        Quants::Nibbles(packed) => unpack_nibbles(packed),
-        Quants::Bytes(bytes) => load_u8x32(bytes),
+fn lane_dots<B: WeightBlock>(unsigned: __m256i, signs: __m256i, activations: __m256i) -> __m256 {
+    let signed = if B::TYPE == WeightType::Q4_1 {
+        activations
+    } else {
+        _mm256_sign_epi8(activations, signs)
     };
-    let scale = f16_to_f32(block.scale_bits());
-    let min = f16_to_f32(block.min_bits());
-    match B::TYPE {
-        WeightType::Q4_1 => PreparedBlock {
-            unsigned: raw,
-            signs: raw,
-            scale,
-            min,
-        },
-        WeightType::Q4_0 | WeightType::Q8_0 => {
+    let pairs = _mm256_maddubs_epi16(unsigned, signed);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+/// The sum llama.cpp returns: `hsum_float_8(acc)`, plus `summs` for Q4_1.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn finish<B: WeightBlock>(acc: __m256, min_terms: f32) -> f32 {
+    let sum = hsum_f32x8(acc);
+    if B::TYPE == WeightType::Q4_1 {
+        sum + min_terms
+    } else {
+        sum
+    }
+}
+
+/// `R` GGUF weight rows · one activation row (decode): blocks are unpacked as
+/// they stream from memory.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn row_tile<B: WeightBlock, const R: usize>(
+    rows: [&[B]; R],
+    act: ActivationRow<'_>,
+) -> [f32; R] {
+    let blocks = act.scales.len();
+    let rows = rows.map(|row| &row[..blocks]);
+    let (quants, act_scales, sums) = (
+        &act.quants[..blocks],
+        &act.scales[..blocks],
+        &act.q8_1_sums[..blocks],
+    );
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut min_terms = [0.0f32; R];
+    for b in 0..blocks {
+        let activations = load_i8x32(&quants[b]);
+        let act_scale = _mm256_set1_ps(act_scales[b]);
+        for r in 0..R {
+            let block = &rows[r][b];
+            prefetch_ahead(block, rows[r]);
+            let raw = match block.quants() {
+                Quants::Nibbles(packed) => unpack_nibbles(packed),
+                Quants::Bytes(bytes) => load_u8x32(bytes),
+            };
             let signed = if B::TYPE == WeightType::Q4_0 {
                 _mm256_sub_epi8(raw, _mm256_set1_epi8(8))
             } else {
                 raw
             };
-            PreparedBlock {
-                unsigned: _mm256_sign_epi8(signed, signed),
-                signs: signed,
-                scale,
-                min,
-            }
-        }
-    }
-}
-
-/// The 8 lane sums (4 products each) of one block pair, as f32.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn lane_dots<B: WeightBlock>(weights: &PreparedBlock, activations: __m256i) -> __m256 {
-    let signed = if B::TYPE == WeightType::Q4_1 {
-        activations
-    } else {
-        _mm256_sign_epi8(activations, weights.signs)
-    };
-    let pairs = _mm256_maddubs_epi16(weights.unsigned, signed);
-    _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
-}
-
-/// `value` in all 8 lanes, loaded from memory.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn broadcast(value: &f32) -> __m256 {
-    _mm256_broadcast_ss(value)
-}
-
-/// Dot products of `R` weight rows with `C ≤ 8` activation rows; `out[c][r]`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn tile<B: WeightBlock, const R: usize, const C: usize>(
-    rows: [&[B]; R],
-    acts: [ActivationRow<'_>; C],
-) -> [[f32; R]; C] {
-    const { assert!(C <= 8) };
-    let blocks = acts[0].scales.len();
-    // Slicing everything to `blocks` up front lets the compiler drop the bounds
-    // checks inside the loop.
-    let rows = rows.map(|row| &row[..blocks]);
-    let quants = acts.map(|act| &act.quants[..blocks]);
-    let act_scales = acts.map(|act| &act.scales[..blocks]);
-    let q8_1_sums = acts.map(|act| &act.q8_1_sums[..blocks]);
-    let mut acc = [[_mm256_setzero_ps(); R]; C];
-    // Q4_1's `m·s` sums, one lane per activation row: each lane is its own
-    // sequential chain of FMAs, exactly the scalar `summs`.
-    let mut min_terms = [_mm256_setzero_ps(); R];
-    for b in 0..blocks {
-        let mut prepared = [PreparedBlock {
-            unsigned: _mm256_setzero_si256(),
-            signs: _mm256_setzero_si256(),
-            scale: 0.0,
-            min: 0.0,
-        }; R];
-        let act_scale = |c: usize| if c < C { act_scales[c][b] } else { 0.0 };
-        let block_act_scales = _mm256_setr_ps(
-            act_scale(0),
-            act_scale(1),
-            act_scale(2),
-            act_scale(3),
-            act_scale(4),
-            act_scale(5),
-            act_scale(6),
-            act_scale(7),
-        );
-        // `dw·da` for every pair at once; the pairs then broadcast their product
-        // from memory, which costs a load instead of two vector operations.
-        let mut products = [[0.0f32; 8]; R];
-        for r in 0..R {
-            prepared[r] = prepare(&rows[r][b]);
-            products[r] = to_array(_mm256_mul_ps(
-                _mm256_set1_ps(prepared[r].scale),
-                block_act_scales,
-            ));
-        }
-        // Opaque to the optimizer, which would otherwise turn the loads back into
-        // register shuffles.
-        let products = std::hint::black_box(&products);
-        for c in 0..C {
-            let activations = load_i8x32(&quants[c][b]);
-            for r in 0..R {
-                let lanes = lane_dots::<B>(&prepared[r], activations);
-                let scale = broadcast(&products[r][c]);
-                acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
-            }
-        }
-        if B::TYPE == WeightType::Q4_1 {
-            let sum = |c: usize| if c < C { q8_1_sums[c][b] } else { 0.0 };
-            let sums = _mm256_setr_ps(
-                sum(0),
-                sum(1),
-                sum(2),
-                sum(3),
-                sum(4),
-                sum(5),
-                sum(6),
-                sum(7),
-            );
-            for r in 0..R {
-                min_terms[r] = _mm256_fmadd_ps(_mm256_set1_ps(prepared[r].min), sums, min_terms[r]);
-            }
-        }
-    }
-    let min_terms = min_terms.map(|m| to_array(m));
-    let mut out = [[0.0f32; R]; C];
-    for c in 0..C {
-        for r in 0..R {
-            out[c][r] = hsum_f32x8(acc[c][r]);
+            let unsigned = if B::TYPE == WeightType::Q4_1 {
+                raw
+            } else {
+                _mm256_sign_epi8(signed, signed)
+            };
+            // Both halves of the block header at once: `[d, m]` (m = 0 unless Q4_1).
+            let header = u32::from(block.scale_bits()) | (u32::from(block.min_bits()) << 16);
+            let scale_and_min = _mm_cvtph_ps(_mm_cvtsi32_si128(header as i32));
+            let weight_scale = _mm256_broadcastss_ps(scale_and_min);
+            let lanes = lane_dots::<B>(unsigned, signed, activations);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(weight_scale, act_scale), lanes, acc[r]);
             if B::TYPE == WeightType::Q4_1 {
-                out[c][r] += min_terms[r][c];
+                let min = _mm_cvtss_f32(_mm_movehdup_ps(scale_and_min));
+                min_terms[r] = min.mul_add(sums[b], min_terms[r]);
             }
         }
     }
-    out
+    std::array::from_fn(|r| finish::<B>(acc[r], min_terms[r]))
+}
+
+/// How far ahead of the block being read decode prefetches, in rows: weights
+/// stream from DRAM once per token and the hardware prefetcher alone leaves the
+/// memory bus idle part of the time.
+const PREFETCH_ROWS_AHEAD: usize = 8;
+
+/// Asks for the cache line of the same block `PREFETCH_ROWS_AHEAD` rows on
+/// (rows are consecutive in memory).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn prefetch_ahead<B>(block: &B, row: &[B]) {
+    let ahead = (block as *const B)
+        .cast::<i8>()
+        .wrapping_add(PREFETCH_ROWS_AHEAD * std::mem::size_of_val(row));
+    // A prefetch is only a hint: it never faults, whatever the address.
+    _mm_prefetch::<_MM_HINT_T0>(ahead)
+}
+
+/// Blocks whose `dw·da` products are computed in one pass before the dot
+/// products use them.
+const PRODUCT_CHUNK: usize = 32;
+
+/// `R` prepared weight rows · a group of 4 activation rows (prefill); `out[c][r]`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn group_tile<B: WeightBlock, const R: usize>(
+    prepared: &PreparedRows,
+    group: &ActivationGroup<'_>,
+) -> [[f32; R]; GROUP_ROWS] {
+    let blocks = group.scales.len();
+    let unsigned: &[[[u8; BLOCK_VALUES]; R]] = prepared.unsigned().as_chunks().0;
+    let signs: &[[[u8; BLOCK_VALUES]; R]] = prepared.signs().as_chunks().0;
+    let scales: &[[f32; R]] = prepared.scales().as_chunks().0;
+    let mins: &[[f32; R]] = prepared.mins().as_chunks().0;
+    let (unsigned, signs, scales, mins) = (
+        &unsigned[..blocks],
+        &signs[..blocks],
+        &scales[..blocks],
+        &mins[..blocks],
+    );
+    let quants = group.quants.map(|q| &q[..blocks]);
+    let (act_scales, sums) = (&group.scales[..blocks], &group.q8_1_sums[..blocks]);
+
+    let mut acc = [[_mm256_setzero_ps(); R]; GROUP_ROWS];
+    // Q4_1's `m·s` sums, one lane per activation row, each lane its own chain.
+    let mut min_terms = [_mm_setzero_ps(); R];
+    let mut products = [[[0.0f32; GROUP_ROWS]; R]; PRODUCT_CHUNK];
+    for start in (0..blocks).step_by(PRODUCT_CHUNK) {
+        let chunk = start..(start + PRODUCT_CHUNK).min(blocks);
+        for b in chunk.clone() {
+            let act_scales = load_f32x4(&act_scales[b]);
+            for r in 0..R {
+                let weight_scale = _mm_set1_ps(scales[b][r]);
+                products[b - start][r] = to_array4(_mm_mul_ps(weight_scale, act_scales));
+            }
+        }
+        // Opaque to the optimizer, which would otherwise turn the broadcasts from
+        // memory below back into register shuffles on the vector pipes.
+        let products = std::hint::black_box(&products);
+        // 8 accumulators; with the weights, activations and temporaries they
+        // just about fill the 16 vector registers.
+        for b in chunk {
+            for r in 0..R {
+                let unsigned = load_u8x32(&unsigned[b][r]);
+                let sign = if B::TYPE == WeightType::Q4_1 {
+                    _mm256_setzero_si256()
+                } else {
+                    load_u8x32(&signs[b][r])
+                };
+                for c in 0..GROUP_ROWS {
+                    let activations = load_i8x32(&quants[c][b]);
+                    let lanes = lane_dots::<B>(unsigned, sign, activations);
+                    let scale = _mm256_broadcast_ss(&products[b - start][r][c]);
+                    acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
+                }
+            }
+        }
+    }
+    // In a loop of its own to leave the registers to the accumulators above; the
+    // chain of FMAs per lane is the same.
+    if B::TYPE == WeightType::Q4_1 {
+        for b in 0..blocks {
+            let act_sums = load_f32x4(&sums[b]);
+            for r in 0..R {
+                min_terms[r] = _mm_fmadd_ps(_mm_set1_ps(mins[b][r]), act_sums, min_terms[r]);
+            }
+        }
+    }
+    let min_terms = min_terms.map(|m| to_array4(m));
+    std::array::from_fn(|c| std::array::from_fn(|r| finish::<B>(acc[c][r], min_terms[r][c])))
 }

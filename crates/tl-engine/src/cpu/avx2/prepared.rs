@@ -1,0 +1,101 @@
+//! Weight rows unpacked once per tile of rows so that every activation group of a
+//! batch reuses them: 32 bytes a block ready for `maddubs`, plus the sign source
+//! for signed types and the scales as f32. Block-major (`[block][row]`), so a
+//! kernel walks one sequential stream. The buffers are per thread and reused.
+
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+
+use super::simd::{f16_to_f32, load_u8x32, store_u8x32, unpack_nibbles};
+use crate::cpu::blocks::{Quants, WeightBlock};
+use crate::cpu::weight_type::{WeightType, BLOCK_VALUES};
+
+/// How the quantized values are laid out for the kernel that will read them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Layout {
+    /// `unsigned` holds what `maddubs` multiplies: Q4_1's nibbles, or the absolute
+    /// values of signed weights (Q4_0 minus its offset, Q8_0), whose signs go in
+    /// `signs`.
+    VecDot,
+    /// `unsigned` holds Q4_0's raw nibbles (0..=15), for the 8-row kernel.
+    RawNibbles,
+}
+
+/// Prepared rows of one tile.
+#[derive(Default)]
+pub(super) struct PreparedRows {
+    rows: usize,
+    unsigned: Vec<[u8; BLOCK_VALUES]>,
+    signs: Vec<[u8; BLOCK_VALUES]>,
+    scales: Vec<f32>,
+    mins: Vec<f32>,
+}
+
+thread_local! {
+    static PREPARED: RefCell<PreparedRows> = RefCell::default();
+}
+
+/// Runs `f` with this thread's prepared-rows buffer (a fresh one if it is in use).
+pub(super) fn with_buffer<T>(f: impl FnOnce(&mut PreparedRows) -> T) -> T {
+    PREPARED.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => f(&mut buffer),
+        Err(_) => f(&mut PreparedRows::default()),
+    })
+}
+
+impl PreparedRows {
+    /// Prepares `rows` (all of equal length) for kernels of `layout`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn fill<B: WeightBlock>(&mut self, rows: &[&[B]], layout: Layout) {
+        let blocks = rows.first().map_or(0, |row| row.len());
+        let len = blocks * rows.len();
+        self.rows = rows.len();
+        self.unsigned.resize(len, [0; BLOCK_VALUES]);
+        self.signs.resize(len, [0; BLOCK_VALUES]);
+        self.scales.resize(len, 0.0);
+        self.mins.resize(len, 0.0);
+        for (r, row) in rows.iter().enumerate() {
+            for (b, block) in row[..blocks].iter().enumerate() {
+                let at = b * self.rows + r;
+                let raw = match block.quants() {
+                    Quants::Nibbles(packed) => unpack_nibbles(packed),
+                    Quants::Bytes(bytes) => load_u8x32(bytes),
+                };
+                let signed_type = B::TYPE != WeightType::Q4_1 && layout == Layout::VecDot;
+                if signed_type {
+                    let signed = if B::TYPE == WeightType::Q4_0 {
+                        _mm256_sub_epi8(raw, _mm256_set1_epi8(8))
+                    } else {
+                        raw
+                    };
+                    store_u8x32(&mut self.unsigned[at], _mm256_sign_epi8(signed, signed));
+                    store_u8x32(&mut self.signs[at], signed);
+                } else {
+                    store_u8x32(&mut self.unsigned[at], raw);
+                }
+                self.scales[at] = f16_to_f32(block.scale_bits());
+                self.mins[at] = f16_to_f32(block.min_bits());
+            }
+        }
+    }
+
+    /// `[block][row]` values for `maddubs`' unsigned operand.
+    pub(super) fn unsigned(&self) -> &[[u8; BLOCK_VALUES]] {
+        &self.unsigned
+    }
+
+    /// `[block][row]` signed weights (VecDot layout of Q4_0/Q8_0 only).
+    pub(super) fn signs(&self) -> &[[u8; BLOCK_VALUES]] {
+        &self.signs
+    }
+
+    /// `[block][row]` scales `d`.
+    pub(super) fn scales(&self) -> &[f32] {
+        &self.scales
+    }
+
+    /// `[block][row]` Q4_1 minimums `m`.
+    pub(super) fn mins(&self) -> &[f32] {
+        &self.mins
+    }
+}

@@ -1,0 +1,103 @@
+//! Bit-for-bit comparison with llama.cpp: `golden/ggml_mul_mat.bin` holds the
+//! outputs of ggml's own CPU `ggml_mul_mat` (AVX2/FMA/F16C build, repacked and
+//! plain weights) for small matrices; regenerate it with
+//! `python3 golden/ggml_mul_mat.py` where llama-cpp-python is installed.
+
+use super::{QuantizedMatrix, WeightType, BLOCK_VALUES};
+
+const GOLDEN: &[u8] = include_bytes!("golden/ggml_mul_mat.bin");
+
+/// One recorded `ggml_mul_mat`.
+struct Case {
+    weight_type: WeightType,
+    rows: usize,
+    cols: usize,
+    m: usize,
+    repacked: bool,
+    weights: Vec<u8>,
+    x: Vec<f32>,
+    out: Vec<f32>,
+}
+
+/// Reads little-endian values off the front of a byte slice.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let (head, rest) = self.0.split_at(len);
+        self.0 = rest;
+        head.to_vec()
+    }
+
+    fn u32(&mut self) -> u32 {
+        let bytes = self.bytes(4);
+        u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+    }
+
+    fn f32s(&mut self, len: usize) -> Vec<f32> {
+        self.bytes(4 * len)
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    }
+}
+
+fn read_cases() -> Vec<Case> {
+    let mut reader = Reader(GOLDEN);
+    assert_eq!(reader.bytes(4), b"TLGG");
+    assert_eq!(reader.u32(), 1, "golden file version");
+    let count = reader.u32();
+    (0..count)
+        .map(|_| {
+            let weight_type = match reader.u32() {
+                2 => WeightType::Q4_0,
+                3 => WeightType::Q4_1,
+                8 => WeightType::Q8_0,
+                other => panic!("unexpected ggml type {other}"),
+            };
+            let [rows, cols, m] = [(); 3].map(|_| reader.u32() as usize);
+            let repacked = reader.u32() == 1;
+            let weights = reader.bytes(rows * cols / BLOCK_VALUES * weight_type.block_bytes());
+            let x = reader.f32s(m * cols);
+            let out = reader.f32s(m * rows);
+            Case {
+                weight_type,
+                rows,
+                cols,
+                m,
+                repacked,
+                weights,
+                x,
+                out,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn matches_ggml_bit_for_bit() {
+    let cases = read_cases();
+    assert_eq!(cases.len(), 8);
+    for case in cases {
+        let what = format!(
+            "{} {}×{} m={} repacked={}",
+            case.weight_type, case.rows, case.cols, case.m, case.repacked
+        );
+        let matrix = QuantizedMatrix::new(case.weight_type, case.rows, case.cols, case.weights)
+            .expect("valid matrix")
+            .with_repacked_q4_0(case.repacked);
+        for threads in [1, 2] {
+            let mut out = vec![f32::NAN; case.m * case.rows];
+            matrix
+                .matmul(&case.x, case.m, &mut out, threads)
+                .expect("matmul");
+            for (i, (ours, ggml)) in out.iter().zip(&case.out).enumerate() {
+                assert_eq!(
+                    ours.to_bits(),
+                    ggml.to_bits(),
+                    "{what}: output {i}: {ours} vs ggml {ggml}"
+                );
+            }
+        }
+    }
+}
