@@ -49,8 +49,8 @@ pub(crate) struct ActivationRow<'a> {
 pub(crate) const GROUP_ROWS: usize = 4;
 
 /// Up to 4 consecutive quantized activation rows, with their per-block values
-/// side by side (entries past the last row are zero, their quants a copy of the
-/// first row's, so kernels may compute them and drop the results).
+/// side by side, quants included, so one pointer walks the group (entries past
+/// the last row are zero: kernels may compute them and drop the results).
 // Read by the AVX2 kernels only.
 #[cfg_attr(
     not(all(
@@ -63,7 +63,7 @@ pub(crate) const GROUP_ROWS: usize = 4;
 )]
 #[derive(Clone, Copy)]
 pub(crate) struct ActivationGroup<'a> {
-    pub quants: [&'a [[i8; BLOCK_VALUES]]; GROUP_ROWS],
+    pub quants: &'a [[[i8; BLOCK_VALUES]; GROUP_ROWS]],
     pub scales: &'a [[f32; GROUP_ROWS]],
     pub q8_1_sums: &'a [[f32; GROUP_ROWS]],
     pub quant_sums: &'a [[i32; GROUP_ROWS]],
@@ -79,6 +79,7 @@ pub(crate) struct QuantizedActivations {
     q8_1_sums: Vec<f32>,
     quant_sums: Vec<i32>,
     rows: usize,
+    group_quants: Vec<[[i8; BLOCK_VALUES]; GROUP_ROWS]>,
     group_scales: Vec<[f32; GROUP_ROWS]>,
     group_q8_1_sums: Vec<[f32; GROUP_ROWS]>,
     group_quant_sums: Vec<[i32; GROUP_ROWS]>,
@@ -137,6 +138,9 @@ impl QuantizedActivations {
     fn gather_groups(&mut self) {
         let per_row = self.blocks_per_row;
         let len = self.rows.div_ceil(GROUP_ROWS) * per_row;
+        self.group_quants.clear();
+        self.group_quants
+            .resize(len, [[0; BLOCK_VALUES]; GROUP_ROWS]);
         self.group_scales.clear();
         self.group_scales.resize(len, [0.0; GROUP_ROWS]);
         self.group_q8_1_sums.clear();
@@ -147,6 +151,7 @@ impl QuantizedActivations {
             let (group, lane) = (row / GROUP_ROWS, row % GROUP_ROWS);
             for b in 0..per_row {
                 let (from, to) = (row * per_row + b, group * per_row + b);
+                self.group_quants[to][lane] = self.quants[from];
                 self.group_scales[to][lane] = self.scales[from];
                 self.group_q8_1_sums[to][lane] = self.q8_1_sums[from];
                 self.group_quant_sums[to][lane] = self.quant_sums[from];
@@ -170,16 +175,8 @@ impl QuantizedActivations {
         let rows = first..(first + GROUP_ROWS).min(self.rows);
         let per_row = self.blocks_per_row;
         let blocks = group * per_row..(group + 1) * per_row;
-        let quants = std::array::from_fn(|i| {
-            let row = if first + i < self.rows {
-                first + i
-            } else {
-                first
-            };
-            &self.quants[row * per_row..(row + 1) * per_row]
-        });
         let group = ActivationGroup {
-            quants,
+            quants: &self.group_quants[blocks.clone()],
             scales: &self.group_scales[blocks.clone()],
             q8_1_sums: &self.group_q8_1_sums[blocks.clone()],
             quant_sums: &self.group_quant_sums[blocks],

@@ -1,7 +1,7 @@
 //! Weight rows unpacked once per tile of rows so that every activation group of a
-//! batch reuses them: 32 bytes a block ready for `maddubs`, plus the sign source
-//! for signed types and the scales as f32. Block-major (`[block][row]`), so a
-//! kernel walks one sequential stream. The buffers are per thread and reused.
+//! batch reuses them: 32 bytes a block ready for `maddubs`, next to the sign
+//! source for signed types, and the scales as f32. Block-major (`[block][row]`),
+//! so a kernel walks one sequential stream. The buffers are per thread and reused.
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -13,11 +13,10 @@ use crate::cpu::weight_type::{WeightType, BLOCK_VALUES};
 /// How the quantized values are laid out for the kernel that will read them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Layout {
-    /// `unsigned` holds what `maddubs` multiplies: Q4_1's nibbles, or the absolute
-    /// values of signed weights (Q4_0 minus its offset, Q8_0), whose signs go in
-    /// `signs`.
+    /// First what `maddubs` multiplies: Q4_1's nibbles, or the absolute values of
+    /// signed weights (Q4_0 minus its offset, Q8_0), then those signed weights.
     VecDot,
-    /// `unsigned` holds Q4_0's raw nibbles (0..=15), for the 8-row kernel.
+    /// First Q4_0's raw nibbles (0..=15), for the 8-row kernel.
     RawNibbles,
 }
 
@@ -25,8 +24,7 @@ pub(super) enum Layout {
 #[derive(Default)]
 pub(super) struct PreparedRows {
     rows: usize,
-    unsigned: Vec<[u8; BLOCK_VALUES]>,
-    signs: Vec<[u8; BLOCK_VALUES]>,
+    weights: Vec<[[u8; BLOCK_VALUES]; 2]>,
     scales: Vec<f32>,
     mins: Vec<f32>,
 }
@@ -50,8 +48,7 @@ impl PreparedRows {
         let blocks = rows.first().map_or(0, |row| row.len());
         let len = blocks * rows.len();
         self.rows = rows.len();
-        self.unsigned.resize(len, [0; BLOCK_VALUES]);
-        self.signs.resize(len, [0; BLOCK_VALUES]);
+        self.weights.resize(len, [[0; BLOCK_VALUES]; 2]);
         self.scales.resize(len, 0.0);
         self.mins.resize(len, 0.0);
         for (r, row) in rows.iter().enumerate() {
@@ -68,10 +65,11 @@ impl PreparedRows {
                     } else {
                         raw
                     };
-                    store_u8x32(&mut self.unsigned[at], _mm256_sign_epi8(signed, signed));
-                    store_u8x32(&mut self.signs[at], signed);
+                    let [unsigned, signs] = &mut self.weights[at];
+                    store_u8x32(unsigned, _mm256_sign_epi8(signed, signed));
+                    store_u8x32(signs, signed);
                 } else {
-                    store_u8x32(&mut self.unsigned[at], raw);
+                    store_u8x32(&mut self.weights[at][0], raw);
                 }
                 self.scales[at] = f16_to_f32(block.scale_bits());
                 self.mins[at] = f16_to_f32(block.min_bits());
@@ -79,14 +77,10 @@ impl PreparedRows {
         }
     }
 
-    /// `[block][row]` values for `maddubs`' unsigned operand.
-    pub(super) fn unsigned(&self) -> &[[u8; BLOCK_VALUES]] {
-        &self.unsigned
-    }
-
-    /// `[block][row]` signed weights (VecDot layout of Q4_0/Q8_0 only).
-    pub(super) fn signs(&self) -> &[[u8; BLOCK_VALUES]] {
-        &self.signs
+    /// `[block][row]` weights: what `maddubs` multiplies as unsigned, then (VecDot
+    /// layout of Q4_0/Q8_0) the signed weights whose signs go on the activations.
+    pub(super) fn weights(&self) -> &[[[u8; BLOCK_VALUES]; 2]] {
+        &self.weights
     }
 
     /// `[block][row]` scales `d`.

@@ -82,20 +82,20 @@ pub(super) fn group_tile(
     group: &ActivationGroup<'_>,
 ) -> [[f32; ROWS]; GROUP_ROWS] {
     let blocks = group.scales.len();
-    let nibbles: &[[[u8; BLOCK_VALUES]; ROWS]] = prepared.unsigned().as_chunks().0;
+    let weights: &[[[[u8; BLOCK_VALUES]; 2]; ROWS]] = prepared.weights().as_chunks().0;
     let scales: &[[f32; ROWS]] = prepared.scales().as_chunks().0;
-    let (nibbles, scales) = (&nibbles[..blocks], &scales[..blocks]);
-    let quants = group.quants.map(|q| &q[..blocks]);
+    let (weights, scales) = (&weights[..blocks], &scales[..blocks]);
+    let quants = &group.quants[..blocks];
     let (act_scales, quant_sums) = (&group.scales[..blocks], &group.quant_sums[..blocks]);
     let mut acc = [_mm256_setzero_ps(); GROUP_ROWS];
     for b in 0..blocks {
-        let mut weights = [_mm256_setzero_si256(); ROWS];
+        let mut nibbles = [_mm256_setzero_si256(); ROWS];
         for r in 0..ROWS {
-            weights[r] = load_u8x32(&nibbles[b][r]);
+            nibbles[r] = load_u8x32(&weights[b][r][0]);
         }
         let weight_scales = load_f32x8(&scales[b]);
         for c in 0..GROUP_ROWS {
-            let dots = block_dots(&weights, load_i8x32(&quants[c][b]), quant_sums[b][c]);
+            let dots = block_dots(&nibbles, load_i8x32(&quants[b][c]), quant_sums[b][c]);
             let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(act_scales[b][c]));
             acc[c] = _mm256_fmadd_ps(dots, scale, acc[c]);
         }

@@ -118,18 +118,11 @@ pub(super) fn group_tile<B: WeightBlock, const R: usize>(
     group: &ActivationGroup<'_>,
 ) -> [[f32; R]; GROUP_ROWS] {
     let blocks = group.scales.len();
-    let unsigned: &[[[u8; BLOCK_VALUES]; R]] = prepared.unsigned().as_chunks().0;
-    let signs: &[[[u8; BLOCK_VALUES]; R]] = prepared.signs().as_chunks().0;
+    let weights: &[[[[u8; BLOCK_VALUES]; 2]; R]] = prepared.weights().as_chunks().0;
     let scales: &[[f32; R]] = prepared.scales().as_chunks().0;
     let mins: &[[f32; R]] = prepared.mins().as_chunks().0;
-    let (unsigned, signs, scales, mins) = (
-        &unsigned[..blocks],
-        &signs[..blocks],
-        &scales[..blocks],
-        &mins[..blocks],
-    );
-    let quants = group.quants.map(|q| &q[..blocks]);
-    let (act_scales, sums) = (&group.scales[..blocks], &group.q8_1_sums[..blocks]);
+    let (weights, scales, mins) = (&weights[..blocks], &scales[..blocks], &mins[..blocks]);
+    let (quants, act_scales, sums) = (group.quants, group.scales, group.q8_1_sums);
 
     let mut acc = [[_mm256_setzero_ps(); R]; GROUP_ROWS];
     // Q4_1's `m·s` sums, one lane per activation row, each lane its own chain.
@@ -137,30 +130,32 @@ pub(super) fn group_tile<B: WeightBlock, const R: usize>(
     let mut products = [[[0.0f32; GROUP_ROWS]; R]; PRODUCT_CHUNK];
     for start in (0..blocks).step_by(PRODUCT_CHUNK) {
         let chunk = start..(start + PRODUCT_CHUNK).min(blocks);
-        for b in chunk.clone() {
-            let act_scales = load_f32x4(&act_scales[b]);
+        let block_products = products.iter_mut().zip(&scales[chunk.clone()]);
+        for ((products, scales), act_scales) in block_products.zip(&act_scales[chunk.clone()]) {
+            let act_scales = load_f32x4(act_scales);
             for r in 0..R {
-                let weight_scale = _mm_set1_ps(scales[b][r]);
-                products[b - start][r] = to_array4(_mm_mul_ps(weight_scale, act_scales));
+                products[r] = to_array4(_mm_mul_ps(_mm_set1_ps(scales[r]), act_scales));
             }
         }
         // Opaque to the optimizer, which would otherwise turn the broadcasts from
         // memory below back into register shuffles on the vector pipes.
         let products = std::hint::black_box(&products);
         // 8 accumulators; with the weights, activations and temporaries they
-        // just about fill the 16 vector registers.
-        for b in chunk {
+        // just about fill the 16 vector registers. Iterators, not indices, keep
+        // bounds checks (and the registers they need) out of the loop.
+        let blocks = weights[chunk.clone()].iter().zip(&quants[chunk]);
+        for ((weights, quants), products) in blocks.zip(products.iter()) {
             for r in 0..R {
-                let unsigned = load_u8x32(&unsigned[b][r]);
-                let sign = if B::TYPE == WeightType::Q4_1 {
+                let [unsigned, signs] = &weights[r];
+                let unsigned = load_u8x32(unsigned);
+                let signs = if B::TYPE == WeightType::Q4_1 {
                     _mm256_setzero_si256()
                 } else {
-                    load_u8x32(&signs[b][r])
+                    load_u8x32(signs)
                 };
                 for c in 0..GROUP_ROWS {
-                    let activations = load_i8x32(&quants[c][b]);
-                    let lanes = lane_dots::<B>(unsigned, sign, activations);
-                    let scale = _mm256_broadcast_ss(&products[b - start][r][c]);
+                    let lanes = lane_dots::<B>(unsigned, signs, load_i8x32(&quants[c]));
+                    let scale = _mm256_broadcast_ss(&products[r][c]);
                     acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
                 }
             }
@@ -169,10 +164,10 @@ pub(super) fn group_tile<B: WeightBlock, const R: usize>(
     // In a loop of its own to leave the registers to the accumulators above; the
     // chain of FMAs per lane is the same.
     if B::TYPE == WeightType::Q4_1 {
-        for b in 0..blocks {
-            let act_sums = load_f32x4(&sums[b]);
+        for (mins, sums) in mins.iter().zip(sums) {
+            let act_sums = load_f32x4(sums);
             for r in 0..R {
-                min_terms[r] = _mm_fmadd_ps(_mm_set1_ps(mins[b][r]), act_sums, min_terms[r]);
+                min_terms[r] = _mm_fmadd_ps(_mm_set1_ps(mins[r]), act_sums, min_terms[r]);
             }
         }
     }
