@@ -126,6 +126,7 @@ fn attend_f32(query: &[f32], keys: &[f16], values: &[f16], scale: f32, out: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::test_values::pseudo_random;
 
     /// Plain f64 softmax attention for one head.
     fn reference(query: &[f32], keys: &[f32], values: &[f32], scale: f64) -> Vec<f64> {
@@ -150,18 +151,6 @@ mod tests {
             }
         }
         out
-    }
-
-    fn pseudo_random(n: usize, seed: u32) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                (state as f32 / u32::MAX as f32) * 2.0 - 1.0
-            })
-            .collect()
     }
 
     #[test]

@@ -176,16 +176,13 @@ mod simd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::test_values::pseudo_random;
 
+    /// Values in `[-2, 2)` as f16.
     fn values(n: usize, seed: u32) -> Vec<f16> {
-        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                f16::from_f32((state as f32 / u32::MAX as f32) * 4.0 - 2.0)
-            })
+        pseudo_random(n, seed)
+            .iter()
+            .map(|&v| f16::from_f32(v * 2.0))
             .collect()
     }
 

@@ -11,6 +11,8 @@ pub mod llama;
 pub mod norm;
 pub mod rope;
 pub mod tensor_names;
+#[cfg(test)]
+mod test_values;
 pub mod weights;
 
 pub use cache::KvCache;
