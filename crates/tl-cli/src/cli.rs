@@ -21,6 +21,14 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Check and run a TensorLogic program (`.tl`): its `main`, its `test`
+    /// blocks (--test) or its `bench` blocks (--bench).
+    Run(RunArgs),
+    /// Check a TensorLogic program without running it: names, arity, shapes.
+    Check(CheckArgs),
+    /// The TensorLogic language REPL (multi-line input, history, :type, :vars,
+    /// :load, tab completion).
+    Repl(ReplArgs),
     /// Chat with a model in the terminal (streamed replies, history, /commands).
     Chat(ChatArgs),
     /// Generate one completion of a prompt to stdout.
@@ -97,6 +105,46 @@ impl SamplingArgs {
             seed: self.seed,
         }
     }
+}
+
+/// `tl run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The program.
+    #[arg(value_name = "FILE.tl")]
+    pub file: PathBuf,
+    /// Arguments for the program (`args()` in the language).
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+    /// Run the program's `test` blocks and print a summary instead of running `main`.
+    #[arg(long, conflicts_with = "bench")]
+    pub test: bool,
+    /// Run the program's `bench` blocks and print their timings.
+    #[arg(long)]
+    pub bench: bool,
+    /// With --test or --bench: only the blocks whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+}
+
+/// `tl check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The program (its imports are checked too).
+    #[arg(value_name = "FILE.tl")]
+    pub file: PathBuf,
+}
+
+/// `tl repl`.
+#[derive(Debug, Args)]
+pub struct ReplArgs {
+    /// Load this program's declarations first (like `:load FILE`).
+    #[arg(value_name = "FILE.tl")]
+    pub file: Option<PathBuf>,
 }
 
 /// `tl chat`.

@@ -84,15 +84,8 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
 }
 
 fn chat_template(file: &GgufFile, tokenizer: &Tokenizer, verbose: bool) -> Result<ChatTemplate> {
-    let token_text = |id: Option<u32>| {
-        id.and_then(|id| tokenizer.token_text(id))
-            .unwrap_or("")
-            .to_string()
-    };
-    let bos = token_text(tokenizer.bos_id());
-    let eos = token_text(tokenizer.eos_id());
-    match file.get_str("tokenizer.chat_template")? {
-        Some(source) => Ok(ChatTemplate::new(source, &bos, &eos)?),
+    match ChatTemplate::from_gguf(file, tokenizer)? {
+        Some(template) => Ok(template),
         None => {
             if verbose {
                 eprintln!("the model has no chat template; using ChatML");

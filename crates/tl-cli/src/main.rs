@@ -11,7 +11,10 @@ use clap::Parser;
 fn main() {
     let cli = cli::Cli::parse();
     if let Err(error) = commands::run(cli) {
-        eprintln!("error: {}", one_line(&error));
+        // Program failures were already reported with their source lines.
+        if error.downcast_ref::<commands::ReportedFailure>().is_none() {
+            eprintln!("error: {}", one_line(&error));
+        }
         std::process::exit(1);
     }
 }

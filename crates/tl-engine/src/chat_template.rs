@@ -72,6 +72,23 @@ impl ChatTemplate {
         })
     }
 
+    /// The template stored in a GGUF file (`tokenizer.chat_template`), with the
+    /// tokenizer's BOS/EOS text; `None` when the file carries no template.
+    pub fn from_gguf(
+        file: &tl_gguf::GgufFile,
+        tokenizer: &tl_tokenizer::Tokenizer,
+    ) -> Result<Option<Self>> {
+        let token_text = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id)).unwrap_or("");
+        match file.get_str("tokenizer.chat_template")? {
+            Some(source) => Ok(Some(Self::new(
+                source,
+                token_text(tokenizer.bos_id()),
+                token_text(tokenizer.eos_id()),
+            )?)),
+            None => Ok(None),
+        }
+    }
+
     /// The ChatML fallback: `<|im_start|>role\ncontent<|im_end|>\n` per
     /// message, and `<|im_start|>assistant\n` as the generation prompt.
     pub fn chatml() -> Self {

@@ -1,17 +1,26 @@
 //! One module per command; `run` dispatches.
 
 mod chat;
+mod check;
 mod generate;
 mod inspect;
 mod perplexity;
+mod program;
+mod repl;
+mod run;
 
 use anyhow::Result;
+
+pub use program::ReportedFailure;
 
 use crate::cli::{Cli, Command, ModelCommand};
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Check(args) => check::run(&args),
+        Command::Repl(args) => repl::run(&args),
         Command::Chat(args) => chat::run(&args, cli.verbose),
         Command::Generate(args) => generate::run(&args, cli.verbose),
         Command::Perplexity(args) => perplexity::run(&args, cli.verbose),

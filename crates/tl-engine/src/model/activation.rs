@@ -5,12 +5,21 @@
 
 /// `gate[i] = silu(gate[i]) * up[i]`, with `silu(x) = x / (1 + e^-x)`.
 pub fn swiglu_in_place(gate: &mut [f32], up: &[f32]) {
-    let vectorised = gate.len() - gate.len() % 8;
-    for (g, u) in gate[..vectorised].iter_mut().zip(up) {
-        *g = *g / (1.0 + ggml_expf(0.0 - *g)) * u;
+    silu_in_place(gate);
+    for (g, u) in gate.iter_mut().zip(up) {
+        *g *= u;
     }
-    for (g, u) in gate[vectorised..].iter_mut().zip(&up[vectorised..]) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
+}
+
+/// `x[i] = x[i] / (1 + e^-x[i])`, with SwiGLU's arithmetic (the language's `silu`
+/// uses it, so a script's MLP computes the engine's numbers).
+pub fn silu_in_place(x: &mut [f32]) {
+    let vectorised = x.len() - x.len() % 8;
+    for v in &mut x[..vectorised] {
+        *v /= 1.0 + ggml_expf(0.0 - *v);
+    }
+    for v in &mut x[vectorised..] {
+        *v /= 1.0 + (-*v).exp();
     }
 }
 

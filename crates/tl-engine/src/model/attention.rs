@@ -39,7 +39,6 @@ pub fn attend(
 ) {
     let row_width = shape.heads * shape.head_dim;
     let rows = queries.len() / row_width;
-    let tiled = rows >= TILED_MIN_ROWS;
     let scale = 1.0 / (shape.head_dim as f32).sqrt();
     let group = shape.heads / shape.kv_heads;
     out.par_chunks_mut(row_width)
@@ -54,13 +53,28 @@ pub fn attend(
             for (head, (out_head, query)) in heads.enumerate() {
                 let keys = cache.keys(layer, head / group, visible);
                 let values = cache.values(layer, head / group, visible);
-                if tiled {
-                    attend_f32(query, keys, values, scale, out_head);
-                } else {
-                    attend_f16_accumulator(query, keys, values, scale, out_head);
-                }
+                attend_head(query, keys, values, scale, rows, out_head);
             }
         });
+}
+
+/// One query head attending to every position of `keys` and `values` (f16,
+/// `positions × head_dim`, contiguous), with the arithmetic llama.cpp uses for a
+/// batch of `batch_rows` query rows (see the module comment). The language's
+/// `attention` builtin calls this so a script's numbers equal the engine's.
+pub fn attend_head(
+    query: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    scale: f32,
+    batch_rows: usize,
+    out: &mut [f32],
+) {
+    if batch_rows >= TILED_MIN_ROWS {
+        attend_f32(query, keys, values, scale, out);
+    } else {
+        attend_f16_accumulator(query, keys, values, scale, out);
+    }
 }
 
 /// llama.cpp's one-chunk path: f16 query, f16 running output.

@@ -117,7 +117,7 @@ impl KvCache {
     }
 
     /// Marks positions up to `end` as filled, once every layer has written them.
-    pub(crate) fn commit(&mut self, end: usize) {
+    pub fn commit(&mut self, end: usize) {
         self.len = end;
     }
 }

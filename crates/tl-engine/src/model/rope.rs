@@ -11,6 +11,8 @@ pub struct RopeTable {
     /// `[position][pair]` interleaved as (cos, sin).
     cos_sin: Vec<(f32, f32)>,
     pairs: usize,
+    /// The first position the table holds.
+    first: usize,
     max_positions: usize,
 }
 
@@ -23,6 +25,18 @@ impl RopeTable {
         freq_factors: Option<&[f32]>,
         max_positions: usize,
     ) -> Result<Self> {
+        Self::for_positions(head_dim, base, freq_factors, 0, max_positions)
+    }
+
+    /// A table for positions `first..first + count` only (the language's `rope`
+    /// builtin rotates a few rows at a time at arbitrary positions).
+    pub fn for_positions(
+        head_dim: usize,
+        base: f32,
+        freq_factors: Option<&[f32]>,
+        first: usize,
+        count: usize,
+    ) -> Result<Self> {
         let pairs = head_dim / 2;
         if let Some(factors) = freq_factors {
             if factors.len() != pairs {
@@ -33,8 +47,8 @@ impl RopeTable {
             }
         }
         let theta_scale = base.powf(-2.0 / head_dim as f32);
-        let mut cos_sin = Vec::with_capacity(max_positions * pairs);
-        for position in 0..max_positions {
+        let mut cos_sin = Vec::with_capacity(count * pairs);
+        for position in first..first + count {
             let mut theta = position as f32;
             for pair in 0..pairs {
                 let factor = freq_factors.map_or(1.0, |f| f[pair]);
@@ -46,11 +60,12 @@ impl RopeTable {
         Ok(RopeTable {
             cos_sin,
             pairs,
-            max_positions,
+            first,
+            max_positions: first + count,
         })
     }
 
-    /// Positions the table covers.
+    /// One past the last position the table holds.
     pub fn max_positions(&self) -> usize {
         self.max_positions
     }
@@ -58,7 +73,8 @@ impl RopeTable {
     /// Rotates every head of one row (`heads × head_dim` values) in place, for the
     /// token at `position`.
     pub fn rotate(&self, row: &mut [f32], position: usize) {
-        let table = &self.cos_sin[position * self.pairs..(position + 1) * self.pairs];
+        let at = position - self.first;
+        let table = &self.cos_sin[at * self.pairs..(at + 1) * self.pairs];
         for head in row.chunks_exact_mut(self.pairs * 2) {
             for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(table) {
                 let (x0, x1) = (pair[0], pair[1]);

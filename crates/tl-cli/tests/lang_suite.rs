@@ -1,0 +1,85 @@
+//! The language's own test suite: every `tests/lang/*.tl` program's `test` blocks
+//! run through `tl run --test`, plus the examples' tests (`examples/*.tl`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{default_model, stderr, stdout, tl};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tl_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tl"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs `tl run --test FILE ARGS` and fails with its output unless every test passed.
+fn run_tests(file: &Path, args: &[&str]) -> String {
+    let out = tl()
+        .args(["run", "--test"])
+        .arg(file)
+        .args(args)
+        .env("TL_TEST_MODEL", default_model())
+        .output()
+        .expect("cannot start tl");
+    let (text, errors) = (stdout(&out), stderr(&out));
+    assert!(
+        out.status.success() && text.contains("test result: ok."),
+        "{} failed:\n{text}\n{errors}",
+        file.display()
+    );
+    assert!(
+        !text.contains("running 0 tests"),
+        "{} has no tests",
+        file.display()
+    );
+    text
+}
+
+#[test]
+fn every_language_test_program_passes() {
+    let files = tl_files(&workspace().join("tests/lang"));
+    assert!(files.len() >= 5, "the suite lost its files: {files:?}");
+    for file in files {
+        run_tests(&file, &[]);
+    }
+}
+
+#[test]
+fn llama_written_in_the_language_matches_the_engine() {
+    let model = default_model().to_string_lossy().into_owned();
+    let text = run_tests(&workspace().join("examples/llama.tl"), &[&model]);
+    assert!(text.contains("worst relative logit error"), "{text}");
+}
+
+#[test]
+fn a_failing_test_fails_the_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("failing.tl");
+    std::fs::write(
+        &file,
+        "test passes { assert(true); }\ntest fails { assert_eq(1 + 1, 3); }\n",
+    )
+    .expect("write");
+    let out = tl()
+        .args(["run", "--test"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let text = stdout(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("test fails ... FAILED"), "{text}");
+    assert!(text.contains("1 passed; 1 failed"), "{text}");
+    assert!(
+        text.contains("failing.tl:2:"),
+        "the failure points at its line: {text}"
+    );
+}

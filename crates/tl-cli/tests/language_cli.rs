@@ -1,0 +1,185 @@
+//! The language through the real binary: `tl check` and `tl run` report errors
+//! with the source line and a caret, `tl run` passes arguments and runs benches,
+//! `tl repl` evaluates piped input, and a 1000-step decode loop keeps its memory flat.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{default_model, stderr, stdout, tl};
+
+fn program(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write program");
+    path
+}
+
+#[test]
+fn check_reports_a_shape_mismatch_with_a_caret() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = program(
+        dir.path(),
+        "shapes.tl",
+        "fn f(a: float16[?, 2048], b: float16[1024, ?]) {\n    a @ b\n}\n",
+    );
+    let out = tl().arg("check").arg(&file).output().expect("run tl");
+    let errors = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        errors.contains("cannot multiply float16[?, 2048] @ float16[1024, ?]"),
+        "{errors}"
+    );
+    assert!(errors.contains("shapes.tl:2:5"), "{errors}");
+    assert!(errors.contains("2 |     a @ b\n  |     ^^^^^"), "{errors}");
+}
+
+#[test]
+fn runtime_errors_point_at_the_failing_expression() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = program(
+        dir.path(),
+        "oops.tl",
+        "main {\n    let n = int(args()[0]);\n    let x = ones([2, n]);\n    print(x @ ones([3, 2]));\n}\n",
+    );
+    let out = tl()
+        .arg("run")
+        .arg(&file)
+        .arg("4")
+        .output()
+        .expect("run tl");
+    let errors = stderr(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        errors.contains("inner dimensions 4 and 3 differ"),
+        "{errors}"
+    );
+    assert!(errors.contains("oops.tl:4:11"), "{errors}");
+}
+
+#[test]
+fn parse_errors_and_a_missing_main_are_explained() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broken = program(dir.path(), "broken.tl", "main {\n    let x = (1 + ;\n}\n");
+    let out = tl().arg("run").arg(&broken).output().expect("run tl");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("broken.tl:2:"), "{}", stderr(&out));
+    let no_main = program(dir.path(), "lib.tl", "fn f() -> int { 1 }\n");
+    let out = tl().arg("run").arg(&no_main).output().expect("run tl");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no `main"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--test"), "{}", stderr(&out));
+}
+
+#[test]
+fn arguments_reach_the_program() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = program(dir.path(), "args.tl", "main { print(args()); }\n");
+    let out = tl()
+        .arg("run")
+        .arg(&file)
+        .args(["a", "--flag", "3"])
+        .output()
+        .expect("run tl");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "[\"a\", \"--flag\", \"3\"]\n");
+}
+
+#[test]
+fn benches_print_timings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = program(
+        dir.path(),
+        "bench.tl",
+        "bench small_matmul { let x = ones([16, 16]); x @ x; }\n",
+    );
+    let out = tl()
+        .args(["run", "--bench"])
+        .arg(&file)
+        .output()
+        .expect("run tl");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("bench small_matmul"), "{text}");
+    assert!(text.contains("median"), "{text}");
+}
+
+#[test]
+fn repl_evaluates_piped_input() {
+    let mut child = tl()
+        .arg("repl")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tl repl");
+    let input = "let x = ones([2, 3]);\nx.sum()\n:type x @ transpose(x)\nfn f(a) {\n    a + 1\n}\nf(41)\n:vars\nnope\n:quit\n";
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write input");
+    let out = child.wait_with_output().expect("repl output");
+    let (text, errors) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{errors}");
+    assert!(text.contains("6.0"), "{text}");
+    assert!(text.contains("float32[2, 2]"), "{text}");
+    assert!(text.contains("42"), "{text}");
+    assert!(text.contains("x: float32[2, 3]"), "{text}");
+    assert!(errors.contains("unknown name `nope`"), "{errors}");
+}
+
+/// Resident memory of a process, from /proc (Linux only).
+fn resident_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn a_long_decode_loop_in_the_language_keeps_memory_flat() {
+    if !Path::new("/proc/self/status").exists() {
+        eprintln!("skipped: reading a process's memory needs Linux's /proc");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/decode_loop.tl");
+    let mut child = tl()
+        .arg("run")
+        .arg(&script)
+        .arg(default_model())
+        .arg("500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tl");
+    let pid = child.id();
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    while child.try_wait().expect("poll").is_none() {
+        if let Some(kib) = resident_kib(pid) {
+            samples.push((started.elapsed(), kib));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("round 2: 500 steps"),
+        "{}",
+        stdout(&out)
+    );
+    // The rounds take about as long each: compare the first and second halves
+    // of the second round.
+    let total = samples.len();
+    assert!(total >= 20, "too few memory samples ({total}) to judge");
+    let peak = |range: &[(Duration, u64)]| range.iter().map(|s| s.1).max().unwrap_or(0);
+    let early = peak(&samples[total / 2..total * 3 / 4]);
+    let late = peak(&samples[total * 3 / 4..]);
+    assert!(
+        late <= early + early / 50,
+        "memory grew from {early} KiB to {late} KiB during the second round"
+    );
+}

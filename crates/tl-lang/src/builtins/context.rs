@@ -1,0 +1,65 @@
+//! What builtins may touch besides their arguments: where `print` writes, where
+//! `input` reads, the folder relative paths are resolved against, and the models
+//! already loaded (each file is loaded once per run).
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use crate::handles::ModelHandle;
+
+/// The runtime services of one program run.
+pub struct Context {
+    /// Where `print` writes.
+    pub out: Box<dyn Write>,
+    /// Where `input` reads.
+    pub input: Box<dyn BufRead>,
+    /// Relative paths in `load_model` and `read_file` are resolved against this.
+    pub base_dir: PathBuf,
+    /// Models loaded so far, by canonical path.
+    pub models: HashMap<PathBuf, Rc<ModelHandle>>,
+    /// The program's command-line arguments (`args()`).
+    pub program_args: Vec<String>,
+    /// Finds (fetching if needed) the default model, for `default_model()`.
+    pub default_model: Option<DefaultModel>,
+}
+
+/// How the runtime finds the default model's file.
+pub type DefaultModel = Box<dyn Fn() -> Result<PathBuf, String>>;
+
+impl Context {
+    /// A context printing to stdout and reading stdin.
+    pub fn stdio(base_dir: PathBuf, program_args: Vec<String>) -> Self {
+        Context {
+            out: Box::new(std::io::stdout()),
+            input: Box::new(std::io::BufReader::new(std::io::stdin())),
+            base_dir,
+            models: HashMap::new(),
+            program_args,
+            default_model: None,
+        }
+    }
+
+    /// A context whose output is captured in memory (tests, the docs checker).
+    pub fn captured(base_dir: PathBuf, out: Box<dyn Write>) -> Self {
+        Context {
+            out,
+            input: Box::new(std::io::Cursor::new(Vec::new())),
+            base_dir,
+            models: HashMap::new(),
+            program_args: Vec::new(),
+            default_model: None,
+        }
+    }
+
+    /// A path as the program wrote it, resolved against the script's folder.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let path = Path::new(path);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.base_dir.join(path)
+        }
+    }
+}

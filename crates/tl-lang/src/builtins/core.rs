@@ -1,0 +1,415 @@
+//! Builtins of the language core: printing and formatting, conversions, lengths,
+//! assertions (for `test` blocks), and the program's environment (arguments,
+//! environment variables, files, standard input, the clock).
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{Args, Builtin, Context};
+use crate::convert::scalar_of;
+use crate::error::{LangError, Result};
+use crate::interp::format_template;
+use crate::value::Value;
+
+const VARIADIC: usize = usize::MAX;
+
+pub const TABLE: &[Builtin] = &[
+    Builtin {
+        name: "print",
+        signature: "print(format_or_value, args...)",
+        min_args: 0,
+        max_args: VARIADIC,
+        summary: "Prints a line: a format string filled with the arguments (`{}`, `{name}`, `{:.3}`), or the values separated by spaces.",
+        call: print,
+    },
+    Builtin {
+        name: "write",
+        signature: "write(format_or_value, args...)",
+        min_args: 1,
+        max_args: VARIADIC,
+        summary: "Like `print`, without the newline (for streaming text); flushes at once.",
+        call: write,
+    },
+    Builtin {
+        name: "format",
+        signature: "format(format, args...) -> string",
+        min_args: 1,
+        max_args: VARIADIC,
+        summary: "The text `print` would print, as a string.",
+        call: format,
+    },
+    Builtin {
+        name: "len",
+        signature: "len(x) -> int",
+        min_args: 1,
+        max_args: 1,
+        summary: "Length of a list or string (in characters), or the first dimension of a tensor.",
+        call: len,
+    },
+    Builtin {
+        name: "str",
+        signature: "str(x) -> string",
+        min_args: 1,
+        max_args: 1,
+        summary: "The value as text, as `print` shows it.",
+        call: to_str,
+    },
+    Builtin {
+        name: "int",
+        signature: "int(x) -> int",
+        min_args: 1,
+        max_args: 1,
+        summary: "An int from a float (truncated), a bool, a numeric string, or a one-element tensor.",
+        call: to_int,
+    },
+    Builtin {
+        name: "float",
+        signature: "float(x) -> float",
+        min_args: 1,
+        max_args: 1,
+        summary: "A float from an int, a numeric string, or a one-element tensor.",
+        call: to_float,
+    },
+    Builtin {
+        name: "type_of",
+        signature: "type_of(x) -> string",
+        min_args: 1,
+        max_args: 1,
+        summary: "The value's type as text, e.g. `float32[2, 3]` or `list`.",
+        call: type_of,
+    },
+    Builtin {
+        name: "range",
+        signature: "range(start, end, step = 1) -> list[int]",
+        min_args: 2,
+        max_args: 3,
+        summary: "The ints from `start` up to (not including) `end`.",
+        call: range,
+    },
+    Builtin {
+        name: "assert",
+        signature: "assert(condition, message = none)",
+        min_args: 1,
+        max_args: 2,
+        summary: "Fails the program (or test) with the message unless the condition is true.",
+        call: assert,
+    },
+    Builtin {
+        name: "assert_eq",
+        signature: "assert_eq(actual, expected)",
+        min_args: 2,
+        max_args: 2,
+        summary: "Fails unless the two values are equal (tensors: same shape and elements), showing both.",
+        call: assert_eq,
+    },
+    Builtin {
+        name: "assert_close",
+        signature: "assert_close(actual, expected, tolerance = 1e-5)",
+        min_args: 2,
+        max_args: 3,
+        summary: "Fails unless numbers or tensors agree within the relative tolerance: max |a - b| <= tolerance * max(1, max |b|).",
+        call: assert_close,
+    },
+    Builtin {
+        name: "args",
+        signature: "args() -> list[string]",
+        min_args: 0,
+        max_args: 0,
+        summary: "The arguments after the script's name on the `tl run` command line.",
+        call: program_args,
+    },
+    Builtin {
+        name: "env",
+        signature: "env(name) -> string | none",
+        min_args: 1,
+        max_args: 1,
+        summary: "An environment variable's value, or none if it is not set.",
+        call: env,
+    },
+    Builtin {
+        name: "read_file",
+        signature: "read_file(path) -> string",
+        min_args: 1,
+        max_args: 1,
+        summary: "A text file's contents; relative paths are relative to the script.",
+        call: read_file,
+    },
+    Builtin {
+        name: "input",
+        signature: "input(prompt = \"\") -> string | none",
+        min_args: 0,
+        max_args: 1,
+        summary: "Prints the prompt and reads one line from standard input (without its newline); none at end of input.",
+        call: input,
+    },
+    Builtin {
+        name: "clock",
+        signature: "clock() -> float",
+        min_args: 0,
+        max_args: 0,
+        summary: "Seconds since the Unix epoch, for timing.",
+        call: clock,
+    },
+];
+
+fn write_error(e: std::io::Error) -> LangError {
+    LangError::user(format!("cannot write the output: {e}"))
+}
+
+/// The text `print` prints for these arguments.
+fn formatted(args: &Args) -> Result<String> {
+    match args.values.split_first() {
+        None => Ok(String::new()),
+        Some((Value::Str(template), rest)) => format_template(template, rest),
+        Some(_) => Ok(args
+            .values
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")),
+    }
+}
+
+fn print(ctx: &mut Context, args: &Args) -> Result<Value> {
+    let line = formatted(args)?;
+    writeln!(ctx.out, "{line}").map_err(write_error)?;
+    ctx.out.flush().map_err(write_error)?;
+    Ok(Value::None)
+}
+
+fn write(ctx: &mut Context, args: &Args) -> Result<Value> {
+    let text = formatted(args)?;
+    write!(ctx.out, "{text}").map_err(write_error)?;
+    ctx.out.flush().map_err(write_error)?;
+    Ok(Value::None)
+}
+
+fn format(_: &mut Context, args: &Args) -> Result<Value> {
+    Ok(Value::str(formatted(args)?))
+}
+
+fn len(_: &mut Context, args: &Args) -> Result<Value> {
+    let n = match args.value(0)? {
+        Value::List(items) => items.borrow().len(),
+        Value::Str(s) => s.chars().count(),
+        Value::Tensor(t) => *t
+            .dims()
+            .first()
+            .ok_or_else(|| args.error(0, "a 0-dimensional tensor has no length"))?,
+        other => return Err(args.error(0, format!("{} has no length", other.type_name()))),
+    };
+    Ok(Value::Int(n as i64))
+}
+
+fn to_str(_: &mut Context, args: &Args) -> Result<Value> {
+    Ok(Value::str(args.value(0)?.to_string()))
+}
+
+fn to_int(_: &mut Context, args: &Args) -> Result<Value> {
+    let value = args.value(0)?;
+    let converted = match value {
+        Value::Int(i) => Some(*i),
+        Value::Float(x) if x.is_finite() && x.abs() < 9.2e18 => Some(x.trunc() as i64),
+        Value::Bool(b) => Some(i64::from(*b)),
+        Value::Str(s) => s.trim().parse().ok(),
+        Value::Tensor(t) => match scalar_of(&t.to_dense()?)? {
+            Value::Int(i) => Some(i),
+            Value::Float(x) if x.is_finite() => Some(x.trunc() as i64),
+            Value::Bool(b) => Some(i64::from(b)),
+            _ => None,
+        },
+        _ => None,
+    };
+    converted.map(Value::Int).ok_or_else(|| {
+        args.error(
+            0,
+            format!("cannot convert {} `{value}` to an int", value.type_name()),
+        )
+    })
+}
+
+fn to_float(_: &mut Context, args: &Args) -> Result<Value> {
+    let value = args.value(0)?;
+    let converted = match value {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(x) => Some(*x),
+        Value::Str(s) => s.trim().parse().ok(),
+        Value::Tensor(t) => match scalar_of(&t.to_dense()?)? {
+            Value::Int(i) => Some(i as f64),
+            Value::Float(x) => Some(x),
+            _ => None,
+        },
+        _ => None,
+    };
+    converted.map(Value::Float).ok_or_else(|| {
+        args.error(
+            0,
+            format!("cannot convert {} `{value}` to a float", value.type_name()),
+        )
+    })
+}
+
+fn type_of(_: &mut Context, args: &Args) -> Result<Value> {
+    Ok(Value::str(args.value(0)?.type_name()))
+}
+
+fn range(_: &mut Context, args: &Args) -> Result<Value> {
+    let (start, end) = (args.int(0)?, args.int(1)?);
+    let step = args.opt_int(2)?.unwrap_or(1);
+    if step == 0 {
+        return Err(args.error(2, "the step of a range cannot be 0"));
+    }
+    let count = if step > 0 {
+        (end - start).max(0).div_euclid(step) + i64::from((end - start).max(0) % step != 0)
+    } else {
+        (start - end).max(0).div_euclid(-step) + i64::from((start - end).max(0) % -step != 0)
+    };
+    if count > 100_000_000 {
+        return Err(LangError::user(format!(
+            "range of {count} elements is too long"
+        )));
+    }
+    Ok(Value::list(
+        (0..count).map(|i| Value::Int(start + i * step)).collect(),
+    ))
+}
+
+fn assert(_: &mut Context, args: &Args) -> Result<Value> {
+    if args.bool(0)? {
+        return Ok(Value::None);
+    }
+    let message = match args.values.get(1) {
+        Some(Value::None) | None => "assertion failed".to_string(),
+        Some(m) => format!("assertion failed: {m}"),
+    };
+    Err(LangError::at(message, args.call))
+}
+
+fn assert_eq(_: &mut Context, args: &Args) -> Result<Value> {
+    let (actual, expected) = (args.value(0)?, args.value(1)?);
+    if values_equal(actual, expected)? {
+        return Ok(Value::None);
+    }
+    Err(LangError::at(
+        format!("assertion failed: values differ\n  actual:   {actual}\n  expected: {expected}"),
+        args.call,
+    ))
+}
+
+/// Equality as `assert_eq` means it: tensors equal in shape and every element.
+fn values_equal(a: &Value, b: &Value) -> Result<bool> {
+    Ok(match (a, b) {
+        (Value::Tensor(_), _) | (_, Value::Tensor(_)) => {
+            let (x, y) = (
+                crate::convert::value_to_dense(a)?,
+                crate::convert::value_to_dense(b)?,
+            );
+            x.dims() == y.dims()
+                && crate::convert::to_f32_vec(&x)? == crate::convert::to_f32_vec(&y)?
+        }
+        (Value::List(x), Value::List(y)) => {
+            let (x, y) = (x.borrow(), y.borrow());
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .map(|(p, q)| values_equal(p, q))
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .all(|e| e)
+        }
+        (Value::Int(x), Value::Float(y)) | (Value::Float(y), Value::Int(x)) => *x as f64 == *y,
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Float(x), Value::Float(y)) => x == y,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::None, Value::None) => true,
+        _ => false,
+    })
+}
+
+fn assert_close(_: &mut Context, args: &Args) -> Result<Value> {
+    let tolerance = args.opt_float(2)?.unwrap_or(1e-5);
+    let actual = crate::convert::value_to_dense(args.value(0)?)?;
+    let expected = crate::convert::value_to_dense(args.value(1)?)?;
+    if actual.dims() != expected.dims() {
+        return Err(LangError::at(
+            format!(
+                "assertion failed: shapes differ: {:?} vs {:?}",
+                actual.dims(),
+                expected.dims()
+            ),
+            args.call,
+        ));
+    }
+    let (a, b) = (
+        crate::convert::to_f32_vec(&actual)?,
+        crate::convert::to_f32_vec(&expected)?,
+    );
+    let error = relative_error(&a, &b);
+    if error <= tolerance {
+        return Ok(Value::None);
+    }
+    Err(LangError::at(
+        format!("assertion failed: relative error {error:.3e} exceeds {tolerance:.1e}"),
+        args.call,
+    ))
+}
+
+/// max |a - b| / max(1, max |b|); NaN anywhere counts as infinitely wrong.
+pub fn relative_error(a: &[f32], b: &[f32]) -> f64 {
+    let scale = b.iter().fold(1.0f64, |m, &x| m.max((x as f64).abs()));
+    let worst = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            let d = (x as f64 - y as f64).abs();
+            if d.is_nan() {
+                f64::INFINITY
+            } else {
+                d
+            }
+        })
+        .fold(0.0f64, f64::max);
+    worst / scale
+}
+
+fn program_args(ctx: &mut Context, _: &Args) -> Result<Value> {
+    Ok(Value::list(
+        ctx.program_args.iter().map(Value::str).collect(),
+    ))
+}
+
+fn env(_: &mut Context, args: &Args) -> Result<Value> {
+    Ok(std::env::var(args.str(0)?).map_or(Value::None, Value::str))
+}
+
+fn read_file(ctx: &mut Context, args: &Args) -> Result<Value> {
+    let path = ctx.resolve(args.str(0)?);
+    std::fs::read_to_string(&path)
+        .map(Value::str)
+        .map_err(|e| args.error(0, format!("cannot read {}: {e}", path.display())))
+}
+
+fn input(ctx: &mut Context, args: &Args) -> Result<Value> {
+    if let Some(prompt) = args.opt_str(0)? {
+        write!(ctx.out, "{prompt}").map_err(write_error)?;
+        ctx.out.flush().map_err(write_error)?;
+    }
+    let mut line = String::new();
+    let read = ctx
+        .input
+        .read_line(&mut line)
+        .map_err(|e| LangError::user(format!("cannot read standard input: {e}")))?;
+    if read == 0 {
+        return Ok(Value::None);
+    }
+    let trimmed = line.strip_suffix('\n').unwrap_or(&line);
+    Ok(Value::str(trimmed.strip_suffix('\r').unwrap_or(trimmed)))
+}
+
+fn clock(_: &mut Context, _: &Args) -> Result<Value> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    Ok(Value::Float(now))
+}

@@ -1,0 +1,360 @@
+//! The transformer builtins that the engine also has — `linear`, `rms_norm`,
+//! `rope`, `attention`, `embedding` — routed to the engine's own kernels, so a
+//! transformer written in the language computes exactly the engine's numbers:
+//! quantized weights are multiplied by the engine's quantized matmul, norms,
+//! rotations and attention use the engine's arithmetic.
+
+use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
+use half::f16;
+use rayon::prelude::*;
+use tl_engine::model::attention::attend_head;
+use tl_engine::model::norm::rms_norm as engine_rms_norm;
+use tl_engine::model::rope::RopeTable;
+
+use super::{Args, Builtin, Context};
+use crate::convert::to_f32_vec;
+use crate::error::{LangError, Result};
+use crate::tensor::Tensor;
+use crate::value::Value;
+
+pub const TABLE: &[Builtin] = &[
+    Builtin {
+        name: "linear",
+        signature: "linear(x, weight, bias = none) -> tensor",
+        min_args: 2,
+        max_args: 3,
+        summary: "x · weightᵀ (+ bias) for x[..., in] and weight[out, in]; quantized model weights run on the engine's kernels.",
+        call: linear,
+    },
+    Builtin {
+        name: "rms_norm",
+        signature: "rms_norm(x, weight, eps = 1e-5) -> tensor",
+        min_args: 2,
+        max_args: 3,
+        summary: "x / sqrt(mean(x²) + eps) * weight over the last dimension.",
+        call: rms_norm,
+    },
+    Builtin {
+        name: "rope",
+        signature: "rope(x, start, theta = 10000.0, freq_factors = none) -> tensor",
+        min_args: 2,
+        max_args: 4,
+        summary: "Rotary position embedding of x[seq, heads, head_dim] (or x[seq, head_dim]): row i is rotated for position start + i, adjacent pairs, llama.cpp's arithmetic.",
+        call: rope,
+    },
+    Builtin {
+        name: "attention",
+        signature: "attention(q, k, v, start = 0) -> tensor",
+        min_args: 3,
+        max_args: 4,
+        summary: "Causal scaled dot-product attention: q[heads, seq, d] over k, v[kv_heads, kv_len, d] (grouped-query when kv_heads < heads); query row i sees keys 0..=start + i. float16 keys and values use llama.cpp's flash-attention arithmetic.",
+        call: attention,
+    },
+    Builtin {
+        name: "embedding",
+        signature: "embedding(table, ids) -> tensor",
+        min_args: 2,
+        max_args: 2,
+        summary: "Rows `ids` (a list of ints or an int tensor) of table[vocab, dim], as float32[len(ids), dim].",
+        call: embedding,
+    },
+];
+
+fn dense_f32(t: &Tensor) -> Result<(Vec<f32>, Vec<usize>)> {
+    let dense = t.to_dense()?;
+    Ok((to_f32_vec(&dense)?, dense.dims().to_vec()))
+}
+
+fn from_f32(values: Vec<f32>, dims: &[usize]) -> Result<Value> {
+    Ok(Value::tensor(CandleTensor::from_vec(
+        values,
+        dims,
+        &Device::Cpu,
+    )?))
+}
+
+fn linear(_: &mut Context, args: &Args) -> Result<Value> {
+    let x = args.tensor(0)?;
+    let weight = args.tensor(1)?;
+    let w_dims = weight.dims();
+    let [out_features, in_features] = w_dims[..] else {
+        return Err(args.error(
+            1,
+            format!(
+                "the weight must be a matrix [out, in], found {}",
+                weight.type_string()
+            ),
+        ));
+    };
+    let x_dims = x.dims();
+    if x_dims.last() != Some(&in_features) {
+        return Err(args.error(
+            0,
+            format!(
+                "linear: x is {} but the weight {} takes {in_features} input features",
+                x.type_string(),
+                weight.type_string()
+            ),
+        ));
+    }
+    let mut out_dims = x_dims.clone();
+    *out_dims.last_mut().unwrap_or(&mut 0) = out_features;
+    let product = match &weight {
+        Tensor::Quantized(q) => {
+            let (values, _) = dense_f32(&x)?;
+            let rows = values.len() / in_features.max(1);
+            let mut out = vec![0.0f32; rows * out_features];
+            q.linear()?.forward(&values, &mut out)?;
+            CandleTensor::from_vec(out, out_dims, &Device::Cpu)?
+        }
+        Tensor::Dense(w) => {
+            let x = x.to_dense()?;
+            if x.dtype() != w.dtype() {
+                return Err(args.error(
+                    0,
+                    format!(
+                        "linear: x is {} but the weight is {}; convert one with to_dtype",
+                        args.tensor(0)?.type_string(),
+                        weight.type_string()
+                    ),
+                ));
+            }
+            let rows = x.elem_count() / in_features.max(1);
+            x.reshape((rows, in_features))?
+                .matmul(&w.t()?)?
+                .reshape(out_dims)?
+        }
+    };
+    let product = match args.has(2) {
+        true => product.broadcast_add(&args.dense(2)?.to_dtype(product.dtype())?)?,
+        false => product,
+    };
+    Ok(Value::tensor(product))
+}
+
+fn rms_norm(_: &mut Context, args: &Args) -> Result<Value> {
+    let x = args.tensor(0)?;
+    let (values, dims) = dense_f32(&x)?;
+    let (weight, w_dims) = dense_f32(&args.tensor(1)?)?;
+    let eps = args.opt_float(2)?.unwrap_or(1e-5) as f32;
+    if w_dims.len() != 1 || dims.last() != w_dims.first() {
+        return Err(args.error(1, format!(
+            "rms_norm: the weight must be a vector as long as x's last dimension; x is {}, weight is {:?}",
+            x.type_string(),
+            w_dims
+        )));
+    }
+    let mut out = vec![0.0f32; values.len()];
+    engine_rms_norm(&values, &weight, eps, &mut out);
+    restore_dtype(from_f32(out, &dims)?, &x)
+}
+
+/// Gives a float32 result the element type of the input it was computed from.
+fn restore_dtype(value: Value, like: &Tensor) -> Result<Value> {
+    match (&value, like.dtype()) {
+        (Value::Tensor(Tensor::Dense(t)), dtype)
+            if dtype.is_float() && t.dtype() != crate::tensor::candle_dtype(dtype) =>
+        {
+            Ok(Value::tensor(
+                t.to_dtype(crate::tensor::candle_dtype(dtype))?,
+            ))
+        }
+        _ => Ok(value),
+    }
+}
+
+fn rope(_: &mut Context, args: &Args) -> Result<Value> {
+    let x = args.tensor(0)?;
+    let (mut values, dims) = dense_f32(&x)?;
+    let start = args.usize(1)?;
+    let theta = args.opt_float(2)?.unwrap_or(10_000.0) as f32;
+    let factors = if args.has(3) {
+        Some(dense_f32(&args.tensor(3)?)?.0)
+    } else {
+        None
+    };
+    let (Some(&seq), Some(&head_dim)) = (dims.first(), dims.last()) else {
+        return Err(args.error(0, "rope needs x[seq, heads, head_dim] or x[seq, head_dim]"));
+    };
+    if dims.len() < 2 || head_dim % 2 != 0 {
+        return Err(args.error(
+            0,
+            format!(
+                "rope needs x[seq, heads, head_dim] with an even head_dim, found {}",
+                x.type_string()
+            ),
+        ));
+    }
+    let table = RopeTable::for_positions(head_dim, theta, factors.as_deref(), start, seq)
+        .map_err(|e| args.error(3, e.to_string()))?;
+    let row_len = values.len() / seq.max(1);
+    for (i, row) in values.chunks_exact_mut(row_len.max(1)).enumerate() {
+        table.rotate(row, start + i);
+    }
+    restore_dtype(from_f32(values, &dims)?, &x)
+}
+
+/// The three dimensions of a `[heads, len, head_dim]` attention operand.
+fn heads_len_dim(args: &Args, i: usize, what: &str) -> Result<(usize, usize, usize)> {
+    let t = args.tensor(i)?;
+    match t.dims()[..] {
+        [heads, len, dim] => Ok((heads, len, dim)),
+        _ => Err(args.error(
+            i,
+            format!(
+                "attention: {what} must be [heads, length, head_dim], found {}",
+                t.type_string()
+            ),
+        )),
+    }
+}
+
+fn attention(_: &mut Context, args: &Args) -> Result<Value> {
+    let (heads, seq, dim) = heads_len_dim(args, 0, "q")?;
+    let (kv_heads, kv_len, k_dim) = heads_len_dim(args, 1, "k")?;
+    let v_shape = heads_len_dim(args, 2, "v")?;
+    let start = args.opt_int(3)?.unwrap_or(0);
+    let start = usize::try_from(start).map_err(|_| args.error(3, "start must not be negative"))?;
+    if k_dim != dim || v_shape != (kv_heads, kv_len, dim) {
+        return Err(LangError::at(
+            format!(
+                "attention: shapes disagree: q {:?}, k {:?}, v {:?}",
+                args.tensor(0)?.dims(),
+                args.tensor(1)?.dims(),
+                args.tensor(2)?.dims()
+            ),
+            args.call,
+        ));
+    }
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(args.error(
+            1,
+            format!("attention: {heads} query heads cannot share {kv_heads} key/value heads"),
+        ));
+    }
+    if start + seq > kv_len {
+        return Err(args.error(
+            1,
+            format!(
+                "attention: query rows reach position {} but k holds only {kv_len}",
+                start + seq
+            ),
+        ));
+    }
+    let (query, _) = dense_f32(&args.tensor(0)?)?;
+    let pair = KeysValues::new(&args.dense(1)?, &args.dense(2)?)?;
+    let scale = 1.0 / (dim as f32).sqrt();
+    let group = heads / kv_heads;
+    let mut out = vec![0.0f32; heads * seq * dim];
+    out.par_chunks_mut(dim)
+        .enumerate()
+        .for_each(|(i, out_row)| {
+            let (head, row) = (i / seq, i % seq);
+            let visible = start + row + 1;
+            let kv = (head / group) * kv_len * dim..(head / group) * kv_len * dim + visible * dim;
+            let q = &query[i * dim..(i + 1) * dim];
+            match &pair {
+                KeysValues::F16(k, v) => {
+                    attend_head(q, &k[kv.clone()], &v[kv], scale, seq, out_row)
+                }
+                KeysValues::F32(k, v) => attend_f32(q, &k[kv.clone()], &v[kv], scale, out_row),
+            }
+        });
+    from_f32(out, &[heads, seq, dim])
+}
+
+/// Keys and values: float16 stays float16 (the engine's cache type, computed
+/// with its arithmetic); any other type is computed in float32.
+enum KeysValues {
+    F16(Vec<f16>, Vec<f16>),
+    F32(Vec<f32>, Vec<f32>),
+}
+
+impl KeysValues {
+    fn new(k: &CandleTensor, v: &CandleTensor) -> Result<Self> {
+        if k.dtype() == CandleDType::F16 && v.dtype() == CandleDType::F16 {
+            let flat =
+                |t: &CandleTensor| -> Result<Vec<f16>> { Ok(t.flatten_all()?.to_vec1::<f16>()?) };
+            return Ok(KeysValues::F16(flat(k)?, flat(v)?));
+        }
+        Ok(KeysValues::F32(to_f32_vec(k)?, to_f32_vec(v)?))
+    }
+}
+
+/// Plain softmax attention of one head in f32.
+fn attend_f32(query: &[f32], keys: &[f32], values: &[f32], scale: f32, out: &mut [f32]) {
+    let dim = query.len();
+    let scores: Vec<f32> = keys
+        .chunks_exact(dim)
+        .map(|k| k.iter().zip(query).map(|(a, b)| a * b).sum::<f32>() * scale)
+        .collect();
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let weights: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+    let total: f32 = weights.iter().sum();
+    out.fill(0.0);
+    for (v, w) in values.chunks_exact(dim).zip(&weights) {
+        for (o, x) in out.iter_mut().zip(v) {
+            *o += x * w / total;
+        }
+    }
+}
+
+fn embedding(_: &mut Context, args: &Args) -> Result<Value> {
+    let table = args.tensor(0)?;
+    let ids = token_ids(args, 1)?;
+    let dims = table.dims();
+    let [vocab, _] = dims[..] else {
+        return Err(args.error(
+            0,
+            format!(
+                "embedding: the table must be [vocab, dim], found {}",
+                table.type_string()
+            ),
+        ));
+    };
+    if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+        return Err(args.error(
+            1,
+            format!("token id {bad} is outside the table's {vocab} rows"),
+        ));
+    }
+    let ids = CandleTensor::new(ids.as_slice(), &Device::Cpu)?;
+    let rows = match &table {
+        Tensor::Quantized(q) => q.qtensor()?.embedding(&ids)?,
+        Tensor::Dense(t) => t.index_select(&ids, 0)?,
+    };
+    Ok(Value::tensor(rows))
+}
+
+/// Argument `i` as token ids: a list of ints or an integer tensor.
+pub fn token_ids(args: &Args, i: usize) -> Result<Vec<u32>> {
+    let invalid = || args.error(i, "token ids must be non-negative ints below 2³²");
+    match args.value(i)? {
+        Value::Int(id) => Ok(vec![u32::try_from(*id).map_err(|_| invalid())?]),
+        Value::List(items) => items
+            .borrow()
+            .iter()
+            .map(|v| match v {
+                Value::Int(id) => u32::try_from(*id).map_err(|_| invalid()),
+                _ => Err(invalid()),
+            })
+            .collect(),
+        Value::Tensor(t) if !t.dtype().is_float() => {
+            let ids = t
+                .to_dense()?
+                .flatten_all()?
+                .to_dtype(CandleDType::I64)?
+                .to_vec1::<i64>()?;
+            ids.into_iter()
+                .map(|id| u32::try_from(id).map_err(|_| invalid()))
+                .collect()
+        }
+        other => Err(args.error(
+            i,
+            format!(
+                "token ids must be a list of ints or an int tensor, found {}",
+                other.type_name()
+            ),
+        )),
+    }
+}

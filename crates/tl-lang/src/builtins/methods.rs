@@ -1,0 +1,391 @@
+//! Methods of built-in types: models (`tensor`, `forward`, `is_eog`), KV caches
+//! (`store`, `keys`, `values`, `len`, `truncate`), samplers (`sample`), stream
+//! decoders (`push`, `finish`), lists and strings; and their fields
+//! (`model.config`, `x.shape`). A method not found here falls back to the
+//! builtin of the same name with the receiver as first argument.
+
+use std::rc::Rc;
+
+use candle_core::{Device, Tensor as CandleTensor};
+use half::f16;
+use tl_engine::model::Logits;
+use tl_syntax::Span;
+
+use super::engine_ops::token_ids;
+use super::model::logits_arg;
+use super::{Args, Context};
+use crate::convert::to_f32_vec;
+use crate::error::{LangError, Result};
+use crate::handles::{CacheHandle, Handle, ModelHandle};
+use crate::tensor::{QuantizedWeight, Tensor};
+use crate::value::Value;
+
+/// One method call on a built-in value.
+pub struct MethodCall<'a> {
+    pub method: &'a str,
+    pub args: &'a [Value],
+    pub spans: &'a [Span],
+    pub span: Span,
+}
+
+/// Runs the method if the target's type has it; `None` if it does not.
+pub fn call(_ctx: &mut Context, target: &Value, call: &MethodCall) -> Option<Result<Value>> {
+    let args = Args {
+        name: call.method,
+        values: call.args,
+        spans: call.spans,
+        call: call.span,
+    };
+    match target {
+        Value::Handle(Handle::Model(model)) => model_method(model, &args),
+        Value::Handle(Handle::Cache(cache)) => cache_method(&mut cache.borrow_mut(), &args),
+        Value::Handle(Handle::Decoder(d)) => {
+            let mut d = d.borrow_mut();
+            let d = &mut *d;
+            match call.method {
+                "push" => Some(token_ids(&args, 0).map(|ids| {
+                    let text: String = ids
+                        .iter()
+                        .map(|&id| d.decoder.push(&d.model.tokenizer, id))
+                        .collect();
+                    Value::str(text)
+                })),
+                "finish" => Some(Ok(Value::str(std::mem::take(&mut d.decoder).finish()))),
+                _ => None,
+            }
+        }
+        Value::Handle(Handle::Sampler(s)) => match call.method {
+            "sample" => Some(sampler_sample(&mut s.borrow_mut(), &args)),
+            _ => None,
+        },
+        Value::List(items) => list_method(items, &args),
+        Value::Str(text) => str_method(text, &args),
+        _ => None,
+    }
+}
+
+fn expect_args(args: &Args, min: usize, max: usize) -> Result<()> {
+    if args.len() < min || args.len() > max {
+        let expected = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        return Err(LangError::at(
+            format!(
+                "method `{}` takes {expected} arguments, but {} were given",
+                args.name,
+                args.len()
+            ),
+            args.call,
+        ));
+    }
+    Ok(())
+}
+
+fn model_method(model: &Rc<ModelHandle>, args: &Args) -> Option<Result<Value>> {
+    let result = match args.name {
+        "tensor" => expect_args(args, 1, 1).and_then(|_| model_tensor(model, args)),
+        "has_tensor" => expect_args(args, 1, 1)
+            .and_then(|_| Ok(Value::Bool(model.file.tensor_info(args.str(0)?).is_some()))),
+        "tensor_names" => expect_args(args, 0, 0).map(|_| {
+            Value::list(
+                model
+                    .file
+                    .tensors()
+                    .iter()
+                    .map(|t| Value::str(&t.name))
+                    .collect(),
+            )
+        }),
+        "forward" => expect_args(args, 3, 4).and_then(|_| model_forward(model, args)),
+        "is_eog" => expect_args(args, 1, 1).and_then(|_| {
+            let id = u32::try_from(args.int(0)?).map_err(|_| args.error(0, "not a token id"))?;
+            Ok(Value::Bool(model.tokenizer.is_end_of_generation(id)))
+        }),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// `model.tensor(name)`: matrices stay quantized (multiplied by the engine's
+/// kernels), vectors are read as float32, as the engine reads its norms.
+fn model_tensor(model: &Rc<ModelHandle>, args: &Args) -> Result<Value> {
+    let name = args.str(0)?;
+    if let Some(t) = model.tensors.borrow().get(name) {
+        return Ok(Value::Tensor(t.clone()));
+    }
+    let info = model.file.tensor_info(name).ok_or_else(|| {
+        let error = args.error(0, format!("the model has no tensor \"{name}\""));
+        let names = model.file.tensors().iter().map(|t| t.name.as_str());
+        match crate::suggest::closest(name, names) {
+            Some(close) => error.with_hint(format!("did you mean \"{close}\"?")),
+            None => error.with_hint("`tl model inspect --all-tensors FILE` lists them"),
+        }
+    })?;
+    let shape: Vec<usize> = info.shape().to_vec();
+    let weight = Rc::new(QuantizedWeight::new(
+        model.file.clone(),
+        name,
+        shape.clone(),
+    ));
+    let tensor = if shape.len() >= 2 {
+        Tensor::Quantized(weight)
+    } else {
+        Tensor::Dense(
+            Tensor::Quantized(weight)
+                .to_dense()?
+                .to_dtype(candle_core::DType::F32)?,
+        )
+    };
+    model
+        .tensors
+        .borrow_mut()
+        .insert(name.to_string(), tensor.clone());
+    Ok(Value::Tensor(tensor))
+}
+
+fn model_forward(model: &Rc<ModelHandle>, args: &Args) -> Result<Value> {
+    let tokens = token_ids(args, 0)?;
+    let position = args.usize(1)?;
+    let Value::Handle(Handle::Cache(cache)) = args.value(2)? else {
+        return Err(args.error(
+            2,
+            "the third argument of forward must be a Cache (from new_cache)",
+        ));
+    };
+    let all = if args.has(3) { args.bool(3)? } else { false };
+    let which = if all { Logits::All } else { Logits::Last };
+    let mut cache = cache.borrow_mut();
+    let logits = model
+        .model
+        .forward(&tokens, position, &mut cache.cache, which)
+        .map_err(|e| LangError::at(e.to_string(), args.call))?;
+    let vocab = model.model.config().vocab_size;
+    let dims = if all {
+        vec![tokens.len(), vocab]
+    } else {
+        vec![vocab]
+    };
+    Ok(Value::tensor(CandleTensor::from_vec(
+        logits,
+        dims,
+        &Device::Cpu,
+    )?))
+}
+
+fn cache_method(cache: &mut CacheHandle, args: &Args) -> Option<Result<Value>> {
+    let result = match args.name {
+        "store" => expect_args(args, 4, 4).and_then(|_| cache_store(cache, args)),
+        "keys" | "values" => expect_args(args, 2, 2).and_then(|_| cache_read(cache, args)),
+        "len" => expect_args(args, 0, 0).map(|_| Value::Int(cache.cache.len() as i64)),
+        "capacity" => expect_args(args, 0, 0).map(|_| Value::Int(cache.cache.capacity() as i64)),
+        "truncate" => expect_args(args, 1, 1).and_then(|_| {
+            cache.cache.truncate(args.usize(0)?);
+            Ok(Value::None)
+        }),
+        "clear" => expect_args(args, 0, 0).map(|_| {
+            cache.cache.truncate(0);
+            Value::None
+        }),
+        _ => return None,
+    };
+    Some(result)
+}
+
+fn check_layer(cache: &CacheHandle, args: &Args) -> Result<usize> {
+    let layer = args.usize(0)?;
+    if layer >= cache.layers {
+        return Err(args.error(
+            0,
+            format!(
+                "layer {layer} is out of range: the cache has {} layers",
+                cache.layers
+            ),
+        ));
+    }
+    Ok(layer)
+}
+
+/// `cache.store(layer, pos, k, v)`: k and v are [seq, kv_heads, head_dim]; row i
+/// is written at position pos + i (rounded to float16, as the engine stores it).
+fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
+    let layer = check_layer(cache, args)?;
+    let position = args.usize(1)?;
+    let width = cache.kv_heads * cache.head_dim;
+    let mut rows = Vec::with_capacity(2);
+    for i in [2, 3] {
+        let t = args.tensor(i)?;
+        let dims = t.dims();
+        if dims.len() != 3 || dims[1] * dims[2] != width {
+            return Err(args.error(
+                i,
+                format!(
+                    "expected [seq, {}, {}], found {}",
+                    cache.kv_heads,
+                    cache.head_dim,
+                    t.type_string()
+                ),
+            ));
+        }
+        rows.push((dims[0], to_f32_vec(&t.to_dense()?)?));
+    }
+    let (seq, keys) = &rows[0];
+    let (v_seq, values) = &rows[1];
+    if seq != v_seq {
+        return Err(args.error(3, format!("k has {seq} rows but v has {v_seq}")));
+    }
+    if position > cache.cache.len() || position + seq > cache.cache.capacity() {
+        return Err(args.error(
+            1,
+            format!(
+                "cannot store {seq} positions at {position}: the cache holds {} of {}",
+                cache.cache.len(),
+                cache.cache.capacity()
+            ),
+        ));
+    }
+    for (row, (k, v)) in keys
+        .chunks_exact(width)
+        .zip(values.chunks_exact(width))
+        .enumerate()
+    {
+        cache.cache.store(layer, position + row, k, v);
+    }
+    if layer + 1 == cache.layers {
+        cache.cache.commit(position + seq);
+    }
+    Ok(Value::None)
+}
+
+/// `cache.keys(layer, end)` / `cache.values(layer, end)`: positions 0..end as
+/// float16[kv_heads, end, head_dim].
+fn cache_read(cache: &CacheHandle, args: &Args) -> Result<Value> {
+    let layer = check_layer(cache, args)?;
+    let end = args.usize(1)?;
+    if end > cache.cache.capacity() {
+        return Err(args.error(
+            1,
+            format!(
+                "end {end} is beyond the cache's capacity {}",
+                cache.cache.capacity()
+            ),
+        ));
+    }
+    let mut data: Vec<f16> = Vec::with_capacity(cache.kv_heads * end * cache.head_dim);
+    for head in 0..cache.kv_heads {
+        let slice = if args.name == "keys" {
+            cache.cache.keys(layer, head, end)
+        } else {
+            cache.cache.values(layer, head, end)
+        };
+        data.extend_from_slice(slice);
+    }
+    Ok(Value::tensor(CandleTensor::from_vec(
+        data,
+        (cache.kv_heads, end, cache.head_dim),
+        &Device::Cpu,
+    )?))
+}
+
+fn sampler_sample(sampler: &mut tl_engine::sampler::Sampler, args: &Args) -> Result<Value> {
+    expect_args(args, 1, 2)?;
+    let logits = logits_arg(args, 0)?;
+    let history = if args.has(1) {
+        token_ids(args, 1)?
+    } else {
+        Vec::new()
+    };
+    Ok(Value::Int(sampler.sample(&logits, &history)? as i64))
+}
+
+fn list_method(items: &Rc<std::cell::RefCell<Vec<Value>>>, args: &Args) -> Option<Result<Value>> {
+    let result =
+        match args.name {
+            "push" => expect_args(args, 1, 1).map(|_| {
+                items.borrow_mut().push(args.values[0].clone());
+                Value::None
+            }),
+            "pop" => expect_args(args, 0, 0).and_then(|_| {
+                items
+                    .borrow_mut()
+                    .pop()
+                    .ok_or_else(|| LangError::at("pop from an empty list", args.call))
+            }),
+            "insert" => expect_args(args, 2, 2).and_then(|_| {
+                let at = args.usize(0)?;
+                let mut items = items.borrow_mut();
+                if at > items.len() {
+                    return Err(args.error(
+                        0,
+                        format!("index {at} is beyond the list's length {}", items.len()),
+                    ));
+                }
+                items.insert(at, args.values[1].clone());
+                Ok(Value::None)
+            }),
+            "extend" => expect_args(args, 1, 1).and_then(|_| {
+                let more = args.list(0)?;
+                items.borrow_mut().extend(more);
+                Ok(Value::None)
+            }),
+            "contains" => expect_args(args, 1, 1).map(|_| {
+                let needle = args.values[0].to_string();
+                Value::Bool(items.borrow().iter().any(|v| {
+                    v.type_name() == args.values[0].type_name() && v.to_string() == needle
+                }))
+            }),
+            "join" => expect_args(args, 1, 1).and_then(|_| {
+                let sep = args.str(0)?;
+                let parts: Vec<String> = items.borrow().iter().map(|v| v.to_string()).collect();
+                Ok(Value::str(parts.join(sep)))
+            }),
+            _ => return None,
+        };
+    Some(result)
+}
+
+fn str_method(text: &str, args: &Args) -> Option<Result<Value>> {
+    let strings = |parts: Vec<&str>| Value::list(parts.into_iter().map(Value::str).collect());
+    let result = match args.name {
+        "split" => expect_args(args, 0, 1).and_then(|_| {
+            Ok(match args.opt_str(0)? {
+                Some("") => return Err(args.error(0, "cannot split on an empty separator")),
+                Some(sep) => strings(text.split(sep).collect()),
+                None => strings(text.split_whitespace().collect()),
+            })
+        }),
+        "lines" => expect_args(args, 0, 0).map(|_| strings(text.lines().collect())),
+        "trim" => expect_args(args, 0, 0).map(|_| Value::str(text.trim())),
+        "lower" => expect_args(args, 0, 0).map(|_| Value::str(text.to_lowercase())),
+        "upper" => expect_args(args, 0, 0).map(|_| Value::str(text.to_uppercase())),
+        "contains" => {
+            expect_args(args, 1, 1).and_then(|_| Ok(Value::Bool(text.contains(args.str(0)?))))
+        }
+        "starts_with" => {
+            expect_args(args, 1, 1).and_then(|_| Ok(Value::Bool(text.starts_with(args.str(0)?))))
+        }
+        "ends_with" => {
+            expect_args(args, 1, 1).and_then(|_| Ok(Value::Bool(text.ends_with(args.str(0)?))))
+        }
+        "replace" => expect_args(args, 2, 2)
+            .and_then(|_| Ok(Value::str(text.replace(args.str(0)?, args.str(1)?)))),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// Fields of built-in values: `model.config`, `model.path`, `x.shape`,
+/// `x.dtype`, `x.rank`.
+pub fn field(base: &Value, name: &str) -> Option<Value> {
+    match (base, name) {
+        (Value::Handle(Handle::Model(m)), "config") => Some(m.config.clone()),
+        (Value::Handle(Handle::Model(m)), "path") => Some(Value::str(m.path.display().to_string())),
+        (Value::Tensor(t), "shape") => Some(Value::list(
+            t.dims().iter().map(|&d| Value::Int(d as i64)).collect(),
+        )),
+        (Value::Tensor(t), "dtype") => Some(Value::str(t.dtype().keyword())),
+        (Value::Tensor(t), "rank") => Some(Value::Int(t.dims().len() as i64)),
+        _ => None,
+    }
+}

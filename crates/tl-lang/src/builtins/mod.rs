@@ -1,0 +1,99 @@
+//! The builtin functions: one table of every builtin's name, arity, signature and
+//! summary (the checker and `docs/language.md` are checked against it), and one
+//! module per family.
+
+mod args;
+mod context;
+mod core;
+mod creation;
+mod engine_ops;
+mod math;
+pub mod methods;
+mod model;
+mod nn;
+mod shape;
+mod tensor_args;
+#[cfg(test)]
+mod test_util;
+
+pub use args::{resolve_dim, Args};
+pub use context::{Context, DefaultModel};
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::error::Result;
+use crate::value::Value;
+
+/// How a builtin is called.
+pub type BuiltinFn = fn(&mut Context, &Args) -> Result<Value>;
+
+/// One builtin function.
+pub struct Builtin {
+    pub name: &'static str,
+    /// The signature as documented: `zeros(shape, dtype = "float32") -> tensor`.
+    pub signature: &'static str,
+    pub min_args: usize,
+    /// `usize::MAX` for variadic builtins.
+    pub max_args: usize,
+    /// One line saying what it does.
+    pub summary: &'static str,
+    pub call: BuiltinFn,
+}
+
+/// A family of builtins, as the language reference groups them.
+pub struct Family {
+    pub title: &'static str,
+    pub builtins: &'static [Builtin],
+}
+
+/// Every family, in documentation order.
+pub fn families() -> [Family; 7] {
+    let family = |title, builtins| Family { title, builtins };
+    [
+        family(
+            "Printing, conversions, assertions and the environment",
+            core::TABLE,
+        ),
+        family("Creating tensors", creation::TABLE),
+        family("Shapes", shape::TABLE),
+        family("Math", math::TABLE),
+        family("Neural-network operations", nn::TABLE),
+        family(
+            "Transformer layers (on the engine's kernels)",
+            engine_ops::TABLE,
+        ),
+        family("Models, tokenizers and sampling", model::TABLE),
+    ]
+}
+
+/// Every builtin.
+pub fn all() -> impl Iterator<Item = &'static Builtin> {
+    families().into_iter().flat_map(|f| f.builtins)
+}
+
+/// The builtin of that name (a map built once: calls look builtins up often).
+pub fn find(name: &str) -> Option<&'static Builtin> {
+    static BY_NAME: OnceLock<HashMap<&'static str, &'static Builtin>> = OnceLock::new();
+    BY_NAME
+        .get_or_init(|| all().map(|b| (b.name, b)).collect())
+        .get(name)
+        .copied()
+}
+
+/// The reference section of `docs/language.md`: each family's builtins with
+/// their signatures and summaries (kept current by a test).
+pub fn reference_markdown() -> String {
+    let mut out = String::new();
+    for family in families() {
+        out.push_str(&format!("### {}\n\n", family.title));
+        for builtin in family.builtins {
+            out.push_str(&format!(
+                "- `{}` — {}\n",
+                builtin.signature, builtin.summary
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}

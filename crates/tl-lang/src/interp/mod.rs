@@ -1,0 +1,221 @@
+//! The tree-walking interpreter. It holds the program's declarations (functions,
+//! structs and their methods, global tensors) and runs `main`, `test` and `bench`
+//! blocks, or REPL input, against them.
+//!
+//! Variables live in a stack of scopes per call frame; a function sees its own
+//! frame and the globals, nothing of its caller. Control flow (`break`,
+//! `continue`, `return`) travels up as an [`Unwind`] next to errors.
+
+mod call;
+mod expr;
+mod format;
+mod methods;
+mod stmt;
+mod types;
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use tl_syntax::ast::{Block, FnDecl, Item, NamedBlock, StructDecl, TensorDecl};
+use tl_syntax::Span;
+
+use crate::builtins::Context;
+use crate::error::{LangError, Result};
+use crate::value::Value;
+
+pub use format::format_template;
+
+/// Deepest call nesting before a program is stopped (runaway recursion).
+const MAX_CALL_DEPTH: usize = 400;
+
+/// Why evaluation stopped early: an error, or control flow on its way up.
+pub(crate) enum Unwind {
+    Error(LangError),
+    Break(Span),
+    Continue(Span),
+    Return(Value),
+}
+
+impl From<LangError> for Unwind {
+    fn from(error: LangError) -> Self {
+        Unwind::Error(error)
+    }
+}
+
+/// Evaluation result inside the interpreter.
+pub(crate) type Flow<T> = std::result::Result<T, Unwind>;
+
+/// A running program.
+pub struct Interpreter {
+    /// Output, input and loaded models.
+    pub ctx: Context,
+    functions: HashMap<String, Rc<FnDecl>>,
+    structs: HashMap<String, Rc<StructDecl>>,
+    methods: HashMap<(String, String), Rc<FnDecl>>,
+    globals: HashMap<String, Value>,
+    main: Option<Block>,
+    tests: Vec<NamedBlock>,
+    benches: Vec<NamedBlock>,
+    /// Scopes of the running frame, innermost last.
+    scopes: Vec<HashMap<String, Value>>,
+    depth: usize,
+}
+
+impl Interpreter {
+    /// An interpreter with nothing declared.
+    pub fn new(ctx: Context) -> Self {
+        Interpreter {
+            ctx,
+            functions: HashMap::new(),
+            structs: HashMap::new(),
+            methods: HashMap::new(),
+            globals: HashMap::new(),
+            main: None,
+            tests: Vec::new(),
+            benches: Vec::new(),
+            scopes: vec![HashMap::new()],
+            depth: 0,
+        }
+    }
+
+    /// Declares the items (functions, structs, methods, blocks) and evaluates
+    /// global tensor declarations in order. A name declared twice is an error.
+    pub fn define(&mut self, items: Vec<Item>) -> Result<()> {
+        let mut tensors = Vec::new();
+        for item in items {
+            match item {
+                Item::Import { .. } => {}
+                Item::Function(f) => {
+                    let name = f.name.clone();
+                    if crate::builtins::find(&name.name).is_some() {
+                        return Err(LangError::at(
+                            format!("`{}` is a builtin and cannot be redefined", name.name),
+                            name.span,
+                        )
+                        .with_hint("choose another name"));
+                    }
+                    self.functions.insert(name.name, Rc::new(f));
+                }
+                Item::Struct(s) => {
+                    self.structs.insert(s.name.name.clone(), Rc::new(s));
+                }
+                Item::Impl(block) => {
+                    for method in block.methods {
+                        let key = (block.target.name.clone(), method.name.name.clone());
+                        self.methods.insert(key, Rc::new(method));
+                    }
+                }
+                Item::Tensor(t) => tensors.push(t),
+                Item::Main(block) => {
+                    if self.main.is_some() {
+                        return Err(LangError::at("a second `main` block", block.span)
+                            .with_hint("a program has one `main`"));
+                    }
+                    self.main = Some(block);
+                }
+                Item::Test(t) => self.tests.push(t),
+                Item::Bench(b) => self.benches.push(b),
+            }
+        }
+        tensors.iter().try_for_each(|t| self.define_tensor(t))
+    }
+
+    fn define_tensor(&mut self, decl: &TensorDecl) -> Result<()> {
+        let value = match &decl.init {
+            Some(init) => self.eval_top(|interp| interp.eval(init))?,
+            None => types::zeros_of(&decl.ty)?,
+        };
+        let value =
+            types::coerce(value, &decl.ty, &mut HashMap::new()).map_err(|e| e.or_at(decl.span))?;
+        self.globals.insert(decl.name.name.clone(), value);
+        Ok(())
+    }
+
+    /// Runs the `main` block.
+    pub fn run_main(&mut self) -> Result<Value> {
+        let Some(main) = self.main.clone() else {
+            return Err(LangError::user("the program has no `main { ... }` block")
+                .with_hint("add one, or run the program's tests with `tl run --test`"));
+        };
+        self.run_block(&main)
+    }
+
+    /// Whether the program has a `main` block.
+    pub fn has_main(&self) -> bool {
+        self.main.is_some()
+    }
+
+    /// The program's `test` blocks.
+    pub fn tests(&self) -> &[NamedBlock] {
+        &self.tests
+    }
+
+    /// The program's `bench` blocks.
+    pub fn benches(&self) -> &[NamedBlock] {
+        &self.benches
+    }
+
+    /// Runs one block in a fresh frame (a test, a bench iteration, `main`).
+    pub fn run_block(&mut self, block: &Block) -> Result<Value> {
+        let saved = std::mem::replace(&mut self.scopes, vec![HashMap::new()]);
+        let result = self.eval_top(|interp| interp.eval_block(block));
+        self.scopes = saved;
+        result
+    }
+
+    /// Runs REPL input in the REPL's persistent scope; returns the tail's value.
+    pub fn run_repl(
+        &mut self,
+        stmts: &[tl_syntax::ast::Stmt],
+        tail: Option<&tl_syntax::ast::Expr>,
+    ) -> Result<Value> {
+        self.eval_top(|interp| {
+            for stmt in stmts {
+                interp.exec(stmt)?;
+            }
+            match tail {
+                Some(expr) => interp.eval(expr),
+                None => Ok(Value::None),
+            }
+        })
+    }
+
+    /// Variables of the REPL's scope and the globals, with their types, sorted.
+    pub fn variables(&self) -> Vec<(String, String)> {
+        let mut vars: Vec<(String, String)> = self
+            .globals
+            .iter()
+            .chain(self.scopes.iter().flatten())
+            .map(|(name, value)| (name.clone(), value.type_name()))
+            .collect();
+        vars.sort();
+        vars.dedup_by(|a, b| a.0 == b.0);
+        vars
+    }
+
+    /// Every name a user could type here: variables, functions, structs, builtins.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .globals
+            .keys()
+            .chain(self.scopes.iter().flat_map(|s| s.keys()))
+            .chain(self.functions.keys())
+            .chain(self.structs.keys())
+            .cloned()
+            .chain(crate::builtins::all().map(|b| b.name.to_string()))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Evaluates with control flow that escaped its construct turned into errors.
+    fn eval_top(&mut self, f: impl FnOnce(&mut Self) -> Flow<Value>) -> Result<Value> {
+        match f(self) {
+            Ok(value) | Err(Unwind::Return(value)) => Ok(value),
+            Err(Unwind::Error(e)) => Err(e),
+            Err(Unwind::Break(span)) => Err(LangError::at("`break` outside of a loop", span)),
+            Err(Unwind::Continue(span)) => Err(LangError::at("`continue` outside of a loop", span)),
+        }
+    }
+}

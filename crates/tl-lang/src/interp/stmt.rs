@@ -1,0 +1,158 @@
+//! Executing statements: bindings, assignments (to variables, struct fields and
+//! indexed regions), loops and jumps.
+
+use std::collections::HashMap;
+
+use tl_syntax::ast::{Block, Expr, ExprKind, Ident, Stmt, StmtKind};
+
+use super::{types, Flow, Interpreter, Unwind};
+use crate::error::LangError;
+use crate::indexing;
+use crate::ops;
+use crate::value::Value;
+
+impl Interpreter {
+    /// Runs one statement.
+    pub(crate) fn exec(&mut self, stmt: &Stmt) -> Flow<()> {
+        match &stmt.kind {
+            StmtKind::Let { name, ty, value } => {
+                let mut value = self.eval(value)?;
+                if let Some(ty) = ty {
+                    value = types::coerce(value, ty, &mut HashMap::new())
+                        .map_err(|e| e.or_at(stmt.span))?;
+                }
+                self.declare(&name.name, value);
+            }
+            StmtKind::Assign { target, op, value } => {
+                let mut value = self.eval(value)?;
+                if let Some(op) = op {
+                    let old = self.eval(target)?;
+                    value = ops::binary(*op, &old, &value).map_err(|e| e.or_at(stmt.span))?;
+                }
+                self.assign(target, value)?;
+            }
+            StmtKind::While { cond, body } => {
+                while self.eval_condition(cond)? {
+                    if self.loop_body(body)? {
+                        break;
+                    }
+                }
+            }
+            StmtKind::For {
+                var,
+                iterable,
+                body,
+            } => self.exec_for(var, iterable, body)?,
+            StmtKind::Loop(body) => while !self.loop_body(body)? {},
+            StmtKind::Break => return Err(Unwind::Break(stmt.span)),
+            StmtKind::Continue => return Err(Unwind::Continue(stmt.span)),
+            StmtKind::Return(value) => {
+                let value = match value {
+                    Some(e) => self.eval(e)?,
+                    None => Value::None,
+                };
+                return Err(Unwind::Return(value));
+            }
+            StmtKind::Expr(e) => {
+                self.eval(e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a loop body once; true when the loop must stop (`break`).
+    fn loop_body(&mut self, body: &Block) -> Flow<bool> {
+        match self.eval_block(body) {
+            Ok(_) | Err(Unwind::Continue(_)) => Ok(false),
+            Err(Unwind::Break(_)) => Ok(true),
+            Err(other) => Err(other),
+        }
+    }
+
+    fn exec_for(&mut self, var: &Ident, iterable: &Expr, body: &Block) -> Flow<()> {
+        if let ExprKind::Range {
+            start: Some(start),
+            end: Some(end),
+        } = &iterable.kind
+        {
+            let (start, end) = (self.eval_int(start)?, self.eval_int(end)?);
+            for i in start..end {
+                if self.iteration(var, Value::Int(i), body)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        let items = match self.eval(iterable)? {
+            Value::List(items) => items.borrow().clone(),
+            Value::Str(s) => s.chars().map(|c| Value::str(c.to_string())).collect(),
+            Value::Tensor(t) => {
+                let dense = t.to_dense().map_err(|e| e.or_at(iterable.span))?;
+                let rows = dense.dims().first().copied().ok_or_else(|| {
+                    LangError::at("cannot iterate over a 0-dimensional tensor", iterable.span)
+                })?;
+                (0..rows)
+                    .map(|i| dense.get(i).map(Value::tensor))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| LangError::from(e).or_at(iterable.span))?
+            }
+            other => {
+                return Err(LangError::at(
+                    format!("cannot iterate over {}", other.type_name()),
+                    iterable.span,
+                )
+                .with_hint("iterate over a range `0..n`, a list, a string or a tensor")
+                .into())
+            }
+        };
+        for item in items {
+            if self.iteration(var, item, body)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One iteration of a `for` loop, with the loop variable in its own scope.
+    fn iteration(&mut self, var: &Ident, item: Value, body: &Block) -> Flow<bool> {
+        self.scopes.push(HashMap::from([(var.name.clone(), item)]));
+        let result = self.loop_body(body);
+        self.scopes.pop();
+        result
+    }
+
+    /// Stores `value` into a place: a variable, a struct field, or an indexed
+    /// region (a tensor region makes a new tensor, stored back into its place).
+    fn assign(&mut self, target: &Expr, value: Value) -> Flow<()> {
+        match &target.kind {
+            ExprKind::Var(name) => self.set_variable(name, value, target.span),
+            ExprKind::Field { base, field } => match self.eval(base)? {
+                Value::Struct(s) => {
+                    if s.borrow_mut().set(&field.name, value) {
+                        Ok(())
+                    } else {
+                        let name = s.borrow().name.clone();
+                        Err(LangError::at(
+                            format!("struct `{name}` has no field `{}`", field.name),
+                            field.span,
+                        )
+                        .into())
+                    }
+                }
+                other => Err(LangError::at(
+                    format!("cannot set a field of {}", other.type_name()),
+                    target.span,
+                )
+                .into()),
+            },
+            ExprKind::Index { base, indices } => {
+                let old = self.eval(base)?;
+                let indices = self.eval_indices(indices)?;
+                let new = indexing::assign_index(&old, &indices, &value)
+                    .map_err(|e| e.or_at(target.span))?;
+                self.assign(base, new)
+            }
+            _ => Err(LangError::at("cannot assign to this expression", target.span).into()),
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Checking values against written types at run time: `let` annotations,
+//! parameter and result types, struct fields and global tensors. Named dimensions
+//! (`float32[n, d]`) bind on first use and must agree afterwards within one call.
+//! Numbers and lists become tensors where a tensor type is written.
+
+use std::collections::HashMap;
+
+use candle_core::{Device, Tensor as CandleTensor};
+use tl_syntax::ast::{Dim, TypeExpr, TypeKind};
+
+use crate::convert::value_to_dense;
+use crate::error::{LangError, Result};
+use crate::tensor::candle_dtype;
+use crate::value::Value;
+
+/// The value, converted where the type allows (int → float, list → tensor), or
+/// an error saying what was expected and what was found.
+pub(crate) fn coerce(
+    value: Value,
+    ty: &TypeExpr,
+    dims: &mut HashMap<String, usize>,
+) -> Result<Value> {
+    let mismatch = |value: &Value| {
+        LangError::at(
+            format!("expected {}, found {}", type_string(ty), value.type_name()),
+            ty.span,
+        )
+    };
+    match &ty.kind {
+        TypeKind::Int => match value {
+            Value::Int(_) => Ok(value),
+            _ => Err(mismatch(&value)),
+        },
+        TypeKind::Float => match value {
+            Value::Float(_) => Ok(value),
+            Value::Int(i) => Ok(Value::Float(i as f64)),
+            _ => Err(mismatch(&value)),
+        },
+        TypeKind::Bool => match value {
+            Value::Bool(_) => Ok(value),
+            _ => Err(mismatch(&value)),
+        },
+        TypeKind::Str => match value {
+            Value::Str(_) => Ok(value),
+            _ => Err(mismatch(&value)),
+        },
+        TypeKind::List(element) => {
+            let Value::List(items) = &value else {
+                return Err(mismatch(&value));
+            };
+            if let Some(element) = element {
+                for item in items.borrow().iter() {
+                    coerce(item.clone(), element, dims)?;
+                }
+            }
+            Ok(value)
+        }
+        TypeKind::Named(name) => {
+            let matches = match &value {
+                Value::Struct(s) => s.borrow().name == *name,
+                Value::Handle(h) => h.type_name() == name,
+                Value::Tensor(_) => name == "tensor",
+                _ => false,
+            };
+            if matches {
+                Ok(value)
+            } else {
+                Err(mismatch(&value))
+            }
+        }
+        TypeKind::Tensor {
+            dtype,
+            dims: written,
+        } => {
+            let value = match value {
+                Value::Tensor(_) => value,
+                Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::List(_) => {
+                    let dense = value_to_dense(&value).map_err(|_| mismatch(&value))?;
+                    Value::tensor(dense.to_dtype(candle_dtype(*dtype))?)
+                }
+                _ => return Err(mismatch(&value)),
+            };
+            let Value::Tensor(tensor) = &value else {
+                return Err(mismatch(&value));
+            };
+            if tensor.dtype() != *dtype {
+                return Err(mismatch(&value).with_hint(format!(
+                    "convert it with `to_dtype(x, \"{}\")`",
+                    dtype.keyword()
+                )));
+            }
+            if let Some(written) = written {
+                check_dims(&tensor.dims(), written, dims).map_err(|why| {
+                    let e = mismatch(&value);
+                    LangError {
+                        message: format!("{}: {why}", e.message),
+                        ..e
+                    }
+                })?;
+            }
+            Ok(value)
+        }
+    }
+}
+
+fn check_dims(
+    actual: &[usize],
+    written: &[Dim],
+    bound: &mut HashMap<String, usize>,
+) -> std::result::Result<(), String> {
+    if actual.len() != written.len() {
+        return Err(format!(
+            "{} dimensions instead of {}",
+            actual.len(),
+            written.len()
+        ));
+    }
+    for (axis, (&size, dim)) in actual.iter().zip(written).enumerate() {
+        match dim {
+            Dim::Unknown => {}
+            Dim::Known(expected) if size != *expected => {
+                return Err(format!("dimension {axis} is {size}, not {expected}"));
+            }
+            Dim::Known(_) => {}
+            Dim::Named(name) => match bound.get(name) {
+                Some(&earlier) if earlier != size => {
+                    return Err(format!(
+                        "dimension {axis} is {size}, but `{name}` is {earlier} elsewhere"
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    bound.insert(name.clone(), size);
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// The zero value of a fully known tensor type (a global `tensor x: float32[2, 3];`).
+pub(crate) fn zeros_of(ty: &TypeExpr) -> Result<Value> {
+    let TypeKind::Tensor {
+        dtype,
+        dims: Some(dims),
+    } = &ty.kind
+    else {
+        return Err(LangError::at(
+            "a tensor declared without a value needs a tensor type with a shape",
+            ty.span,
+        ));
+    };
+    let shape = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) => Ok(*n),
+            _ => Err(LangError::at(
+                "a tensor declared without a value needs every dimension's size",
+                ty.span,
+            )
+            .with_hint("write the sizes, or give it a value with `= ...`")),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Value::tensor(CandleTensor::zeros(
+        shape,
+        candle_dtype(*dtype),
+        &Device::Cpu,
+    )?))
+}
+
+/// A written type as text: `float16[?, 2048]`, `list[int]`.
+pub fn type_string(ty: &TypeExpr) -> String {
+    match &ty.kind {
+        TypeKind::Int => "int".into(),
+        TypeKind::Float => "float".into(),
+        TypeKind::Bool => "bool".into(),
+        TypeKind::Str => "string".into(),
+        TypeKind::List(None) => "list".into(),
+        TypeKind::List(Some(element)) => format!("list[{}]", type_string(element)),
+        TypeKind::Named(name) => name.clone(),
+        TypeKind::Tensor { dtype, dims: None } => dtype.keyword().into(),
+        TypeKind::Tensor {
+            dtype,
+            dims: Some(dims),
+        } => {
+            let dims: Vec<String> = dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Known(n) => n.to_string(),
+                    Dim::Named(name) => name.clone(),
+                    Dim::Unknown => "?".into(),
+                })
+                .collect();
+            format!("{}[{}]", dtype.keyword(), dims.join(", "))
+        }
+    }
+}

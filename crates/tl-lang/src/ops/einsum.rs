@@ -1,0 +1,293 @@
+//! `einsum` for one or two operands, in explicit mode (`"ij,jk->ik"`).
+//!
+//! The plan: take diagonals for letters repeated within an operand (`ii`), sum
+//! away letters that appear in one operand only and not in the output, and then,
+//! for two operands, fold the letters into three groups — batch (both operands and
+//! the output), contracted (both operands, not the output), and free (one operand
+//! and the output) — so the whole contraction is one batched matmul. That keeps
+//! attention-style patterns (`bhqd,bhkd->bhqk`) as fast as `@`.
+
+use std::collections::HashMap;
+
+use candle_core::{DType as CandleDType, Tensor as CandleTensor};
+
+use super::type_of;
+use crate::error::{LangError, Result};
+use crate::tensor::lang_dtype;
+
+/// A parsed spec: one list of letters per operand, and the output's letters.
+#[derive(Debug, PartialEq)]
+struct Spec {
+    inputs: Vec<Vec<char>>,
+    output: Vec<char>,
+}
+
+/// Evaluates `spec` over `operands` (one or two float tensors of one type).
+pub fn einsum(spec: &str, operands: &[CandleTensor]) -> Result<CandleTensor> {
+    let parsed = parse(spec, operands.len())?;
+    check_dtypes(operands)?;
+    letter_sizes(&parsed, operands)?;
+    let dtype = operands[0].dtype();
+    // Half-precision sums lose digits fast; work in f32 and convert back once.
+    let work = |t: &CandleTensor| -> Result<CandleTensor> {
+        Ok(match dtype {
+            CandleDType::F16 | CandleDType::BF16 => t.to_dtype(CandleDType::F32)?,
+            _ => t.clone(),
+        })
+    };
+    let mut terms = Vec::new();
+    for (i, (letters, t)) in parsed.inputs.iter().zip(operands).enumerate() {
+        let (t, letters) = take_diagonals(work(t)?, letters.clone())?;
+        let others: Vec<char> = parsed
+            .inputs
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .flat_map(|(_, l)| l.iter().copied())
+            .collect();
+        let keep = |c: char| parsed.output.contains(&c) || others.contains(&c);
+        terms.push(sum_out(t, letters, keep)?);
+    }
+    let (t, letters) = match terms.len() {
+        1 => terms.remove(0),
+        _ => {
+            let b = terms.remove(1);
+            contract(terms.remove(0), b, &parsed.output)?
+        }
+    };
+    let out = permute_to(&t, &letters, &parsed.output)?;
+    Ok(out.to_dtype(dtype)?)
+}
+
+/// Checks a spec's syntax for `operand_count` operands, before any tensor is
+/// looked at (so a caller can point a bad spec out as such).
+pub fn check_spec(spec: &str, operand_count: usize) -> Result<()> {
+    parse(spec, operand_count).map(|_| ())
+}
+
+fn parse(spec: &str, operand_count: usize) -> Result<Spec> {
+    let compact: String = spec.chars().filter(|c| !c.is_whitespace()).collect();
+    let bad = |why: &str| LangError::user(format!("bad einsum spec \"{spec}\": {why}"));
+    if compact.contains("...") {
+        return Err(bad("`...` is not supported; name every dimension"));
+    }
+    let Some((inputs, output)) = compact.split_once("->") else {
+        return Err(bad(
+            "it needs an explicit output after `->`, like \"ij,jk->ik\"",
+        ));
+    };
+    let letters = |part: &str| -> Result<Vec<char>> {
+        match part.chars().find(|c| !c.is_ascii_alphabetic()) {
+            Some(c) => Err(bad(&format!("`{c}` is not a letter"))),
+            None => Ok(part.chars().collect()),
+        }
+    };
+    let inputs: Vec<Vec<char>> = inputs.split(',').map(letters).collect::<Result<_>>()?;
+    let output = letters(output)?;
+    if inputs.len() != operand_count {
+        return Err(bad(&format!(
+            "it names {} operands, but {operand_count} were given",
+            inputs.len()
+        )));
+    }
+    for (i, c) in output.iter().enumerate() {
+        if output[..i].contains(c) {
+            return Err(bad(&format!("`{c}` appears twice in the output")));
+        }
+        if !inputs.iter().any(|l| l.contains(c)) {
+            return Err(bad(&format!("output letter `{c}` is in no operand")));
+        }
+    }
+    Ok(Spec { inputs, output })
+}
+
+fn check_dtypes(operands: &[CandleTensor]) -> Result<()> {
+    let first = &operands[0];
+    for t in operands {
+        if !lang_dtype(t.dtype()).is_float() {
+            return Err(LangError::user(format!(
+                "einsum needs float tensors, found {}",
+                type_of(t)
+            ))
+            .with_hint("convert with to_dtype(x, \"float32\")"));
+        }
+        if t.dtype() != first.dtype() {
+            return Err(LangError::user(format!(
+                "einsum operands {} and {} have different element types",
+                type_of(first),
+                type_of(t)
+            ))
+            .with_hint("convert one with to_dtype(x, \"float32\")"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks each operand's rank against its letters and that a letter has one size.
+fn letter_sizes(spec: &Spec, operands: &[CandleTensor]) -> Result<HashMap<char, usize>> {
+    let mut sizes = HashMap::new();
+    for (letters, t) in spec.inputs.iter().zip(operands) {
+        if letters.len() != t.rank() {
+            let written: String = letters.iter().collect();
+            return Err(LangError::user(format!(
+                "einsum operand \"{written}\" has {} letters, but {} has {} dimensions",
+                letters.len(),
+                type_of(t),
+                t.rank()
+            )));
+        }
+        for (&c, &size) in letters.iter().zip(t.dims()) {
+            let known = *sizes.entry(c).or_insert(size);
+            if known != size {
+                return Err(LangError::user(format!(
+                    "einsum letter `{c}` is {known} in one place and {size} in another"
+                )));
+            }
+        }
+    }
+    Ok(sizes)
+}
+
+/// Replaces each letter repeated within one operand by the diagonal over it.
+fn take_diagonals(
+    mut t: CandleTensor,
+    mut letters: Vec<char>,
+) -> Result<(CandleTensor, Vec<char>)> {
+    while let Some((p, q)) = repeated(&letters) {
+        let c = letters[p];
+        let n = t.dims()[p];
+        let rest: Vec<usize> = (0..letters.len()).filter(|&i| i != p && i != q).collect();
+        let order: Vec<usize> = rest.iter().copied().chain([p, q]).collect();
+        let mut shape: Vec<usize> = rest.iter().map(|&i| t.dims()[i]).collect();
+        shape.push(n * n);
+        let flat = t.permute(order)?.reshape(shape)?;
+        // Element (k, k) of an n×n block sits at k·(n+1) once the block is flat.
+        let diagonal = CandleTensor::arange_step(0i64, (n * n) as i64, (n + 1) as i64, t.device())?;
+        t = flat.index_select(&diagonal, flat.rank() - 1)?;
+        letters = rest.iter().map(|&i| letters[i]).chain([c]).collect();
+    }
+    Ok((t, letters))
+}
+
+fn repeated(letters: &[char]) -> Option<(usize, usize)> {
+    letters.iter().enumerate().find_map(|(p, c)| {
+        letters[p + 1..]
+            .iter()
+            .position(|d| d == c)
+            .map(|offset| (p, p + 1 + offset))
+    })
+}
+
+/// Sums over the letters `keep` rejects.
+fn sum_out(
+    t: CandleTensor,
+    letters: Vec<char>,
+    keep: impl Fn(char) -> bool,
+) -> Result<(CandleTensor, Vec<char>)> {
+    let summed: Vec<usize> = (0..letters.len()).filter(|&i| !keep(letters[i])).collect();
+    if summed.is_empty() {
+        return Ok((t, letters));
+    }
+    let kept = letters.into_iter().filter(|&c| keep(c)).collect();
+    Ok((t.sum(summed)?, kept))
+}
+
+/// The letters of two terms, by role.
+struct Groups {
+    /// In both terms and the output.
+    batch: Vec<char>,
+    /// In both terms, not the output: summed over.
+    summed: Vec<char>,
+    /// In one term only (and so in the output).
+    free_a: Vec<char>,
+    free_b: Vec<char>,
+}
+
+impl Groups {
+    fn of(la: &[char], lb: &[char], output: &[char]) -> Self {
+        let pick = |from: &[char], keep: &dyn Fn(&char) -> bool| -> Vec<char> {
+            from.iter().copied().filter(|c| keep(c)).collect()
+        };
+        Groups {
+            batch: pick(la, &|c| lb.contains(c) && output.contains(c)),
+            summed: pick(la, &|c| lb.contains(c) && !output.contains(c)),
+            free_a: pick(la, &|c| !lb.contains(c)),
+            free_b: pick(lb, &|c| !la.contains(c)),
+        }
+    }
+}
+
+/// The sizes of `letters` in a term whose dimensions are named `named`.
+fn sizes(t: &CandleTensor, named: &[char], letters: &[char]) -> Vec<usize> {
+    letters
+        .iter()
+        .map(|c| named.iter().position(|d| d == c).map_or(1, |i| t.dims()[i]))
+        .collect()
+}
+
+/// The product of two terms summed over their shared letters not in `output`,
+/// as one batched matmul: a[batch, m, k] @ b[batch, k, n].
+fn contract(
+    (a, la): (CandleTensor, Vec<char>),
+    (b, lb): (CandleTensor, Vec<char>),
+    output: &[char],
+) -> Result<(CandleTensor, Vec<char>)> {
+    let g = Groups::of(&la, &lb, output);
+    if g.summed.is_empty() {
+        return broadcast_product((a, la), (b, lb), &g);
+    }
+    let batch = sizes(&a, &la, &g.batch);
+    let (free_a, free_b) = (sizes(&a, &la, &g.free_a), sizes(&b, &lb, &g.free_b));
+    let count = |dims: &[usize]| dims.iter().product::<usize>();
+    let (nb, m, k, n) = (
+        count(&batch),
+        count(&free_a),
+        count(&sizes(&a, &la, &g.summed)),
+        count(&free_b),
+    );
+    let a_order = [&g.batch[..], &g.free_a, &g.summed].concat();
+    let b_order = [&g.batch[..], &g.summed, &g.free_b].concat();
+    let a3 = permute_to(&a, &la, &a_order)?.reshape((nb, m, k))?;
+    let b3 = permute_to(&b, &lb, &b_order)?.reshape((nb, k, n))?;
+    let shape = [batch, free_a, free_b].concat();
+    let letters = [&g.batch[..], &g.free_a, &g.free_b].concat();
+    Ok((a3.matmul(&b3)?.reshape(shape)?, letters))
+}
+
+/// Two terms with nothing to sum (outer and elementwise products): a broadcast
+/// multiply, not a batch of 1×1 matmuls.
+fn broadcast_product(
+    (a, la): (CandleTensor, Vec<char>),
+    (b, lb): (CandleTensor, Vec<char>),
+    g: &Groups,
+) -> Result<(CandleTensor, Vec<char>)> {
+    let ones = |n: usize| vec![1usize; n];
+    let batch = sizes(&a, &la, &g.batch);
+    let a_shape = [
+        batch.clone(),
+        sizes(&a, &la, &g.free_a),
+        ones(g.free_b.len()),
+    ]
+    .concat();
+    let b_shape = [batch, ones(g.free_a.len()), sizes(&b, &lb, &g.free_b)].concat();
+    let a = permute_to(&a, &la, &[&g.batch[..], &g.free_a].concat())?.reshape(a_shape)?;
+    let b = permute_to(&b, &lb, &[&g.batch[..], &g.free_b].concat())?.reshape(b_shape)?;
+    let letters = [&g.batch[..], &g.free_a, &g.free_b].concat();
+    Ok((a.broadcast_mul(&b)?, letters))
+}
+
+/// `t`, whose dimensions are named by `from`, with them reordered as `to`.
+fn permute_to(t: &CandleTensor, from: &[char], to: &[char]) -> Result<CandleTensor> {
+    let order = to
+        .iter()
+        .map(|c| from.iter().position(|d| d == c))
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| LangError::internal("einsum lost track of a letter"))?;
+    if order.iter().enumerate().all(|(i, &p)| i == p) {
+        return Ok(t.clone());
+    }
+    Ok(t.permute(order)?)
+}
+
+#[cfg(test)]
+mod tests;

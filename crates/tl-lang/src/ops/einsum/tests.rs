@@ -1,0 +1,169 @@
+//! einsum against hand-computed results and against `@`.
+
+use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
+
+use super::{einsum, parse};
+use crate::error::LangError;
+
+type TestResult = std::result::Result<(), LangError>;
+
+fn t(values: &[f32], shape: &[usize]) -> CandleTensor {
+    CandleTensor::from_vec(values.to_vec(), shape, &Device::Cpu).expect("test tensor")
+}
+
+fn seq(shape: &[usize]) -> CandleTensor {
+    let n: usize = shape.iter().product();
+    let values: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+    t(&values, shape)
+}
+
+fn values(x: &CandleTensor) -> Vec<f32> {
+    x.flatten_all()
+        .and_then(|x| x.to_vec1::<f32>())
+        .expect("values")
+}
+
+fn close(a: &CandleTensor, b: &CandleTensor) -> bool {
+    a.dims() == b.dims()
+        && values(a)
+            .iter()
+            .zip(values(b))
+            .all(|(x, y)| (x - y).abs() < 1e-5)
+}
+
+#[test]
+fn matrix_product() -> TestResult {
+    let a = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let b = t(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2]);
+    let out = einsum("ij,jk->ik", &[a, b])?;
+    assert_eq!(out.dims(), &[2, 2]);
+    assert_eq!(values(&out), vec![4.0, 5.0, 10.0, 11.0]);
+    Ok(())
+}
+
+#[test]
+fn one_operand_patterns() -> TestResult {
+    let m = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    assert_eq!(
+        values(&einsum("ii->i", std::slice::from_ref(&m))?),
+        vec![1.0, 4.0]
+    );
+    assert_eq!(
+        values(&einsum("ii->", std::slice::from_ref(&m))?),
+        vec![5.0]
+    );
+    assert_eq!(
+        values(&einsum("ij->ji", std::slice::from_ref(&m))?),
+        vec![1.0, 3.0, 2.0, 4.0]
+    );
+    assert_eq!(
+        values(&einsum("ij->i", std::slice::from_ref(&m))?),
+        vec![3.0, 7.0]
+    );
+    assert_eq!(einsum("ij->", &[m])?.dims(), &[] as &[usize]);
+    Ok(())
+}
+
+#[test]
+fn vector_patterns() -> TestResult {
+    let u = t(&[1.0, 2.0, 3.0], &[3]);
+    let v = t(&[4.0, 5.0], &[2]);
+    assert_eq!(
+        values(&einsum("i,i->", &[u.clone(), u.clone()])?),
+        vec![14.0]
+    );
+    let outer = einsum("i,j->ij", &[u.clone(), v])?;
+    assert_eq!(outer.dims(), &[3, 2]);
+    assert_eq!(values(&outer), vec![4.0, 5.0, 8.0, 10.0, 12.0, 15.0]);
+    assert_eq!(
+        values(&einsum("i,i->i", &[u.clone(), u])?),
+        vec![1.0, 4.0, 9.0]
+    );
+    Ok(())
+}
+
+#[test]
+fn attention_scores_match_matmul() -> TestResult {
+    let q = seq(&[2, 3, 4, 5]);
+    let k = seq(&[2, 3, 6, 5]);
+    let out = einsum("bhqd,bhkd->bhqk", &[q.clone(), k.clone()])?;
+    let expected = q.matmul(&k.transpose(2, 3)?.contiguous()?)?;
+    assert!(close(&out, &expected));
+    // The same contraction with the output in another order.
+    let swapped = einsum("bhqd,bhkd->bhkq", &[q, k])?;
+    assert!(close(&swapped, &expected.transpose(2, 3)?.contiguous()?));
+    Ok(())
+}
+
+#[test]
+fn summed_free_letters_and_half_precision() -> TestResult {
+    // "ij,k->i" sums j on the left and k on the right before multiplying.
+    let a = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let b = t(&[1.0, 1.0, 1.0], &[3]);
+    assert_eq!(
+        values(&einsum("ij,k->i", &[a.clone(), b])?),
+        vec![9.0, 21.0]
+    );
+    let half = a.to_dtype(CandleDType::F16)?;
+    let out = einsum("ij,jk->ik", &[half.clone(), half])?;
+    assert_eq!(out.dtype(), CandleDType::F16);
+    assert_eq!(
+        values(&out.to_dtype(CandleDType::F32)?),
+        vec![7.0, 10.0, 15.0, 22.0]
+    );
+    Ok(())
+}
+
+#[test]
+fn products_without_sums() -> TestResult {
+    let a = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let b = t(&[5.0, 6.0, 7.0, 8.0], &[2, 2]);
+    let hadamard = einsum("ij,ij->ij", &[a.clone(), b.clone()])?;
+    assert_eq!(values(&hadamard), vec![5.0, 12.0, 21.0, 32.0]);
+    let transposed = einsum("ij,ji->ij", &[a.clone(), b.clone()])?;
+    assert_eq!(values(&transposed), vec![5.0, 14.0, 18.0, 32.0]);
+    let batched_outer = einsum("bi,bj->bij", &[a, b])?;
+    assert_eq!(batched_outer.dims(), &[2, 2, 2]);
+    assert_eq!(
+        values(&batched_outer),
+        vec![5.0, 6.0, 10.0, 12.0, 21.0, 24.0, 28.0, 32.0]
+    );
+    Ok(())
+}
+
+#[test]
+fn spec_errors() {
+    let m = t(&[0.0; 6], &[2, 3]);
+    let err = |spec: &str, ops: &[CandleTensor]| {
+        einsum(spec, ops)
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default()
+    };
+    assert!(err("ij,jk", &[m.clone(), m.clone()]).contains("explicit output"));
+    assert!(err("...ij->ij", std::slice::from_ref(&m)).contains("`...` is not supported"));
+    assert!(
+        err("ij,jk->ik", std::slice::from_ref(&m)).contains("names 2 operands, but 1 were given")
+    );
+    assert!(err("ijk->i", std::slice::from_ref(&m))
+        .contains("has 3 letters, but float32[2, 3] has 2 dimensions"));
+    assert!(err("ij,jk->ik", &[m.clone(), m.clone()])
+        .contains("letter `j` is 3 in one place and 2 in another"));
+    assert!(err("ij->iz", std::slice::from_ref(&m)).contains("output letter `z` is in no operand"));
+    assert!(err("ij->ii", std::slice::from_ref(&m)).contains("appears twice"));
+    assert!(err("i1->i", std::slice::from_ref(&m)).contains("`1` is not a letter"));
+    let ints = m.to_dtype(CandleDType::I64).expect("ints");
+    assert!(err("ij->i", &[ints]).contains("needs float tensors"));
+    assert!(parse("ab , bc -> ac", 2).is_ok());
+}
+
+#[test]
+fn empty_dimensions() -> TestResult {
+    let square = t(&[], &[0, 0]);
+    assert_eq!(einsum("ii->i", &[square])?.dims(), &[0]);
+    let (a, b) = (t(&[], &[2, 0]), t(&[], &[0, 3]));
+    let out = einsum("ij,jk->ik", &[a, b])?;
+    assert_eq!(out.dims(), &[2, 3]);
+    assert_eq!(values(&out), vec![0.0; 6]);
+    Ok(())
+}

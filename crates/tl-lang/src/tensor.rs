@@ -1,0 +1,157 @@
+//! The language's tensor value: a dense candle tensor, or a model weight kept in
+//! its GGUF quantized layout. Quantized weights are multiplied by the engine's own
+//! kernels (so a script's `linear` gives the engine's numbers exactly); every other
+//! operation sees them dequantized to f32.
+
+use std::cell::OnceCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use candle_core::quantized::QTensor;
+use candle_core::{DType as CandleDType, Device};
+use tl_engine::model::linear::Linear;
+use tl_engine::model::weights::WeightLoader;
+use tl_gguf::GgufFile;
+use tl_syntax::DType;
+
+use crate::error::{LangError, Result};
+
+/// A tensor value.
+#[derive(Clone, Debug)]
+pub enum Tensor {
+    Dense(candle_core::Tensor),
+    Quantized(Rc<QuantizedWeight>),
+}
+
+/// A weight tensor straight from a GGUF file, read on first use.
+pub struct QuantizedWeight {
+    /// The GGUF tensor name.
+    pub name: String,
+    /// Row-major shape (GGUF's dimensions reversed).
+    pub shape: Vec<usize>,
+    file: Rc<GgufFile>,
+    qtensor: OnceCell<Arc<QTensor>>,
+    linear: OnceCell<Linear>,
+}
+
+impl std::fmt::Debug for QuantizedWeight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "QuantizedWeight({}, {:?})", self.name, self.shape)
+    }
+}
+
+impl QuantizedWeight {
+    /// The weight `name` of `file` (which must have it).
+    pub fn new(file: Rc<GgufFile>, name: &str, shape: Vec<usize>) -> Self {
+        QuantizedWeight {
+            name: name.to_string(),
+            shape,
+            file,
+            qtensor: OnceCell::new(),
+            linear: OnceCell::new(),
+        }
+    }
+
+    /// The weight in candle's quantized form (embedding lookups, dequantizing).
+    pub fn qtensor(&self) -> Result<&Arc<QTensor>> {
+        if let Some(q) = self.qtensor.get() {
+            return Ok(q);
+        }
+        let q = WeightLoader::new(&self.file, &Device::Cpu).qtensor(&self.name, &self.shape)?;
+        Ok(self.qtensor.get_or_init(|| Arc::new(q)))
+    }
+
+    /// The weight as a matrix on the engine's kernels, exactly as the engine's
+    /// own forward pass builds it.
+    pub fn linear(&self) -> Result<&Linear> {
+        if let Some(l) = self.linear.get() {
+            return Ok(l);
+        }
+        let [out_features, in_features] = self.shape[..] else {
+            return Err(LangError::user(format!(
+                "weight '{}' of shape {:?} is not a matrix",
+                self.name, self.shape
+            )));
+        };
+        let linear = WeightLoader::new(&self.file, &Device::Cpu).linear(
+            &self.name,
+            out_features,
+            in_features,
+        )?;
+        Ok(self.linear.get_or_init(|| linear))
+    }
+}
+
+impl Tensor {
+    /// Wraps a candle tensor.
+    pub fn dense(tensor: candle_core::Tensor) -> Self {
+        Tensor::Dense(tensor)
+    }
+
+    /// The shape, row-major.
+    pub fn dims(&self) -> Vec<usize> {
+        match self {
+            Tensor::Dense(t) => t.dims().to_vec(),
+            Tensor::Quantized(q) => q.shape.clone(),
+        }
+    }
+
+    /// The element type as the language names it (quantized weights read as float32).
+    pub fn dtype(&self) -> DType {
+        match self {
+            Tensor::Dense(t) => lang_dtype(t.dtype()),
+            Tensor::Quantized(_) => DType::F32,
+        }
+    }
+
+    /// The tensor as a dense candle tensor, dequantizing a quantized weight.
+    pub fn to_dense(&self) -> Result<candle_core::Tensor> {
+        match self {
+            Tensor::Dense(t) => Ok(t.clone()),
+            Tensor::Quantized(q) => Ok(q.qtensor()?.dequantize(&Device::Cpu)?),
+        }
+    }
+
+    /// The type as written in the language: `float32[2, 3]`.
+    pub fn type_string(&self) -> String {
+        let dims: Vec<String> = self.dims().iter().map(|d| d.to_string()).collect();
+        format!("{}[{}]", self.dtype().keyword(), dims.join(", "))
+    }
+}
+
+/// The candle element type that stores a language element type.
+pub fn candle_dtype(dtype: DType) -> CandleDType {
+    match dtype {
+        DType::F16 => CandleDType::F16,
+        DType::F32 => CandleDType::F32,
+        DType::BF16 => CandleDType::BF16,
+        DType::I32 => CandleDType::I32,
+        DType::I64 => CandleDType::I64,
+        DType::Bool => CandleDType::U8,
+    }
+}
+
+/// The language element type of a candle element type (others read as float32,
+/// which never happens for tensors the language made).
+pub fn lang_dtype(dtype: CandleDType) -> DType {
+    match dtype {
+        CandleDType::F16 => DType::F16,
+        CandleDType::BF16 => DType::BF16,
+        CandleDType::I32 | CandleDType::I16 | CandleDType::U32 => DType::I32,
+        CandleDType::I64 => DType::I64,
+        CandleDType::U8 => DType::Bool,
+        _ => DType::F32,
+    }
+}
+
+/// Parses a dtype name given as a string argument (`"float16"`).
+pub fn parse_dtype(name: &str) -> Result<DType> {
+    if name == "bool" {
+        return Ok(DType::Bool);
+    }
+    DType::from_keyword(name).ok_or_else(|| {
+        LangError::user(format!("unknown element type \"{name}\"")).with_hint(
+            "use one of \"float16\", \"float32\", \"bfloat16\", \"int32\", \"int64\", \"bool\"",
+        )
+    })
+}

@@ -1,0 +1,158 @@
+//! Runtime values. Scalars and tensors are values (a tensor is immutable: an update
+//! makes a new one and rebinds the variable); lists and structs are shared
+//! references, as in Python, so `xs.push(v)` is seen by every holder of `xs`.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+use crate::handles::Handle;
+use crate::tensor::Tensor;
+
+/// A value of the language.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// `none`: what a block without a tail evaluates to, and `input()` at end of input.
+    None,
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(Rc<str>),
+    List(Rc<RefCell<Vec<Value>>>),
+    Tensor(Tensor),
+    Struct(Rc<RefCell<StructValue>>),
+    /// A model, cache, sampler or stream decoder.
+    Handle(Handle),
+}
+
+/// An instance of a declared struct (or a record the runtime made, like a model's config).
+#[derive(Clone, Debug)]
+pub struct StructValue {
+    pub name: String,
+    pub fields: Vec<(String, Value)>,
+}
+
+impl StructValue {
+    /// The value of a field.
+    pub fn get(&self, field: &str) -> Option<&Value> {
+        self.fields.iter().find(|(n, _)| n == field).map(|(_, v)| v)
+    }
+
+    /// Sets an existing field; false if there is no such field.
+    pub fn set(&mut self, field: &str, value: Value) -> bool {
+        match self.fields.iter_mut().find(|(n, _)| n == field) {
+            Some(slot) => {
+                slot.1 = value;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Value {
+    /// A string value.
+    pub fn str(text: impl AsRef<str>) -> Self {
+        Value::Str(Rc::from(text.as_ref()))
+    }
+
+    /// A list value.
+    pub fn list(items: Vec<Value>) -> Self {
+        Value::List(Rc::new(RefCell::new(items)))
+    }
+
+    /// A struct value.
+    pub fn record(name: &str, fields: Vec<(String, Value)>) -> Self {
+        Value::Struct(Rc::new(RefCell::new(StructValue {
+            name: name.to_string(),
+            fields,
+        })))
+    }
+
+    /// A tensor value from a candle tensor.
+    pub fn tensor(tensor: candle_core::Tensor) -> Self {
+        Value::Tensor(Tensor::Dense(tensor))
+    }
+
+    /// The value's type as a user reads it in messages.
+    pub fn type_name(&self) -> String {
+        match self {
+            Value::None => "none".into(),
+            Value::Int(_) => "int".into(),
+            Value::Float(_) => "float".into(),
+            Value::Bool(_) => "bool".into(),
+            Value::Str(_) => "string".into(),
+            Value::List(_) => "list".into(),
+            Value::Tensor(t) => t.type_string(),
+            Value::Struct(s) => s.borrow().name.clone(),
+            Value::Handle(h) => h.type_name().into(),
+        }
+    }
+
+    /// Whether the value counts as true in a condition: a bool, or a bool
+    /// tensor of one element (`x[0] > 0`).
+    pub fn truthy(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            Value::Tensor(t) if t.dtype() == tl_syntax::DType::Bool => {
+                match crate::convert::scalar_of(&t.to_dense().ok()?).ok()? {
+                    Value::Bool(b) => Some(b),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::None => f.write_str("none"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write_float(f, *x),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Str(s) => f.write_str(s),
+            Value::List(items) => {
+                f.write_str("[")?;
+                for (i, item) in items.borrow().iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    match item {
+                        Value::Str(s) => write!(f, "{s:?}")?,
+                        other => write!(f, "{other}")?,
+                    }
+                }
+                f.write_str("]")
+            }
+            Value::Tensor(t) => crate::display::write_tensor(f, t),
+            Value::Struct(s) => {
+                let s = s.borrow();
+                write!(f, "{} {{ ", s.name)?;
+                for (i, (name, value)) in s.fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{name}: {value}")?;
+                }
+                f.write_str(" }")
+            }
+            Value::Handle(h) => write!(f, "<{}>", h.type_name()),
+        }
+    }
+}
+
+/// Floats print like Python's `repr`: always with a decimal point or exponent.
+fn write_float(f: &mut fmt::Formatter<'_>, x: f64) -> fmt::Result {
+    if let Some(precision) = f.precision() {
+        return write!(f, "{x:.precision$}");
+    }
+    if x.is_finite() && x == x.trunc() && x.abs() < 1e16 {
+        write!(f, "{x:.1}")
+    } else if x != 0.0 && (x.abs() < 1e-4 || x.abs() >= 1e16) {
+        write!(f, "{x:e}")
+    } else {
+        write!(f, "{x}")
+    }
+}

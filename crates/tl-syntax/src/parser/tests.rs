@@ -1,0 +1,196 @@
+//! Parser unit tests for what golden dumps do not show: spans, caret
+//! positions, `at_eof`, and the nesting limit.
+
+use super::{parse, parse_repl, ParseError};
+use crate::ast::{ExprKind, Item, StmtKind};
+use crate::dump::dump_expr;
+use crate::span::{FileId, Span};
+
+const FILE: FileId = FileId(7);
+
+/// The REPL tail of `text`, dumped.
+fn expr(text: &str) -> String {
+    let input = parse_repl(FILE, text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    dump_expr(&input.tail.expect("a tail expression"))
+}
+
+fn error(text: &str) -> ParseError {
+    match parse(FILE, text) {
+        Ok(program) => panic!("{text:?} parsed: {program:?}"),
+        Err(error) => error,
+    }
+}
+
+fn repl_error(text: &str) -> ParseError {
+    match parse_repl(FILE, text) {
+        Ok(input) => panic!("{text:?} parsed: {input:?}"),
+        Err(error) => error,
+    }
+}
+
+/// The text a span covers.
+fn text_of(text: &str, span: Span) -> &str {
+    assert_eq!(span.file, FILE);
+    &text[span.start as usize..span.end as usize]
+}
+
+#[test]
+fn precedence_climbs_from_ranges_to_postfix() {
+    assert_eq!(expr("a..b || c"), "(.. a (|| b c))");
+    assert_eq!(
+        expr("a || b && c == d + e * f"),
+        "(|| a (&& b (== c (+ d (* e f)))))"
+    );
+    assert_eq!(expr("x @ w * 2"), "(* (@ x w) 2)");
+    assert_eq!(expr("-x[0].y"), "(neg (field (index x 0) y))");
+    assert_eq!(expr("!a && b"), "(&& (not a) b)");
+    assert_eq!(expr("a - -b"), "(- a (neg b))");
+}
+
+#[test]
+fn spans_cover_whole_constructs() {
+    let text = "main {\n    let y = (a + b) @ m.w.t()[0, 1..n];\n    if y { 1 } else { 2 }\n}";
+    let program = parse(FILE, text).unwrap();
+    let Item::Main(body) = &program.items[0] else {
+        panic!("not main")
+    };
+    // `main`'s block is the braces; the keyword is not part of it.
+    assert_eq!(text_of(text, body.span), &text[5..]);
+    let stmt = &body.stmts[0];
+    assert_eq!(
+        text_of(text, stmt.span),
+        "let y = (a + b) @ m.w.t()[0, 1..n];"
+    );
+    let StmtKind::Let { value, .. } = &stmt.kind else {
+        panic!("not let")
+    };
+    assert_eq!(text_of(text, value.span), "(a + b) @ m.w.t()[0, 1..n]");
+    let ExprKind::Binary { lhs, rhs, .. } = &value.kind else {
+        panic!("not binary")
+    };
+    assert_eq!(text_of(text, lhs.span), "(a + b)");
+    assert_eq!(text_of(text, rhs.span), "m.w.t()[0, 1..n]");
+    let tail = body.tail.as_ref().expect("if is the tail");
+    assert_eq!(text_of(text, tail.span), "if y { 1 } else { 2 }");
+}
+
+#[test]
+fn item_spans_run_from_keyword_to_end() {
+    let text = "fn f(x) -> int { x }\ntensor w: float32[2] = z;\ntest \"t\" {}\nimport \"a.tl\"";
+    let program = parse(FILE, text).unwrap();
+    let spans: Vec<&str> = program
+        .items
+        .iter()
+        .map(|item| match item {
+            Item::Function(f) => text_of(text, f.span),
+            Item::Tensor(t) => text_of(text, t.span),
+            Item::Test(t) => text_of(text, t.span),
+            Item::Import { span, .. } => text_of(text, *span),
+            _ => panic!("unexpected item"),
+        })
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            "fn f(x) -> int { x }",
+            "tensor w: float32[2] = z;",
+            "test \"t\" {}",
+            "import \"a.tl\""
+        ]
+    );
+}
+
+#[test]
+fn missing_semicolon_caret_sits_after_the_previous_token() {
+    let text = "main {\n    let x = 1\n    let y = 2;\n}";
+    let error = error(text);
+    let span = error.span().unwrap();
+    assert_eq!((span.start, span.end), (20, 20));
+    assert_eq!(&text[..20], "main {\n    let x = 1");
+    assert!(!error.at_eof);
+}
+
+#[test]
+fn repl_asks_for_more_only_when_the_input_stopped_early() {
+    for text in [
+        "fn f() {",
+        "fn f() {\n  x + 1",
+        "print(1,",
+        "[1, 2",
+        "1 +",
+        "let x =",
+        "if a { 1 } else",
+        "\"abc",
+        "/* abc",
+        "x.",
+        "struct P { a: int,",
+        "impl P {",
+        "for i in 0..",
+        "let x = 1",
+        "x += 2",
+        "return",
+    ] {
+        assert!(repl_error(text).at_eof, "{text:?} should ask for more");
+    }
+    for text in ["let = 1", "1 2", "(f)(x)", "a < b < c", "}"] {
+        assert!(!repl_error(text).at_eof, "{text:?} is simply wrong");
+    }
+}
+
+#[test]
+fn repl_separates_items_statements_and_tail() {
+    let input = parse_repl(FILE, "let a = 1; fn f() {} a + 1").unwrap();
+    assert_eq!(input.items.len(), 1);
+    assert_eq!(input.stmts.len(), 1);
+    assert_eq!(dump_expr(&input.tail.unwrap()), "(+ a 1)");
+    let input = parse_repl(FILE, "x = 2;").unwrap();
+    assert!(matches!(input.stmts[0].kind, StmtKind::Assign { .. }));
+    assert!(input.tail.is_none());
+    let input = parse_repl(FILE, "main").unwrap();
+    assert_eq!(dump_expr(&input.tail.unwrap()), "main");
+}
+
+#[test]
+fn struct_literals_are_refused_in_loop_heads_only() {
+    assert_eq!(expr("P { a: 1 }"), "(new P (a 1))");
+    assert_eq!(expr("P {}"), "(new P)");
+    assert!(parse(FILE, "main { for x in xs { y: 1 } }").is_err());
+    assert!(parse(FILE, "main { for x in (P { a: [1] }).a {} }").is_ok());
+    assert!(parse(FILE, "main { while f(P { a: 1 }) {} }").is_ok());
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    for text in [
+        "(".repeat(100_000),
+        "-".repeat(100_000),
+        "[".repeat(100_000),
+        "{".repeat(100_000),
+        format!("x{}", ".y".repeat(100_000)),
+        format!("1{}", "+1".repeat(100_000)),
+        format!("x{}", "[0]".repeat(100_000)),
+        "if a {".repeat(100_000),
+    ] {
+        let error = repl_error(&text);
+        assert_eq!(
+            error.diagnostic.message,
+            "expression nested too deeply",
+            "{}",
+            &text[..20]
+        );
+    }
+    let text = format!("fn f(x: {}int", "list[".repeat(100_000));
+    assert_eq!(
+        error(&text).diagnostic.message,
+        "expression nested too deeply"
+    );
+}
+
+#[test]
+fn nesting_below_the_limit_is_fine() {
+    let depth = 60;
+    let text = format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
+    assert_eq!(expr(&text), "1");
+    let chain = format!("1{}", " + 1".repeat(100));
+    assert!(parse_repl(FILE, &chain).is_ok());
+}
