@@ -83,3 +83,57 @@ fn a_failing_test_fails_the_run() {
         "the failure points at its line: {text}"
     );
 }
+
+#[test]
+fn llama_example_writes_what_tl_generate_writes() {
+    let model = default_model().to_string_lossy().into_owned();
+    let question = "Name a primary color.";
+    let script = tl()
+        .arg("run")
+        .arg(workspace().join("examples/llama.tl"))
+        .args([&model, question])
+        .output()
+        .expect("run llama.tl");
+    assert!(script.status.success(), "{}", stderr(&script));
+    let engine = tl()
+        .args([
+            "generate",
+            "-m",
+            &model,
+            "-p",
+            question,
+            "--temperature",
+            "0",
+            "-n",
+            "128",
+        ])
+        .output()
+        .expect("run tl generate");
+    assert!(engine.status.success(), "{}", stderr(&engine));
+    // `print` ends the script's text with a newline; `tl generate` writes none.
+    assert_eq!(stdout(&script).trim_end(), stdout(&engine).trim_end());
+    assert!(!stdout(&engine).trim().is_empty());
+}
+
+#[test]
+fn chat_example_answers_and_leaves_on_an_empty_line() {
+    let mut child = tl()
+        .arg("run")
+        .arg(workspace().join("examples/chat.tl"))
+        .arg(default_model())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start chat.tl");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"Say hello.\n\n").expect("write");
+    }
+    let out = child.wait_with_output().expect("chat output");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reply = text.split("> ").nth(1).unwrap_or("");
+    assert!(reply.trim().len() > 1, "no reply in: {text}");
+}

@@ -115,3 +115,21 @@ impl From<tl_tokenizer::Error> for LangError {
         LangError::user(error.to_string())
     }
 }
+
+/// "`f` takes 2 arguments, but 3 were given", as the checker and the interpreter say it.
+pub fn arity_message(name: &str, min: usize, max: usize, given: usize) -> String {
+    let expected = if min == max {
+        format!("{min}")
+    } else if max == usize::MAX {
+        format!("at least {min}")
+    } else {
+        format!("{min} to {max}")
+    };
+    let plural = if expected == "1" || expected == "at least 1" {
+        "argument"
+    } else {
+        "arguments"
+    };
+    let were = if given == 1 { "was" } else { "were" };
+    format!("`{name}` takes {expected} {plural}, but {given} {were} given")
+}

@@ -87,6 +87,14 @@ pub const TABLE: &[Builtin] = &[
         call: range,
     },
     Builtin {
+        name: "sorted",
+        signature: "sorted(xs) -> list",
+        min_args: 1,
+        max_args: 1,
+        summary: "A new list of the numbers (or strings) of `xs`, in ascending order.",
+        call: sorted,
+    },
+    Builtin {
         name: "assert",
         signature: "assert(condition, message = none)",
         min_args: 1,
@@ -274,6 +282,30 @@ fn range(_: &mut Context, args: &Args) -> Result<Value> {
     ))
 }
 
+fn sorted(_: &mut Context, args: &Args) -> Result<Value> {
+    let mut items = args.list(0)?;
+    let numbers = items
+        .iter()
+        .all(|v| matches!(v, Value::Int(_) | Value::Float(_)));
+    let strings = items.iter().all(|v| matches!(v, Value::Str(_)));
+    if !numbers && !strings {
+        return Err(args.error(0, "sorted needs a list of numbers or a list of strings"));
+    }
+    items.sort_by(|a, b| match (a, b) {
+        (Value::Str(x), Value::Str(y)) => x.cmp(y),
+        _ => number(a).total_cmp(&number(b)),
+    });
+    Ok(Value::list(items))
+}
+
+fn number(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::Float(x) => *x,
+        _ => f64::NAN,
+    }
+}
+
 fn assert(_: &mut Context, args: &Args) -> Result<Value> {
     if args.bool(0)? {
         return Ok(Value::None);
@@ -296,35 +328,33 @@ fn assert_eq(_: &mut Context, args: &Args) -> Result<Value> {
     ))
 }
 
-/// Equality as `assert_eq` means it: tensors equal in shape and every element.
+/// Equality as `assert_eq` means it: a tensor equals anything with the same
+/// shape and elements (another tensor of any element type, or a nested list);
+/// everything else as `==` compares it.
 fn values_equal(a: &Value, b: &Value) -> Result<bool> {
-    Ok(match (a, b) {
+    match (a, b) {
         (Value::Tensor(_), _) | (_, Value::Tensor(_)) => {
             let (x, y) = (
                 crate::convert::value_to_dense(a)?,
                 crate::convert::value_to_dense(b)?,
             );
-            x.dims() == y.dims()
-                && crate::convert::to_f32_vec(&x)? == crate::convert::to_f32_vec(&y)?
+            Ok(x.dims() == y.dims()
+                && crate::convert::to_f32_vec(&x)? == crate::convert::to_f32_vec(&y)?)
         }
         (Value::List(x), Value::List(y)) => {
             let (x, y) = (x.borrow(), y.borrow());
-            x.len() == y.len()
-                && x.iter()
-                    .zip(y.iter())
-                    .map(|(p, q)| values_equal(p, q))
-                    .collect::<Result<Vec<_>>>()?
-                    .into_iter()
-                    .all(|e| e)
+            if x.len() != y.len() {
+                return Ok(false);
+            }
+            for (p, q) in x.iter().zip(y.iter()) {
+                if !values_equal(p, q)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
         }
-        (Value::Int(x), Value::Float(y)) | (Value::Float(y), Value::Int(x)) => *x as f64 == *y,
-        (Value::Int(x), Value::Int(y)) => x == y,
-        (Value::Float(x), Value::Float(y)) => x == y,
-        (Value::Bool(x), Value::Bool(y)) => x == y,
-        (Value::Str(x), Value::Str(y)) => x == y,
-        (Value::None, Value::None) => true,
-        _ => false,
-    })
+        _ => crate::ops::values_equal(a, b),
+    }
 }
 
 fn assert_close(_: &mut Context, args: &Args) -> Result<Value> {

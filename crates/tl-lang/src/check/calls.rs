@@ -14,6 +14,7 @@ use super::coerce::{contradiction, DimBindings, Mismatch};
 use super::ty::{StaticDim, Ty};
 use super::written::written_string;
 use crate::builtins::{self, Builtin};
+use crate::error::arity_message;
 
 impl Body<'_, '_> {
     /// `name(args)`.
@@ -171,24 +172,6 @@ impl Body<'_, '_> {
             None => error,
         });
     }
-}
-
-/// "`f` takes 2 arguments, but 3 were given", as the interpreter says it.
-pub fn arity_message(name: &str, min: usize, max: usize, given: usize) -> String {
-    let expected = if min == max {
-        format!("{min}")
-    } else if max == usize::MAX {
-        format!("at least {min}")
-    } else {
-        format!("{min} to {max}")
-    };
-    let plural = if expected == "1" || expected == "at least 1" {
-        "argument"
-    } else {
-        "arguments"
-    };
-    let were = if given == 1 { "was" } else { "were" };
-    format!("`{name}` takes {expected} {plural}, but {given} {were} given")
 }
 
 /// A function's signature as written: `fn f(a: float32[n], b) -> int`.

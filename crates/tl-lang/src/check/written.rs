@@ -73,32 +73,7 @@ impl Declarations<'_> {
 }
 
 /// A written type as text, as the program wrote it: `float16[?, 2048]`.
-pub fn written_string(ty: &TypeExpr) -> String {
-    match &ty.kind {
-        TypeKind::Int => "int".into(),
-        TypeKind::Float => "float".into(),
-        TypeKind::Bool => "bool".into(),
-        TypeKind::Str => "string".into(),
-        TypeKind::List(None) => "list".into(),
-        TypeKind::List(Some(element)) => format!("list[{}]", written_string(element)),
-        TypeKind::Named(name) => name.clone(),
-        TypeKind::Tensor { dtype, dims: None } => dtype.keyword().into(),
-        TypeKind::Tensor {
-            dtype,
-            dims: Some(dims),
-        } => {
-            let dims: Vec<String> = dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Known(n) => n.to_string(),
-                    Dim::Named(name) => name.clone(),
-                    Dim::Unknown => "?".into(),
-                })
-                .collect();
-            format!("{}[{}]", dtype.keyword(), dims.join(", "))
-        }
-    }
-}
+pub use tl_syntax::dump::type_to_string as written_string;
 
 /// The dimension names a written type uses, in order of appearance.
 pub fn dim_names(ty: &TypeExpr) -> Vec<&str> {

@@ -220,21 +220,5 @@ impl Interpreter {
 }
 
 fn arity_error(name: &str, min: usize, max: usize, given: usize, span: Span) -> LangError {
-    let expected = if min == max {
-        format!("{min}")
-    } else if max == usize::MAX {
-        format!("at least {min}")
-    } else {
-        format!("{min} to {max}")
-    };
-    let plural = if expected == "1" {
-        "argument"
-    } else {
-        "arguments"
-    };
-    let were = if given == 1 { "was" } else { "were" };
-    LangError::at(
-        format!("`{name}` takes {expected} {plural}, but {given} {were} given"),
-        span,
-    )
+    LangError::at(crate::error::arity_message(name, min, max, given), span)
 }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use candle_core::{Device, Tensor as CandleTensor};
 use tl_syntax::ast::{Dim, TypeExpr, TypeKind};
+use tl_syntax::dump::type_to_string;
 
 use crate::convert::value_to_dense;
 use crate::error::{LangError, Result};
@@ -22,7 +23,11 @@ pub(crate) fn coerce(
 ) -> Result<Value> {
     let mismatch = |value: &Value| {
         LangError::at(
-            format!("expected {}, found {}", type_string(ty), value.type_name()),
+            format!(
+                "expected {}, found {}",
+                type_to_string(ty),
+                value.type_name()
+            ),
             ty.span,
         )
     };
@@ -166,32 +171,4 @@ pub(crate) fn zeros_of(ty: &TypeExpr) -> Result<Value> {
         candle_dtype(*dtype),
         &Device::Cpu,
     )?))
-}
-
-/// A written type as text: `float16[?, 2048]`, `list[int]`.
-pub fn type_string(ty: &TypeExpr) -> String {
-    match &ty.kind {
-        TypeKind::Int => "int".into(),
-        TypeKind::Float => "float".into(),
-        TypeKind::Bool => "bool".into(),
-        TypeKind::Str => "string".into(),
-        TypeKind::List(None) => "list".into(),
-        TypeKind::List(Some(element)) => format!("list[{}]", type_string(element)),
-        TypeKind::Named(name) => name.clone(),
-        TypeKind::Tensor { dtype, dims: None } => dtype.keyword().into(),
-        TypeKind::Tensor {
-            dtype,
-            dims: Some(dims),
-        } => {
-            let dims: Vec<String> = dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Known(n) => n.to_string(),
-                    Dim::Named(name) => name.clone(),
-                    Dim::Unknown => "?".into(),
-                })
-                .collect();
-            format!("{}[{}]", dtype.keyword(), dims.join(", "))
-        }
-    }
 }

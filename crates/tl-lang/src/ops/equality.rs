@@ -5,7 +5,6 @@
 use std::rc::Rc;
 
 use crate::error::{LangError, Result};
-use crate::handles::Handle;
 use crate::tensor::Tensor;
 use crate::value::Value;
 
@@ -49,7 +48,7 @@ fn equal_at(a: &Value, b: &Value, depth: usize) -> Result<bool> {
         }
         (Value::Tensor(x), Value::Tensor(y)) => tensors_equal(x, y)?,
         (Value::Struct(x), Value::Struct(y)) => Rc::ptr_eq(x, y),
-        (Value::Handle(x), Value::Handle(y)) => same_handle(x, y),
+        (Value::Handle(x), Value::Handle(y)) => x.same(y),
         _ => false,
     })
 }
@@ -64,14 +63,4 @@ fn tensors_equal(a: &Tensor, b: &Tensor) -> Result<bool> {
         return Ok(true);
     }
     Ok(x.ne(&y)?.flatten_all()?.max(0)?.to_vec0::<u8>()? == 0)
-}
-
-fn same_handle(a: &Handle, b: &Handle) -> bool {
-    match (a, b) {
-        (Handle::Model(x), Handle::Model(y)) => Rc::ptr_eq(x, y),
-        (Handle::Cache(x), Handle::Cache(y)) => Rc::ptr_eq(x, y),
-        (Handle::Sampler(x), Handle::Sampler(y)) => Rc::ptr_eq(x, y),
-        (Handle::Decoder(x), Handle::Decoder(y)) => Rc::ptr_eq(x, y),
-        _ => false,
-    }
 }
