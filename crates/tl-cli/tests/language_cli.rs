@@ -60,6 +60,24 @@ fn runtime_errors_point_at_the_failing_expression() {
 }
 
 #[test]
+fn runtime_errors_show_the_calls_that_led_there() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = program(
+        dir.path(),
+        "calls.tl",
+        "fn inner(x) { x @ ones([3, 2]) }\nfn outer(x) { inner(x) }\nmain { outer(ones([2, 4])); }\n",
+    );
+    let out = tl().arg("run").arg(&file).output().expect("run tl");
+    let errors = stderr(&out);
+    assert!(!out.status.success());
+    assert!(errors.contains("calls.tl:1:15"), "{errors}");
+    assert!(errors.contains("= note: in `inner`, called at"), "{errors}");
+    assert!(errors.contains("calls.tl:2:15"), "{errors}");
+    assert!(errors.contains("= note: in `outer`, called at"), "{errors}");
+    assert!(errors.contains("calls.tl:3:8"), "{errors}");
+}
+
+#[test]
 fn parse_errors_and_a_missing_main_are_explained() {
     let dir = tempfile::tempdir().expect("temp dir");
     let broken = program(dir.path(), "broken.tl", "main {\n    let x = (1 + ;\n}\n");

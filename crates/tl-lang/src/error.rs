@@ -2,7 +2,7 @@
 //! unknown name) is a different kind from a bug in the interpreter, and both point
 //! at the code they are about when they can.
 
-use tl_syntax::{Diagnostic, Span};
+use tl_syntax::{Diagnostic, Note, Span};
 
 /// Whose fault an error is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,13 @@ pub struct LangError {
     pub message: String,
     pub span: Option<Span>,
     pub hint: Option<String>,
+    /// The user functions the error passed through, innermost first: each
+    /// function's name and the call that entered it.
+    pub trace: Vec<(String, Span)>,
 }
+
+/// Calls listed under a runtime error; deeper stacks (recursion) are summarised.
+const MAX_TRACE: usize = 8;
 
 /// Result alias for the language.
 pub type Result<T> = std::result::Result<T, LangError>;
@@ -33,6 +39,7 @@ impl LangError {
             message: message.into(),
             span: None,
             hint: None,
+            trace: Vec::new(),
         }
     }
 
@@ -78,6 +85,33 @@ impl LangError {
             None => Diagnostic::error_without_span(message),
         };
         diagnostic.hint = self.hint.clone();
+        // Recursion repeats one frame many times: show each run of equal
+        // frames once, with its count.
+        let mut runs: Vec<(&(String, Span), usize)> = Vec::new();
+        for frame in &self.trace {
+            match runs.last_mut() {
+                Some((last, count)) if *last == frame => *count += 1,
+                _ => runs.push((frame, 1)),
+            }
+        }
+        diagnostic.notes = runs
+            .iter()
+            .take(MAX_TRACE)
+            .map(|((function, call), count)| Note {
+                message: match count {
+                    1 => format!("in `{function}`, called"),
+                    n => format!("in `{function}`, called {n} times"),
+                },
+                span: Some(*call),
+            })
+            .collect();
+        if runs.len() > MAX_TRACE {
+            let rest: usize = runs[MAX_TRACE..].iter().map(|(_, n)| n).sum();
+            diagnostic.notes.push(Note {
+                message: format!("... and {rest} more calls"),
+                span: None,
+            });
+        }
         diagnostic
     }
 }

@@ -30,6 +30,15 @@ pub struct Diagnostic {
     pub message: String,
     pub span: Option<Span>,
     pub hint: Option<String>,
+    /// Further lines, each optionally pointing somewhere (`called from a.tl:3:5`).
+    pub notes: Vec<Note>,
+}
+
+/// A line under a diagnostic: a message, and where it points (as `file:line:col`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub message: String,
+    pub span: Option<Span>,
 }
 
 impl Diagnostic {
@@ -40,6 +49,7 @@ impl Diagnostic {
             message: message.into(),
             span: Some(span),
             hint: None,
+            notes: Vec::new(),
         }
     }
 
@@ -50,6 +60,7 @@ impl Diagnostic {
             message: message.into(),
             span: None,
             hint: None,
+            notes: Vec::new(),
         }
     }
 
@@ -81,6 +92,17 @@ impl Diagnostic {
         }
         if let Some(hint) = &self.hint {
             let _ = writeln!(out, "  = hint: {hint}");
+        }
+        for note in &self.notes {
+            let location = note
+                .span
+                .and_then(|span| Some((sources.get(span.file)?, span)))
+                .map(|(file, span)| {
+                    let (line, column) = file.line_col(span.start as usize);
+                    format!(" at {}:{line}:{column}", file.name)
+                })
+                .unwrap_or_default();
+            let _ = writeln!(out, "  = note: {}{location}", note.message);
         }
         out
     }
@@ -122,6 +144,20 @@ mod tests {
             diagnostic.render(&sources),
             "error: bad matmul\n --> m.tl:2:9\n  |\n2 | let y = a @ b;\n  |         ^^^^^\n  = hint: look\n"
         );
+    }
+
+    #[test]
+    fn notes_name_their_location() {
+        let mut sources = SourceMap::new();
+        let file = sources.add("m.tl", "f(1)\ng(2)\n");
+        let mut diagnostic = Diagnostic::error("bad", Span::new(file, 0, 4));
+        diagnostic.notes.push(Note {
+            message: "in `g`, called".into(),
+            span: Some(Span::new(file, 5, 9)),
+        });
+        assert!(diagnostic
+            .render(&sources)
+            .ends_with("  = note: in `g`, called at m.tl:2:1\n"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod span;
 pub mod token;
 
 pub use ast::DType;
-pub use diagnostic::{Diagnostic, Severity};
+pub use diagnostic::{Diagnostic, Note, Severity};
 pub use dump::{dump, dump_expr, dump_repl};
 pub use lexer::lex;
 pub use parser::{parse, parse_repl, ParseError, ReplInput};

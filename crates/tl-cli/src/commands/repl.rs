@@ -256,3 +256,35 @@ impl Hinter for NameCompleter {
 impl Highlighter for NameCompleter {}
 impl Validator for NameCompleter {}
 impl Helper for NameCompleter {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustyline::history::MemHistory;
+
+    fn complete(line: &str, names: &[&str]) -> (usize, Vec<String>) {
+        let completer = NameCompleter {
+            names: Rc::new(RefCell::new(names.iter().map(|n| n.to_string()).collect())),
+        };
+        let history = MemHistory::new();
+        completer
+            .complete(line, line.len(), &LineContext::new(&history))
+            .expect("completion")
+    }
+
+    #[test]
+    fn completes_the_name_under_the_cursor() {
+        let names = ["softmax", "sorted", "sum", "x_total"];
+        assert_eq!(
+            complete("let y = so", &names),
+            (8, vec!["softmax".to_string(), "sorted".to_string()])
+        );
+        assert_eq!(complete("f(x_", &names), (2, vec!["x_total".to_string()]));
+        assert_eq!(complete("1 + ", &names), (4, vec![]));
+    }
+
+    #[test]
+    fn completes_commands() {
+        assert_eq!(complete(":ty", &[]), (0, vec![":type".to_string()]));
+    }
+}

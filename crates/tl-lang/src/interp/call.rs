@@ -153,7 +153,10 @@ impl Interpreter {
             Err(Unwind::Continue(s)) => {
                 return Err(LangError::at("`continue` outside of a loop", s).into())
             }
-            Err(error) => return Err(error),
+            Err(Unwind::Error(mut error)) => {
+                error.trace.push((decl.name.name.clone(), span));
+                return Err(Unwind::Error(error));
+            }
         };
         match &decl.return_type {
             Some(ty) => Ok(types::coerce(value, ty, &mut dims).map_err(|e| {

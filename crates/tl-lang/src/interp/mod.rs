@@ -26,7 +26,7 @@ use crate::value::Value;
 pub use format::format_template;
 
 /// Deepest call nesting before a program is stopped (runaway recursion).
-const MAX_CALL_DEPTH: usize = 400;
+const MAX_CALL_DEPTH: usize = 2000;
 
 /// Why evaluation stopped early: an error, or control flow on its way up.
 pub(crate) enum Unwind {
