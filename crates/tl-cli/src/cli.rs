@@ -208,6 +208,16 @@ pub enum ModelCommand {
     Inspect(InspectArgs),
     /// Fetch the default model into the cache folder (if needed) and print its path.
     Pull,
+    /// Write a random-weight GGUF model of a real shape (TinyLlama, SmolLM2,
+    /// Qwen3-0.6B, Llama-3-8B) for benchmarks and tests.
+    ///
+    /// Matrices and the token embedding are normal(0, 0.02) in the chosen type
+    /// (ggml's reference quantizers), norm weights are f32 ones. The same seed
+    /// gives a byte-identical file. The file's size is printed before writing
+    /// starts, and the command refuses to start when the output folder has less
+    /// free space than that.
+    #[command(after_help = crate::commands::synth_shape_table())]
+    Synth(SynthArgs),
 }
 
 /// `tl model inspect`.
@@ -219,4 +229,30 @@ pub struct InspectArgs {
     /// List every tensor (default: the first 12 and a summary).
     #[arg(long)]
     pub all_tensors: bool,
+}
+
+/// `tl model synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Shape: tiny, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
+    #[arg(long, value_name = "NAME")]
+    pub shape: String,
+    /// Weight type of the matrices and the token embedding: f16, q8_0, q4_0 or q4_1.
+    #[arg(long, value_name = "TYPE")]
+    pub quant: String,
+    /// Architecture: llama or qwen3. Optional, implied by --shape; an error when it
+    /// disagrees with the shape.
+    #[arg(long, value_name = "NAME")]
+    pub arch: Option<String>,
+    /// Copy the tokenizer (every `tokenizer.*` key) from this GGUF file; its token
+    /// count becomes the vocabulary size. Default: a made-up SentencePiece-style
+    /// vocabulary of the shape's size.
+    #[arg(long, value_name = "FILE.gguf")]
+    pub vocab: Option<PathBuf>,
+    /// Random seed: the same seed gives the same bytes.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+    /// The file to write (through OUT.gguf.tmp, renamed when complete).
+    #[arg(short, long, value_name = "OUT.gguf")]
+    pub output: PathBuf,
 }

@@ -9,6 +9,7 @@ mod loaded_model;
 use clap::Parser;
 
 fn main() {
+    stop_quietly_on_broken_pipe();
     let cli = cli::Cli::parse();
     if let Err(error) = commands::run(cli) {
         // Program failures were already reported with their source lines.
@@ -27,4 +28,21 @@ fn one_line(error: &anyhow::Error) -> String {
         .collect::<Vec<_>>()
         .join(": ")
         .replace('\n', " ")
+}
+
+/// `tl model inspect FILE | head`: when whoever reads our output goes away, stop
+/// as Unix tools do (exit status 141, as if killed by SIGPIPE) instead of
+/// panicking inside `println!`, which is where Rust reports the broken pipe.
+fn stop_quietly_on_broken_pipe() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map_or("", String::as_str);
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
 }

@@ -116,3 +116,19 @@ fn every_command_has_help() {
         assert!(common::stdout(&out).contains("Usage:"), "{args:?}");
     }
 }
+
+#[test]
+fn a_closed_pipe_stops_output_without_a_panic() {
+    let mut child = common::tl()
+        .args(["model", "inspect", "--all-tensors"])
+        .arg(common::default_model())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start tl");
+    // Close the reading end at once, as `| head -0` would.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(!errors.contains("panicked"), "{errors}");
+}

@@ -1,5 +1,6 @@
 //! The TensorLogic engine: model loading from GGUF, the CPU forward pass, the KV
-//! cache, chat templates, sampling and the generation loop.
+//! cache, chat templates, sampling, the generation loop, and random-weight
+//! models of real shapes for benchmarks (`synth`).
 
 pub mod chat_template;
 pub mod cpu;
@@ -10,6 +11,7 @@ pub mod perplexity;
 pub mod sampler;
 pub mod session;
 pub mod stop_strings;
+pub mod synth;
 
 pub use error::{Error, Result};
 pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};

@@ -5,6 +5,7 @@
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 
 use crate::error::{LangError, Result};
+use crate::ops::shapes::{checked_numel, MAX_RANK};
 use crate::value::Value;
 
 /// A value as a dense tensor: tensors as they are (dequantized if needed), ints as
@@ -29,6 +30,12 @@ fn list_to_dense(value: &Value) -> Result<CandleTensor> {
     let mut shape = Vec::new();
     let mut probe = value.clone();
     while let Value::List(items) = probe {
+        // A list can contain itself: its shape would never end.
+        if shape.len() == MAX_RANK {
+            return Err(LangError::user(format!(
+                "a list nested more than {MAX_RANK} deep cannot become a tensor"
+            )));
+        }
         let items = items.borrow();
         shape.push(items.len());
         probe = match items.first() {
@@ -36,6 +43,8 @@ fn list_to_dense(value: &Value) -> Result<CandleTensor> {
             None => break,
         };
     }
+    // Before flattening: a list can repeat one big row many times over.
+    checked_numel(&shape)?;
     let mut flat = Vec::new();
     flatten(value, 0, &shape, &mut flat)?;
     let device = &Device::Cpu;
@@ -109,4 +118,39 @@ pub fn to_f32_vec(tensor: &CandleTensor) -> Result<Vec<f32>> {
         .to_dtype(CandleDType::F32)?
         .flatten_all()?
         .to_vec1::<f32>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(values: &[i64]) -> Value {
+        Value::list(values.iter().map(|&i| Value::Int(i)).collect())
+    }
+
+    #[test]
+    fn nested_lists_become_tensors() -> Result<()> {
+        let t = value_to_dense(&Value::list(vec![ints(&[1, 2]), ints(&[3, 4])]))?;
+        assert_eq!(t.dims(), &[2, 2]);
+        assert!(value_to_dense(&Value::list(vec![ints(&[1]), ints(&[2, 3])])).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_list_that_contains_itself_is_not_a_tensor() {
+        let list = ints(&[1]);
+        if let Value::List(items) = &list {
+            items.borrow_mut().insert(0, list.clone());
+        }
+        let error = value_to_dense(&list).err().map(|e| e.message);
+        assert!(error.is_some_and(|m| m.contains("nested more than")));
+    }
+
+    #[test]
+    fn a_list_repeating_one_row_cannot_make_a_huge_tensor() {
+        let row = ints(&[1; 100_000]);
+        let rows = Value::list(vec![row; 100_000]);
+        let error = value_to_dense(&rows).err().map(|e| e.message);
+        assert!(error.is_some_and(|m| m.contains("too large")));
+    }
 }

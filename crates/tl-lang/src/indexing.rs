@@ -7,7 +7,6 @@
 
 use std::cell::RefCell;
 use std::ops::Range;
-use std::rc::Rc;
 
 use candle_core::Tensor as CandleTensor;
 
@@ -224,11 +223,7 @@ fn assign_tensor(t: &Tensor, indices: &[IndexValue], value: &Value) -> Result<Ca
     Ok(base.slice_assign(&ranges, &source)?)
 }
 
-fn assign_list(
-    items: &Rc<RefCell<Vec<Value>>>,
-    indices: &[IndexValue],
-    value: &Value,
-) -> Result<()> {
+fn assign_list(items: &RefCell<Vec<Value>>, indices: &[IndexValue], value: &Value) -> Result<()> {
     let index = single(indices, "list")?;
     // Copy the new items out first: `xs[0:2] = xs` reads the list it writes.
     let replacement = match (index, value) {

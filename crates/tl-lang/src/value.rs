@@ -7,6 +7,7 @@ use std::fmt;
 use std::rc::Rc;
 
 use crate::handles::Handle;
+use crate::ops::shapes::MAX_STRING_BYTES;
 use crate::tensor::Tensor;
 
 /// A value of the language.
@@ -18,11 +19,23 @@ pub enum Value {
     Float(f64),
     Bool(bool),
     Str(Rc<str>),
-    List(Rc<RefCell<Vec<Value>>>),
+    List(Rc<ListItems>),
     Tensor(Tensor),
     Struct(Rc<RefCell<StructValue>>),
     /// A model, cache, sampler or stream decoder.
     Handle(Handle),
+}
+
+/// A list's items, borrowed as a `RefCell<Vec<Value>>`.
+#[derive(Debug)]
+pub struct ListItems(RefCell<Vec<Value>>);
+
+impl std::ops::Deref for ListItems {
+    type Target = RefCell<Vec<Value>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 /// An instance of a declared struct (or a record the runtime made, like a model's config).
@@ -30,6 +43,44 @@ pub enum Value {
 pub struct StructValue {
     pub name: String,
     pub fields: Vec<(String, Value)>,
+}
+
+// Lists and structs are dropped without recursion: a list nested millions deep,
+// or a long chain of structs, both easily built in a loop, would otherwise
+// overflow the stack when it goes away.
+impl Drop for ListItems {
+    fn drop(&mut self) {
+        drop_iteratively(std::mem::take(self.0.get_mut()));
+    }
+}
+
+impl Drop for StructValue {
+    fn drop(&mut self) {
+        let fields = std::mem::take(&mut self.fields);
+        drop_iteratively(fields.into_iter().map(|(_, value)| value).collect());
+    }
+}
+
+/// Drops `pending` with a work list instead of the stack: the items of a list
+/// or struct that nothing else holds are moved out onto the list first, so
+/// what is dropped has nothing left inside.
+fn drop_iteratively(mut pending: Vec<Value>) {
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::List(items) => {
+                if let Ok(mut items) = Rc::try_unwrap(items) {
+                    pending.append(items.0.get_mut());
+                }
+            }
+            Value::Struct(s) => {
+                if let Ok(s) = Rc::try_unwrap(s) {
+                    let mut s = s.into_inner();
+                    pending.extend(std::mem::take(&mut s.fields).into_iter().map(|(_, v)| v));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl StructValue {
@@ -58,7 +109,7 @@ impl Value {
 
     /// A list value.
     pub fn list(items: Vec<Value>) -> Self {
-        Value::List(Rc::new(RefCell::new(items)))
+        Value::List(Rc::new(ListItems(RefCell::new(items))))
     }
 
     /// A struct value.
@@ -108,36 +159,15 @@ impl Value {
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Value::List(_) | Value::Struct(_) => {
+                crate::display::write_within(f, self, MAX_STRING_BYTES)
+            }
             Value::None => f.write_str("none"),
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write_float(f, *x),
             Value::Bool(b) => write!(f, "{b}"),
             Value::Str(s) => f.write_str(s),
-            Value::List(items) => {
-                f.write_str("[")?;
-                for (i, item) in items.borrow().iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    match item {
-                        Value::Str(s) => write!(f, "{s:?}")?,
-                        other => write!(f, "{other}")?,
-                    }
-                }
-                f.write_str("]")
-            }
             Value::Tensor(t) => crate::display::write_tensor(f, t),
-            Value::Struct(s) => {
-                let s = s.borrow();
-                write!(f, "{} {{ ", s.name)?;
-                for (i, (name, value)) in s.fields.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{name}: {value}")?;
-                }
-                f.write_str(" }")
-            }
             Value::Handle(h) => write!(f, "<{}>", h.type_name()),
         }
     }
@@ -154,5 +184,29 @@ fn write_float(f: &mut fmt::Formatter<'_>, x: f64) -> fmt::Result {
         write!(f, "{x:e}")
     } else {
         write!(f, "{x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn very_deep_lists_and_long_struct_chains_drop_without_recursion() {
+        // Far deeper than a test thread's stack could take recursively.
+        let mut list = Value::list(Vec::new());
+        let mut chain = Value::record("Node", vec![("next".into(), Value::None)]);
+        for _ in 0..1_000_000 {
+            list = Value::list(vec![list, Value::Int(1)]);
+            chain = Value::record("Node", vec![("next".into(), chain)]);
+        }
+        drop((list, chain));
+    }
+
+    #[test]
+    fn shared_items_outlive_the_dropped_list() {
+        let shared = Value::list(vec![Value::Int(7)]);
+        drop(Value::list(vec![shared.clone(), shared.clone()]));
+        assert_eq!(shared.to_string(), "[7]");
     }
 }

@@ -8,10 +8,12 @@ mod perplexity;
 mod program;
 mod repl;
 mod run;
+mod synth;
 
 use anyhow::Result;
 
 pub use program::ReportedFailure;
+pub use synth::shape_table as synth_shape_table;
 
 use crate::cli::{Cli, Command, ModelCommand};
 
@@ -25,6 +27,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::run(&args, cli.verbose),
         Command::Perplexity(args) => perplexity::run(&args, cli.verbose),
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
+        Command::Model(ModelCommand::Synth(args)) => synth::run(&args),
         Command::Model(ModelCommand::Pull) => {
             println!("{}", crate::default_model::ensure()?.display());
             Ok(())

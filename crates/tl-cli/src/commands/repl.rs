@@ -1,11 +1,13 @@
 //! `tl repl`: the language's interactive loop. Input may span several lines (an
 //! unfinished construct asks for more with `...`); declarations and statements
 //! run in one persistent scope and an expression's value is printed. Commands:
-//! `:type EXPR`, `:vars`, `:load FILE`, `:help`, `:quit`. Tab completes names.
+//! `:type EXPR`, `:vars`, `:load FILE`, `:help`, `:quit`. Tab completes names;
+//! Ctrl-C stops a running computation.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 
 use anyhow::Result;
 use rustyline::completion::Completer;
@@ -59,8 +61,15 @@ fn repl_loop(file: Option<PathBuf>) -> Result<()> {
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
+    let ctx = context(PathBuf::from("."), Vec::new());
+    // Ctrl-C while input runs stops it at its next loop iteration or call; at
+    // the prompt, the line editor handles Ctrl-C itself.
+    let interrupt = ctx.interrupt.clone();
+    if let Err(e) = ctrlc::set_handler(move || interrupt.store(true, Ordering::Relaxed)) {
+        eprintln!("warning: Ctrl-C will end the REPL instead of stopping a computation: {e}");
+    }
     let mut repl = Repl {
-        interp: Interpreter::new(context(PathBuf::from("."), Vec::new())),
+        interp: Interpreter::new(ctx),
         sources: SourceMap::new(),
         names,
     };
@@ -145,6 +154,8 @@ impl Repl {
     }
 
     fn evaluate(&mut self, text: &str, show_type: bool) {
+        // A Ctrl-C pressed before this input is not meant for it.
+        self.interp.ctx.interrupt.store(false, Ordering::Relaxed);
         let file = self
             .sources
             .add(format!("<repl {}>", self.sources.next_id().0 + 1), text);

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use crate::handles::ModelHandle;
 
@@ -23,6 +25,9 @@ pub struct Context {
     pub program_args: Vec<String>,
     /// Finds (fetching if needed) the default model, for `default_model()`.
     pub default_model: Option<DefaultModel>,
+    /// Set (by a Ctrl-C handler, say) to stop the running program at its next
+    /// loop iteration or call.
+    pub interrupt: Arc<AtomicBool>,
 }
 
 /// How the runtime finds the default model's file.
@@ -38,6 +43,7 @@ impl Context {
             models: HashMap::new(),
             program_args,
             default_model: None,
+            interrupt: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -50,6 +56,7 @@ impl Context {
             models: HashMap::new(),
             program_args: Vec::new(),
             default_model: None,
+            interrupt: Arc::new(AtomicBool::new(false)),
         }
     }
 

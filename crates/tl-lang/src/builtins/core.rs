@@ -5,10 +5,12 @@
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::tensor_args::at_call;
 use super::{Args, Builtin, Context};
 use crate::convert::scalar_of;
 use crate::error::{LangError, Result};
 use crate::interp::format_template;
+use crate::ops::shapes::checked_list_len;
 use crate::value::Value;
 
 const VARIADIC: usize = usize::MAX;
@@ -267,18 +269,15 @@ fn range(_: &mut Context, args: &Args) -> Result<Value> {
     if step == 0 {
         return Err(args.error(2, "the step of a range cannot be 0"));
     }
-    let count = if step > 0 {
-        (end - start).max(0).div_euclid(step) + i64::from((end - start).max(0) % step != 0)
-    } else {
-        (start - end).max(0).div_euclid(-step) + i64::from((start - end).max(0) % -step != 0)
-    };
-    if count > 100_000_000 {
-        return Err(LangError::user(format!(
-            "range of {count} elements is too long"
-        )));
-    }
+    // In i128: `end - start` and the last value must not overflow.
+    let (start, end, step) = (start as i128, end as i128, step as i128);
+    let distance = if step > 0 { end - start } else { start - end }.max(0);
+    let count = (distance + step.abs() - 1) / step.abs();
+    let count = checked_list_len(count as u128).map_err(at_call(args))?;
     Ok(Value::list(
-        (0..count).map(|i| Value::Int(start + i * step)).collect(),
+        (0..count as i128)
+            .map(|i| Value::Int((start + i * step) as i64))
+            .collect(),
     ))
 }
 
@@ -332,6 +331,19 @@ fn assert_eq(_: &mut Context, args: &Args) -> Result<Value> {
 /// shape and elements (another tensor of any element type, or a nested list);
 /// everything else as `==` compares it.
 fn values_equal(a: &Value, b: &Value) -> Result<bool> {
+    equal_at(a, b, 0)
+}
+
+/// Lists nested deeper than this are refused rather than risking the stack
+/// (a list can contain itself), as `==` refuses them.
+const MAX_EQUAL_DEPTH: usize = 256;
+
+fn equal_at(a: &Value, b: &Value, depth: usize) -> Result<bool> {
+    if depth > MAX_EQUAL_DEPTH {
+        return Err(LangError::user(format!(
+            "cannot compare lists nested more than {MAX_EQUAL_DEPTH} deep"
+        )));
+    }
     match (a, b) {
         (Value::Tensor(_), _) | (_, Value::Tensor(_)) => {
             let (x, y) = (
@@ -347,7 +359,7 @@ fn values_equal(a: &Value, b: &Value) -> Result<bool> {
                 return Ok(false);
             }
             for (p, q) in x.iter().zip(y.iter()) {
-                if !values_equal(p, q)? {
+                if !equal_at(p, q, depth + 1)? {
                     return Ok(false);
                 }
             }
@@ -442,4 +454,54 @@ fn clock(_: &mut Context, _: &Args) -> Result<Value> {
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     Ok(Value::Float(now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{call, error, ints};
+    use crate::value::Value;
+
+    #[test]
+    fn ranges_at_the_ends_of_int_neither_overflow_nor_allocate_without_bound() {
+        let (min, max) = (Value::Int(i64::MIN), Value::Int(i64::MAX));
+        assert!(error("range", vec![min.clone(), max.clone()]).contains("too long"));
+        assert!(
+            error("range", vec![max.clone(), min.clone(), Value::Int(-1)]).contains("too long")
+        );
+        let three = call(
+            "range",
+            vec![min.clone(), max.clone(), Value::Int(i64::MAX)],
+        )
+        .unwrap();
+        assert_eq!(
+            three.to_string(),
+            format!("[{}, -1, {}]", i64::MIN, i64::MAX - 1)
+        );
+        let last = call("range", vec![Value::Int(i64::MAX - 1), max, Value::Int(5)]).unwrap();
+        assert_eq!(last.to_string(), format!("[{}]", i64::MAX - 1));
+        assert_eq!(
+            call("range", vec![Value::Int(5), Value::Int(0), Value::Int(-2)])
+                .unwrap()
+                .to_string(),
+            "[5, 3, 1]"
+        );
+        assert_eq!(
+            call("range", vec![Value::Int(3), Value::Int(0)])
+                .unwrap()
+                .to_string(),
+            "[]"
+        );
+    }
+
+    #[test]
+    fn assert_eq_refuses_lists_that_contain_themselves() {
+        let cyclic = || {
+            let list = ints(&[1]);
+            if let Value::List(items) = &list {
+                items.borrow_mut().push(list.clone());
+            }
+            list
+        };
+        assert!(error("assert_eq", vec![cyclic(), cyclic()]).contains("nested more than"));
+    }
 }

@@ -11,9 +11,11 @@ use tl_engine::model::attention::attend_head;
 use tl_engine::model::norm::rms_norm as engine_rms_norm;
 use tl_engine::model::rope::RopeTable;
 
+use super::tensor_args::at_call;
 use super::{Args, Builtin, Context};
 use crate::convert::to_f32_vec;
 use crate::error::{LangError, Result};
+use crate::ops::shapes::checked_numel;
 use crate::tensor::Tensor;
 use crate::value::Value;
 
@@ -99,6 +101,7 @@ fn linear(_: &mut Context, args: &Args) -> Result<Value> {
     }
     let mut out_dims = x_dims.clone();
     *out_dims.last_mut().unwrap_or(&mut 0) = out_features;
+    checked_numel(&out_dims).map_err(at_call(args))?;
     let product = match &weight {
         Tensor::Quantized(q) => {
             let (values, _) = dense_f32(&x)?;
@@ -145,7 +148,10 @@ fn rms_norm(_: &mut Context, args: &Args) -> Result<Value> {
         )));
     }
     let mut out = vec![0.0f32; values.len()];
-    engine_rms_norm(&values, &weight, eps, &mut out);
+    // Rows of no values have nothing to normalise (and no row length to cut by).
+    if !weight.is_empty() {
+        engine_rms_norm(&values, &weight, eps, &mut out);
+    }
     restore_dtype(from_f32(out, &dims)?, &x)
 }
 
@@ -246,6 +252,10 @@ fn attention(_: &mut Context, args: &Args) -> Result<Value> {
     let scale = 1.0 / (dim as f32).sqrt();
     let group = heads / kv_heads;
     let mut out = vec![0.0f32; heads * seq * dim];
+    if out.is_empty() {
+        // No rows, or rows of no values (which cannot be cut into chunks).
+        return from_f32(out, &[heads, seq, dim]);
+    }
     out.par_chunks_mut(dim)
         .enumerate()
         .for_each(|(i, out_row)| {
@@ -303,7 +313,7 @@ fn embedding(_: &mut Context, args: &Args) -> Result<Value> {
     let table = args.tensor(0)?;
     let ids = token_ids(args, 1)?;
     let dims = table.dims();
-    let [vocab, _] = dims[..] else {
+    let [vocab, width] = dims[..] else {
         return Err(args.error(
             0,
             format!(
@@ -318,6 +328,7 @@ fn embedding(_: &mut Context, args: &Args) -> Result<Value> {
             format!("token id {bad} is outside the table's {vocab} rows"),
         ));
     }
+    checked_numel(&[ids.len(), width]).map_err(at_call(args))?;
     let ids = CandleTensor::new(ids.as_slice(), &Device::Cpu)?;
     let rows = match &table {
         Tensor::Quantized(q) => q.qtensor()?.embedding(&ids)?,
@@ -356,5 +367,37 @@ pub fn token_ids(args: &Args, i: usize) -> Result<Vec<u32>> {
                 other.type_name()
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{call, contents, error, int_tensor, ints, tensor};
+    use crate::value::Value;
+
+    #[test]
+    fn rows_of_no_values_pass_through() {
+        let empty = tensor(&[], &[0]);
+        let normed = call("rms_norm", vec![empty.clone(), empty]).unwrap();
+        assert_eq!(contents(&normed).0, vec![0]);
+        let rows = tensor(&[], &[3, 0]);
+        let normed = call("rms_norm", vec![rows, tensor(&[], &[0])]).unwrap();
+        assert_eq!(contents(&normed).0, vec![3, 0]);
+        let q = tensor(&[], &[2, 1, 0]);
+        let kv = tensor(&[], &[1, 3, 0]);
+        let out = call("attention", vec![q, kv.clone(), kv, Value::Int(1)]).unwrap();
+        assert_eq!(contents(&out).0, vec![2, 1, 0]);
+    }
+
+    #[test]
+    fn results_too_large_to_allocate_are_errors() {
+        let column = tensor(&vec![1.0; 100_000], &[100_000, 1]);
+        assert!(error("linear", vec![column.clone(), column]).contains("too large"));
+        let table = tensor(&vec![0.0; 200_000], &[2, 100_000]);
+        let ids = int_tensor(&vec![0; 100_000], &[100_000]);
+        assert!(error("embedding", vec![table, ids]).contains("too large"));
+        let small = tensor(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+        let rows = call("embedding", vec![small, ints(&[1, 0, 1])]).unwrap();
+        assert_eq!(contents(&rows).1, vec![3.0, 4.0, 1.0, 2.0, 3.0, 4.0]);
     }
 }

@@ -11,6 +11,7 @@ use half::f16;
 use tl_engine::model::Logits;
 use tl_syntax::Span;
 
+use super::collection_methods;
 use super::engine_ops::token_ids;
 use super::model::logits_arg;
 use super::{Args, Context};
@@ -58,13 +59,13 @@ pub fn call(_ctx: &mut Context, target: &Value, call: &MethodCall) -> Option<Res
             "sample" => Some(sampler_sample(&mut s.borrow_mut(), &args)),
             _ => None,
         },
-        Value::List(items) => list_method(items, &args),
-        Value::Str(text) => str_method(text, &args),
+        Value::List(items) => collection_methods::list_method(items, &args),
+        Value::Str(text) => collection_methods::str_method(text, &args),
         _ => None,
     }
 }
 
-fn expect_args(args: &Args, min: usize, max: usize) -> Result<()> {
+pub(super) fn expect_args(args: &Args, min: usize, max: usize) -> Result<()> {
     if args.len() < min || args.len() > max {
         let expected = if min == max {
             format!("{min}")
@@ -217,7 +218,13 @@ fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
     for i in [2, 3] {
         let t = args.tensor(i)?;
         let dims = t.dims();
-        if dims.len() != 3 || dims[1] * dims[2] != width {
+        if dims[..]
+            != [
+                dims.first().copied().unwrap_or(0),
+                cache.kv_heads,
+                cache.head_dim,
+            ]
+        {
             return Err(args.error(
                 i,
                 format!(
@@ -299,82 +306,6 @@ fn sampler_sample(sampler: &mut tl_engine::sampler::Sampler, args: &Args) -> Res
     Ok(Value::Int(sampler.sample(&logits, &history)? as i64))
 }
 
-fn list_method(items: &Rc<std::cell::RefCell<Vec<Value>>>, args: &Args) -> Option<Result<Value>> {
-    let result =
-        match args.name {
-            "push" => expect_args(args, 1, 1).map(|_| {
-                items.borrow_mut().push(args.values[0].clone());
-                Value::None
-            }),
-            "pop" => expect_args(args, 0, 0).and_then(|_| {
-                items
-                    .borrow_mut()
-                    .pop()
-                    .ok_or_else(|| LangError::at("pop from an empty list", args.call))
-            }),
-            "insert" => expect_args(args, 2, 2).and_then(|_| {
-                let at = args.usize(0)?;
-                let mut items = items.borrow_mut();
-                if at > items.len() {
-                    return Err(args.error(
-                        0,
-                        format!("index {at} is beyond the list's length {}", items.len()),
-                    ));
-                }
-                items.insert(at, args.values[1].clone());
-                Ok(Value::None)
-            }),
-            "extend" => expect_args(args, 1, 1).and_then(|_| {
-                let more = args.list(0)?;
-                items.borrow_mut().extend(more);
-                Ok(Value::None)
-            }),
-            "contains" => expect_args(args, 1, 1).map(|_| {
-                let needle = args.values[0].to_string();
-                Value::Bool(items.borrow().iter().any(|v| {
-                    v.type_name() == args.values[0].type_name() && v.to_string() == needle
-                }))
-            }),
-            "join" => expect_args(args, 1, 1).and_then(|_| {
-                let sep = args.str(0)?;
-                let parts: Vec<String> = items.borrow().iter().map(|v| v.to_string()).collect();
-                Ok(Value::str(parts.join(sep)))
-            }),
-            _ => return None,
-        };
-    Some(result)
-}
-
-fn str_method(text: &str, args: &Args) -> Option<Result<Value>> {
-    let strings = |parts: Vec<&str>| Value::list(parts.into_iter().map(Value::str).collect());
-    let result = match args.name {
-        "split" => expect_args(args, 0, 1).and_then(|_| {
-            Ok(match args.opt_str(0)? {
-                Some("") => return Err(args.error(0, "cannot split on an empty separator")),
-                Some(sep) => strings(text.split(sep).collect()),
-                None => strings(text.split_whitespace().collect()),
-            })
-        }),
-        "lines" => expect_args(args, 0, 0).map(|_| strings(text.lines().collect())),
-        "trim" => expect_args(args, 0, 0).map(|_| Value::str(text.trim())),
-        "lower" => expect_args(args, 0, 0).map(|_| Value::str(text.to_lowercase())),
-        "upper" => expect_args(args, 0, 0).map(|_| Value::str(text.to_uppercase())),
-        "contains" => {
-            expect_args(args, 1, 1).and_then(|_| Ok(Value::Bool(text.contains(args.str(0)?))))
-        }
-        "starts_with" => {
-            expect_args(args, 1, 1).and_then(|_| Ok(Value::Bool(text.starts_with(args.str(0)?))))
-        }
-        "ends_with" => {
-            expect_args(args, 1, 1).and_then(|_| Ok(Value::Bool(text.ends_with(args.str(0)?))))
-        }
-        "replace" => expect_args(args, 2, 2)
-            .and_then(|_| Ok(Value::str(text.replace(args.str(0)?, args.str(1)?)))),
-        _ => return None,
-    };
-    Some(result)
-}
-
 /// Fields of built-in values: `model.config`, `model.path`, `x.shape`,
 /// `x.dtype`, `x.rank`.
 pub fn field(base: &Value, name: &str) -> Option<Value> {
@@ -387,5 +318,42 @@ pub fn field(base: &Value, name: &str) -> Option<Value> {
         (Value::Tensor(t), "dtype") => Some(Value::str(t.dtype().keyword())),
         (Value::Tensor(t), "rank") => Some(Value::Int(t.dims().len() as i64)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn method(target: &Value, name: &str, values: &[Value]) -> Result<Value> {
+        let spans = vec![Span::default(); values.len()];
+        let call = MethodCall {
+            method: name,
+            args: values,
+            spans: &spans,
+            span: Span::default(),
+        };
+        let mut ctx = Context::captured(".".into(), Box::new(std::io::sink()));
+        super::call(&mut ctx, target, &call).expect("a known method")
+    }
+
+    #[test]
+    fn replacing_and_joining_stop_at_the_string_limit() {
+        let text = Value::str("ab".repeat(1 << 15));
+        let long = Value::str("x".repeat(1 << 15));
+        let error = method(&text, "replace", &[Value::str(""), long.clone()]).err();
+        assert!(error.is_some_and(|e| e.message.contains("too long")));
+        let swapped = method(
+            &Value::str("abab"),
+            "replace",
+            &[Value::str("b"), Value::str("cd")],
+        );
+        assert_eq!(swapped.ok().map(|v| v.to_string()), Some("acdacd".into()));
+        let many = Value::list(vec![long; 1 << 15]);
+        let error = method(&many, "join", &[Value::str(",")]).err();
+        assert!(error.is_some_and(|e| e.message.contains("too long")));
+        let few = Value::list(vec![Value::Int(1), Value::str("a")]);
+        let joined = method(&few, "join", &[Value::str("-")]);
+        assert_eq!(joined.ok().map(|v| v.to_string()), Some("1-a".into()));
     }
 }

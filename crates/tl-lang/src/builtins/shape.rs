@@ -13,7 +13,7 @@ use super::{resolve_dim, Args, Builtin, Context};
 use crate::convert::scalar_of;
 use crate::error::Result;
 use crate::ops::dtype::cast;
-use crate::ops::shapes::{broadcasts_to, format_shape};
+use crate::ops::shapes::{broadcasts_to, checked_numel, format_shape, MAX_RANK};
 use crate::ops::type_of;
 use crate::value::Value;
 
@@ -218,7 +218,7 @@ fn reshape(_: &mut Context, args: &Args) -> Result<Value> {
             }
         })
         .collect();
-    let fitted = dims.iter().product::<usize>();
+    let fitted = checked_numel(&dims).map_err(|e| fail(e.message))?;
     if fitted != total {
         return Err(fail(format!(
             "{total} elements do not fit a shape of {fitted}"
@@ -294,6 +294,15 @@ fn squeeze(_: &mut Context, args: &Args) -> Result<Value> {
 fn unsqueeze(_: &mut Context, args: &Args) -> Result<Value> {
     let x = args.dense(0)?;
     let d = args.int(1)?;
+    if x.rank() == MAX_RANK {
+        return Err(args.error(
+            0,
+            format!(
+                "cannot unsqueeze {}: a tensor has at most {MAX_RANK} dimensions",
+                type_of(&x)
+            ),
+        ));
+    }
     // The new dimension may go anywhere from before the first to after the last.
     let at = resolve_dim(d, x.rank() + 1).ok_or_else(|| {
         args.error(

@@ -110,6 +110,7 @@ impl Interpreter {
             )
             .into());
         }
+        self.check_interrupt(span)?;
         if self.depth >= MAX_CALL_DEPTH {
             return Err(LangError::at(
                 format!("calls nested more than {MAX_CALL_DEPTH} deep"),

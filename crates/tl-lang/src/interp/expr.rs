@@ -8,6 +8,7 @@ use super::{Flow, Interpreter};
 use crate::error::LangError;
 use crate::indexing::{self, IndexValue};
 use crate::ops;
+use crate::ops::shapes::checked_list_len;
 use crate::value::Value;
 
 impl Interpreter {
@@ -131,6 +132,8 @@ impl Interpreter {
                 .into());
         };
         let (start, end) = (self.eval_int(start)?, self.eval_int(end)?);
+        let count = (end as i128 - start as i128).max(0);
+        checked_list_len(count as u128).map_err(|e| e.or_at(span))?;
         Ok(Value::list((start..end).map(Value::Int).collect()))
     }
 

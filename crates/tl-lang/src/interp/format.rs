@@ -6,6 +6,9 @@
 use crate::error::{LangError, Result};
 use crate::value::Value;
 
+/// The most decimals a spec may ask for (Rust's formatter panics past 65535).
+const MAX_PRECISION: usize = 100;
+
 /// One piece of a format string.
 enum Piece<'a> {
     Text(&'a str),
@@ -122,6 +125,11 @@ fn render(value: &Value, spec: &str) -> Result<String> {
         None => (digits, false),
     };
     let precision: usize = digits.parse().map_err(|_| unknown())?;
+    if precision > MAX_PRECISION {
+        return Err(LangError::user(format!(
+            "format spec `:{spec}` asks for {precision} decimals; at most {MAX_PRECISION} are supported"
+        )));
+    }
     let number = match value {
         Value::Float(x) => *x,
         Value::Int(i) => *i as f64,
@@ -159,6 +167,26 @@ mod tests {
             format_template("{:.2e}", &[Value::Float(0.000123456)]).unwrap(),
             "1.23e-4"
         );
+    }
+
+    #[test]
+    fn huge_precisions_are_errors() {
+        let out = format_template("{:.100}", &[Value::Float(0.5)]).unwrap();
+        assert_eq!(out.len(), 102);
+        for spec in [
+            "{:.101}",
+            "{:.65536}",
+            "{:.99999e}",
+            "{:.18446744073709551615}",
+        ] {
+            let error = format_template(spec, &[Value::Float(1.0)]).unwrap_err();
+            assert!(
+                error.message.contains("at most 100"),
+                "{spec}: {}",
+                error.message
+            );
+        }
+        assert!(fill_named("{x:.70000}", |_| Some(Value::Int(1))).is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod types;
 
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 
 use tl_syntax::ast::{Block, FnDecl, Item, NamedBlock, StructDecl, TensorDecl};
 use tl_syntax::Span;
@@ -207,6 +208,15 @@ impl Interpreter {
         names.sort();
         names.dedup();
         names
+    }
+
+    /// An error when the program was asked to stop (`ctx.interrupt`); the
+    /// request is consumed, so the next input runs normally.
+    pub(crate) fn check_interrupt(&self, span: Span) -> Result<()> {
+        if self.ctx.interrupt.swap(false, Ordering::Relaxed) {
+            return Err(LangError::at("interrupted", span));
+        }
+        Ok(())
     }
 
     /// Evaluates with control flow that escaped its construct turned into errors.

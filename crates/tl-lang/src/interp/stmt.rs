@@ -62,6 +62,7 @@ impl Interpreter {
 
     /// Runs a loop body once; true when the loop must stop (`break`).
     fn loop_body(&mut self, body: &Block) -> Flow<bool> {
+        self.check_interrupt(body.span)?;
         match self.eval_block(body) {
             Ok(_) | Err(Unwind::Continue(_)) => Ok(false),
             Err(Unwind::Break(_)) => Ok(true),
@@ -83,30 +84,48 @@ impl Interpreter {
             }
             return Ok(());
         }
-        let items = match self.eval(iterable)? {
-            Value::List(items) => items.borrow().clone(),
-            Value::Str(s) => s.chars().map(|c| Value::str(c.to_string())).collect(),
+        // Items are made one at a time: a tensor of a billion rows, or a long
+        // string, must not become a list of them first.
+        match self.eval(iterable)? {
+            Value::List(items) => {
+                let items = items.borrow().clone();
+                self.iterate(var, body, items.into_iter().map(Ok))
+            }
+            Value::Str(s) => {
+                let chars = s.chars().map(|c| Ok(Value::str(c.to_string())));
+                self.iterate(var, body, chars)
+            }
             Value::Tensor(t) => {
                 let dense = t.to_dense().map_err(|e| e.or_at(iterable.span))?;
                 let rows = dense.dims().first().copied().ok_or_else(|| {
                     LangError::at("cannot iterate over a 0-dimensional tensor", iterable.span)
                 })?;
-                (0..rows)
-                    .map(|i| dense.get(i).map(Value::tensor))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| LangError::from(e).or_at(iterable.span))?
+                let row = |i| {
+                    dense
+                        .get(i)
+                        .map(Value::tensor)
+                        .map_err(|e| LangError::from(e).or_at(iterable.span).into())
+                };
+                self.iterate(var, body, (0..rows).map(row))
             }
-            other => {
-                return Err(LangError::at(
-                    format!("cannot iterate over {}", other.type_name()),
-                    iterable.span,
-                )
-                .with_hint("iterate over a range `0..n`, a list, a string or a tensor")
-                .into())
-            }
-        };
+            other => Err(LangError::at(
+                format!("cannot iterate over {}", other.type_name()),
+                iterable.span,
+            )
+            .with_hint("iterate over a range `0..n`, a list, a string or a tensor")
+            .into()),
+        }
+    }
+
+    /// Runs the body for each item until the items end or the body breaks.
+    fn iterate(
+        &mut self,
+        var: &Ident,
+        body: &Block,
+        items: impl Iterator<Item = Flow<Value>>,
+    ) -> Flow<()> {
         for item in items {
-            if self.iteration(var, item, body)? {
+            if self.iteration(var, item?, body)? {
                 break;
             }
         }

@@ -11,6 +11,7 @@ use tl_syntax::dump::type_to_string;
 
 use crate::convert::value_to_dense;
 use crate::error::{LangError, Result};
+use crate::ops::shapes::checked_numel;
 use crate::tensor::candle_dtype;
 use crate::value::Value;
 
@@ -166,6 +167,7 @@ pub(crate) fn zeros_of(ty: &TypeExpr) -> Result<Value> {
             .with_hint("write the sizes, or give it a value with `= ...`")),
         })
         .collect::<Result<Vec<_>>>()?;
+    checked_numel(&shape).map_err(|e| e.or_at(ty.span))?;
     Ok(Value::tensor(CandleTensor::zeros(
         shape,
         candle_dtype(*dtype),

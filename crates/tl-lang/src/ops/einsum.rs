@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use candle_core::{DType as CandleDType, Tensor as CandleTensor};
 
+use super::shapes::checked_numel;
 use super::type_of;
 use crate::error::{LangError, Result};
 use crate::tensor::lang_dtype;
@@ -26,7 +27,15 @@ struct Spec {
 pub fn einsum(spec: &str, operands: &[CandleTensor]) -> Result<CandleTensor> {
     let parsed = parse(spec, operands.len())?;
     check_dtypes(operands)?;
-    letter_sizes(&parsed, operands)?;
+    let sizes = letter_sizes(&parsed, operands)?;
+    // Every intermediate result is at most the output's size.
+    let output_shape: Vec<usize> = (parsed.output.iter())
+        .map(|c| sizes.get(c).copied().unwrap_or(1))
+        .collect();
+    checked_numel(&output_shape).map_err(|e| LangError {
+        message: format!("einsum \"{spec}\": the result's {}", e.message),
+        ..e
+    })?;
     let dtype = operands[0].dtype();
     // Half-precision sums lose digits fast; work in f32 and convert back once.
     let work = |t: &CandleTensor| -> Result<CandleTensor> {
@@ -159,10 +168,11 @@ fn take_diagonals(
         let rest: Vec<usize> = (0..letters.len()).filter(|&i| i != p && i != q).collect();
         let order: Vec<usize> = rest.iter().copied().chain([p, q]).collect();
         let mut shape: Vec<usize> = rest.iter().map(|&i| t.dims()[i]).collect();
-        shape.push(n * n);
+        let block = checked_numel(&[n, n])?;
+        shape.push(block);
         let flat = t.permute(order)?.reshape(shape)?;
         // Element (k, k) of an n×n block sits at k·(n+1) once the block is flat.
-        let diagonal = CandleTensor::arange_step(0i64, (n * n) as i64, (n + 1) as i64, t.device())?;
+        let diagonal = CandleTensor::arange_step(0i64, block as i64, (n + 1) as i64, t.device())?;
         t = flat.index_select(&diagonal, flat.rank() - 1)?;
         letters = rest.iter().map(|&i| letters[i]).chain([c]).collect();
     }

@@ -4,7 +4,7 @@
 
 use candle_core::Tensor as CandleTensor;
 
-use super::shapes::{broadcast_shapes, format_shape};
+use super::shapes::{broadcast_shapes, checked_numel, format_shape};
 use super::{dtype_mismatch, type_of};
 use crate::error::{LangError, Result};
 use crate::tensor::lang_dtype;
@@ -31,13 +31,18 @@ pub fn matmul(a: &CandleTensor, b: &CandleTensor) -> Result<CandleTensor> {
         )));
     }
     let (batch_l, batch_r) = (&l[..l.len() - 2], &r[..r.len() - 2]);
-    if broadcast_shapes(batch_l, batch_r).is_none() {
+    let Some(mut result) = broadcast_shapes(batch_l, batch_r) else {
         return Err(LangError::user(format!(
             "cannot {phrase}: batch dimensions {} and {} do not broadcast",
             format_shape(batch_l),
             format_shape(batch_r)
         )));
-    }
+    };
+    result.extend([l[l.len() - 2], r[r.len() - 1]]);
+    checked_numel(&result).map_err(|e| LangError {
+        message: format!("cannot {phrase}: the result's {}", e.message),
+        ..e
+    })?;
     // Candle's kernel takes transposed views but not arbitrary strides; copying
     // is the fallback, not the rule, so views of weights stay cheap.
     let mut out = match lhs.broadcast_matmul(&rhs) {

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use tl_syntax::ast::BinaryOp;
 
 use super::phrase;
-use super::shapes::MAX_ELEMENTS;
+use super::shapes::{checked_list_len, checked_string_len};
 use crate::error::{LangError, Result};
 use crate::value::Value;
 
@@ -24,10 +24,15 @@ pub fn apply(op: BinaryOp, lhs: &Value, rhs: &Value) -> Result<Value> {
                 *a || *b
             }))
         }
-        (Value::Str(a), Value::Str(b)) => string_op(op, a, b).ok_or_else(|| mismatch(op, lhs, rhs)),
+        (Value::Str(a), Value::Str(b)) => {
+            string_op(op, a, b)?.ok_or_else(|| mismatch(op, lhs, rhs))
+        }
         (Value::List(a), Value::List(b)) if op == BinaryOp::Add => {
-            let mut items = a.borrow().clone();
-            items.extend(b.borrow().iter().cloned());
+            let (a, b) = (a.borrow(), b.borrow());
+            let len = checked_list_len(a.len() as u128 + b.len() as u128)?;
+            let mut items = Vec::with_capacity(len);
+            items.extend(a.iter().cloned());
+            items.extend(b.iter().cloned());
             Ok(Value::list(items))
         }
         (Value::List(_) | Value::Str(_), Value::Int(n)) if op == BinaryOp::Mul => repeat(lhs, *n),
@@ -97,11 +102,13 @@ fn float_op(op: BinaryOp, a: f64, b: f64) -> Result<Value> {
     Ok(Value::Float(value))
 }
 
-fn string_op(op: BinaryOp, a: &str, b: &str) -> Option<Value> {
+/// `a op b` on strings; `None` if `op` does not apply to them.
+fn string_op(op: BinaryOp, a: &str, b: &str) -> Result<Option<Value>> {
     if op == BinaryOp::Add {
-        return Some(Value::str(format!("{a}{b}")));
+        checked_string_len(a.len() as u128 + b.len() as u128)?;
+        return Ok(Some(Value::str(format!("{a}{b}"))));
     }
-    compare(op, a.cmp(b))
+    Ok(compare(op, a.cmp(b)))
 }
 
 /// An ordering comparison's result, or `None` if `op` is not one.
@@ -120,32 +127,16 @@ fn compare(op: BinaryOp, ordering: Ordering) -> Option<Value> {
 fn repeat(value: &Value, n: i64) -> Result<Value> {
     let count = usize::try_from(n)
         .map_err(|_| LangError::user(format!("cannot repeat a {} {n} times", value.type_name())))?;
-    let too_long = || {
-        LangError::user(format!(
-            "cannot repeat a {} {n} times: too long",
-            value.type_name()
-        ))
-    };
     match value {
         Value::List(items) => {
             let items = items.borrow();
-            let len = items
-                .len()
-                .checked_mul(count)
-                .filter(|l| *l <= MAX_ELEMENTS);
-            len.ok_or_else(too_long)?;
+            let len = checked_list_len(items.len() as u128 * count as u128)?;
             Ok(Value::list(
-                items
-                    .iter()
-                    .cloned()
-                    .cycle()
-                    .take(items.len() * count)
-                    .collect(),
+                items.iter().cloned().cycle().take(len).collect(),
             ))
         }
         Value::Str(s) => {
-            let len = s.len().checked_mul(count).filter(|l| *l <= MAX_ELEMENTS);
-            len.ok_or_else(too_long)?;
+            checked_string_len(s.len() as u128 * count as u128)?;
             Ok(Value::str(s.repeat(count)))
         }
         other => Err(LangError::internal(format!(

@@ -8,7 +8,7 @@ use tl_syntax::ast::BinaryOp;
 use tl_syntax::DType;
 
 use super::dtype::literal_as;
-use super::shapes::broadcast_shapes;
+use super::shapes::{broadcast_shapes, checked_numel};
 use super::{dtype_mismatch, int_tensor, matmul, phrase};
 use crate::error::{LangError, Result};
 use crate::tensor::lang_dtype;
@@ -27,6 +27,14 @@ pub fn apply(op: BinaryOp, lhs: &Value, rhs: &Value) -> Result<Value> {
     }
     let shape = broadcast_shapes(a.dims(), b.dims())
         .ok_or_else(|| LangError::user(format!("cannot {what}: shapes do not broadcast")))?;
+    // A result larger than both operands (an outer sum) may be too large to
+    // allocate; one the size of an operand is not (whatever its size).
+    if shape != a.dims() && shape != b.dims() {
+        checked_numel(&shape).map_err(|e| LangError {
+            message: format!("cannot {what}: the result's {}", e.message),
+            ..e
+        })?;
+    }
     let out = match op {
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
             arithmetic(op, &a, &b, da, &shape, &what)?

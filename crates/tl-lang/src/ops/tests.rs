@@ -3,6 +3,7 @@
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 use tl_syntax::ast::{BinaryOp, UnaryOp};
 
+use super::shapes::{MAX_LIST_ITEMS, MAX_STRING_BYTES};
 use super::{binary, unary, values_equal};
 use crate::error::LangError;
 use crate::value::Value;
@@ -178,6 +179,57 @@ fn strings_and_lists() -> TestResult {
         message(binary(BinaryOp::Add, &Value::str("a"), &int(1))),
         "cannot add string and int"
     );
+    Ok(())
+}
+
+#[test]
+fn repetition_and_concatenation_stop_at_the_size_limits() -> TestResult {
+    let xs = Value::list(vec![int(1), int(2)]);
+    assert!(message(binary(BinaryOp::Mul, &xs, &int(i64::MAX))).contains("too long"));
+    let half_list = (MAX_LIST_ITEMS / 2) as i64;
+    assert!(message(binary(BinaryOp::Mul, &int(half_list + 1), &xs)).contains("too long"));
+    let empty = Value::list(Vec::new());
+    assert_eq!(
+        binary(BinaryOp::Mul, &empty, &int(i64::MAX))?.to_string(),
+        "[]"
+    );
+    let s = Value::str("ab");
+    let half = (MAX_STRING_BYTES / 2) as i64;
+    assert!(message(binary(BinaryOp::Mul, &s, &int(half + 1))).contains("too long"));
+    // Doubling stops at the limit instead of exhausting memory.
+    let mut big = binary(BinaryOp::Mul, &Value::str("x"), &int(half))?;
+    big = binary(BinaryOp::Add, &big, &big)?;
+    assert!(message(binary(BinaryOp::Add, &big, &s)).contains("too long"));
+    let long = binary(BinaryOp::Mul, &xs, &int(half_list / 2))?;
+    let longer = binary(BinaryOp::Add, &long, &long)?;
+    assert!(message(binary(BinaryOp::Add, &longer, &xs)).contains("too long"));
+    Ok(())
+}
+
+#[test]
+fn broadcasting_that_would_make_a_huge_tensor_is_an_error() -> TestResult {
+    let column = Value::tensor(CandleTensor::zeros(
+        (100_000, 1),
+        CandleDType::F32,
+        &Device::Cpu,
+    )?);
+    let row = Value::tensor(CandleTensor::zeros(
+        (1, 100_000),
+        CandleDType::F32,
+        &Device::Cpu,
+    )?);
+    for op in [BinaryOp::Add, BinaryOp::Rem, BinaryOp::Lt, BinaryOp::MatMul] {
+        assert!(
+            message(binary(op, &column, &row)).contains("too large"),
+            "{op:?}"
+        );
+    }
+    let int_column = with_dtype(column.clone(), CandleDType::I64);
+    let int_row = with_dtype(row.clone(), CandleDType::I64);
+    assert!(message(binary(BinaryOp::Mul, &int_column, &int_row)).contains("too large"));
+    // An operand as large as the result is fine, whatever its size.
+    let (shape, _) = contents(&binary(BinaryOp::Add, &column, &float(1.0))?);
+    assert_eq!(shape, vec![100_000, 1]);
     Ok(())
 }
 

@@ -12,7 +12,9 @@ pub struct Program {
 impl Program {
     /// The folder imports and relative paths resolve against.
     pub fn dir(&self) -> PathBuf {
-        self.path.parent().map_or_else(|| ".".into(), Path::to_path_buf)
+        self.path
+            .parent()
+            .map_or_else(|| ".".into(), Path::to_path_buf)
     }
 }
 

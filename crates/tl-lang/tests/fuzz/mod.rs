@@ -3,7 +3,9 @@
 //! builtins, and a runner that turns a panic or a hang into a report.
 
 pub mod corpus;
+pub mod hostile;
 pub mod mutate;
 pub mod odd_values;
 pub mod rng;
 pub mod runner;
+pub mod worker;

@@ -1,13 +1,9 @@
-//! Checks and runs one program on a worker thread. A panic becomes a report with
-//! its message and place; a program still running at the time limit is left
-//! behind (a thread cannot be stopped) and reported as slow.
+//! Checks and runs one program, turning a panic into its message and place.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Once;
-use std::time::Duration;
 
 use tl_lang::builtins::Context;
 use tl_lang::check::check;
@@ -15,10 +11,6 @@ use tl_lang::interp::Interpreter;
 use tl_lang::loader::load_source;
 use tl_lang::{ErrorKind, LangError};
 use tl_syntax::SourceMap;
-
-/// As large as the CLI's interpreter thread needs at the deepest call nesting
-/// the interpreter allows (debug builds have large frames).
-const STACK_BYTES: usize = 256 << 20;
 
 /// What became of one program.
 pub enum Outcome {
@@ -33,7 +25,9 @@ pub enum Outcome {
     },
     /// The checker or the interpreter panicked: message and place.
     Panicked(String),
-    /// Still running at the time limit.
+    /// The process died (an abort, a stack overflow): the end of its stderr.
+    Crashed(String),
+    /// Still running at the time limit, and stopped.
     TimedOut,
 }
 
@@ -71,30 +65,9 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-/// Parses, checks and runs `text` (imports resolve in `dir`) on a thread of its
-/// own, waiting at most `limit`.
-pub fn run(text: &str, dir: PathBuf, limit: Duration) -> Outcome {
-    let (sender, receiver) = mpsc::channel();
-    let text = text.to_string();
-    let worker = std::thread::Builder::new()
-        .stack_size(STACK_BYTES)
-        .spawn(move || {
-            let outcome = catch(|| check_and_run(&text, dir)).unwrap_or_else(Outcome::Panicked);
-            // The receiver is gone only if the program timed out.
-            let _ = sender.send(outcome);
-        })
-        .expect("spawn a worker thread");
-    match receiver.recv_timeout(limit) {
-        Ok(outcome) => {
-            let _ = worker.join();
-            outcome
-        }
-        Err(RecvTimeoutError::Timeout) => Outcome::TimedOut,
-        Err(RecvTimeoutError::Disconnected) => Outcome::Panicked("the worker thread died".into()),
-    }
-}
-
-fn check_and_run(text: &str, dir: PathBuf) -> Outcome {
+/// Parses, checks and runs `text` (imports resolve in `dir`): `main`, then
+/// every `test` and `bench` block once.
+pub fn check_and_run(text: &str, dir: PathBuf) -> Outcome {
     let Ok(program) = load_source("fuzz.tl", text, &dir) else {
         return Outcome::NotParsed;
     };
@@ -148,4 +121,9 @@ impl Tally {
             }
         }
     }
+}
+
+/// [`check_and_run`], with a panic as its outcome.
+pub fn run_caught(text: &str, dir: PathBuf) -> Outcome {
+    catch(|| check_and_run(text, dir)).unwrap_or_else(Outcome::Panicked)
 }

@@ -7,7 +7,7 @@ use crate::builtins::{resolve_dim, Args, Context};
 use crate::convert::value_to_dense;
 use crate::error::Result;
 use crate::indexing::resolve_range;
-use crate::ops::shapes::format_shape;
+use crate::ops::shapes::{checked_numel, format_shape, MAX_LIST_ITEMS};
 use crate::ops::type_of;
 use crate::value::Value;
 
@@ -79,6 +79,9 @@ pub(super) fn concat(_: &mut Context, args: &Args) -> Result<Value> {
             ));
         }
     }
+    let mut joined = first.dims().to_vec();
+    joined[dim] = (tensors.iter()).fold(0usize, |sum, t| sum.saturating_add(t.dims()[dim]));
+    checked_numel(&joined).map_err(at_arg(args, 0))?;
     Ok(Value::tensor(CandleTensor::cat(&tensors, dim)?))
 }
 
@@ -107,6 +110,9 @@ pub(super) fn stack(_: &mut Context, args: &Args) -> Result<Value> {
             ),
         ));
     }
+    let mut stacked = first.dims().to_vec();
+    stacked.insert(dim, tensors.len());
+    checked_numel(&stacked).map_err(at_arg(args, 0))?;
     Ok(Value::tensor(CandleTensor::stack(&tensors, dim)?))
 }
 
@@ -126,17 +132,21 @@ pub(super) fn split(_: &mut Context, args: &Args) -> Result<Value> {
             let count = *count;
             // `count <= size` also keeps a zero-size dimension from asking for
             // a list of a billion empty parts.
-            if count <= 0 || count as usize > size.max(1) || size % count as usize != 0 {
+            let parts = usize::try_from(count)
+                .ok()
+                .filter(|&c| c > 0 && c <= size.max(1));
+            let Some(parts) = parts.filter(|&c| size % c == 0 && c <= MAX_LIST_ITEMS) else {
                 return Err(args.error(
                     1,
                     format!("cannot split dimension {dim} of size {size} into {count} equal parts"),
                 ));
-            }
-            vec![size / count as usize; count as usize]
+            };
+            vec![size / parts; parts]
         }
         _ => {
             let sizes = args.shape(1)?;
-            if sizes.iter().sum::<usize>() != size {
+            let total = sizes.iter().try_fold(0usize, |sum, &s| sum.checked_add(s));
+            if total != Some(size) {
                 return Err(args.error(
                     1,
                     format!(

@@ -213,3 +213,44 @@ fn dtype_and_item() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn joins_and_reshapes_too_large_to_allocate_are_errors() -> TestResult {
+    let empty = tensor(&[], &[0]);
+    for shape in [
+        ints(&[i64::MAX, i64::MAX, 0]),
+        ints(&[0, 1 << 40, 1 << 40]),
+        ints(&[1 << 32, 1 << 32, 0, -1]),
+    ] {
+        assert!(error("reshape", vec![empty.clone(), shape]).contains("too large"));
+    }
+    let row = tensor(&[1.0; 1000], &[1, 1000]);
+    let rows = Value::list(vec![row; 2_000_000]);
+    assert!(error("concat", vec![rows.clone()]).contains("too large"));
+    assert!(error("stack", vec![rows]).contains("too large"));
+    Ok(())
+}
+
+#[test]
+fn splits_refuse_sizes_that_overflow_or_too_many_parts() -> TestResult {
+    let x = tensor(&[1.0, 2.0], &[2]);
+    let huge = ints(&[i64::MAX, i64::MAX, 4]);
+    assert!(error("split", vec![x.clone(), huge]).contains("do not add up"));
+    assert!(error("split", vec![x.clone(), Value::Int(i64::MIN)]).contains("equal parts"));
+    assert!(error("split", vec![x, Value::Int(i64::MAX)]).contains("equal parts"));
+    Ok(())
+}
+
+#[test]
+fn no_tensor_has_more_dimensions_than_the_kernels_walk() -> TestResult {
+    let eight = call("reshape", vec![tensor(&[1.0; 256], &[256]), ints(&[2; 8])])?;
+    assert!(error(
+        "reshape",
+        vec![eight.clone(), ints(&[2, 2, 2, 2, 2, 2, 2, 2, 1])]
+    )
+    .contains("at most 8"));
+    assert!(error("unsqueeze", vec![eight.clone(), Value::Int(0)]).contains("at most 8"));
+    assert!(error("stack", vec![Value::list(vec![eight])]).contains("at most 8"));
+    assert!(error("zeros", vec![ints(&[1; 9])]).contains("at most 8"));
+    Ok(())
+}

@@ -167,3 +167,13 @@ fn empty_dimensions() -> TestResult {
     assert_eq!(values(&out), vec![0.0; 6]);
     Ok(())
 }
+
+#[test]
+fn results_too_large_to_allocate_are_errors() {
+    let long = t(&vec![1.0; 100_000], &[100_000]);
+    let outer = einsum("i,j->ij", &[long.clone(), long]).map_err(|e| e.message);
+    assert!(outer.is_err_and(|m| m.contains("too large")));
+    let short = t(&[1.0; 2000], &[2000]);
+    let fine = einsum("i,j->ij", &[short.clone(), short]).map(|t| t.dims().to_vec());
+    assert_eq!(fine.ok(), Some(vec![2000, 2000]));
+}
