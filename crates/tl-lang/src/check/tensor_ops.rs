@@ -85,13 +85,8 @@ fn keep_dims(t: &TensorTy, other_is_number: bool) -> Option<Vec<StaticDim>> {
     }
 }
 
-/// The element type of an elementwise result, or why the sides cannot meet.
-fn elementwise_dtype(
-    op: BinaryOp,
-    a: &TensorTy,
-    b: &TensorTy,
-    what: &str,
-) -> Result<Option<DType>, Mismatch> {
+/// The element type both sides share (where known), or why they differ.
+fn common_dtype(a: &TensorTy, b: &TensorTy, what: &str) -> Result<Option<DType>, Mismatch> {
     if let (Some(x), Some(y)) = (a.dtype, b.dtype) {
         if x != y {
             let target = wider_dtype(x, y).keyword();
@@ -101,7 +96,17 @@ fn elementwise_dtype(
             ));
         }
     }
-    let dtype = a.dtype.or(b.dtype);
+    Ok(a.dtype.or(b.dtype))
+}
+
+/// The element type of an elementwise result, or why the sides cannot meet.
+fn elementwise_dtype(
+    op: BinaryOp,
+    a: &TensorTy,
+    b: &TensorTy,
+    what: &str,
+) -> Result<Option<DType>, Mismatch> {
+    let dtype = common_dtype(a, b, what)?;
     let arithmetic = matches!(
         op,
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem
@@ -173,16 +178,7 @@ pub fn matmul(a: &TensorTy, b: &TensorTy) -> Result<TensorTy, Mismatch> {
             Some("convert with to_dtype(x, \"float32\")".into()),
         ));
     }
-    if let (Some(x), Some(y)) = (a.dtype, b.dtype) {
-        if x != y {
-            let target = wider_dtype(x, y).keyword();
-            return Err(mismatch(
-                format!("cannot {what}: element types differ"),
-                Some(format!("convert one side with to_dtype(x, \"{target}\")")),
-            ));
-        }
-    }
-    let dtype = a.dtype.or(b.dtype);
+    let dtype = common_dtype(a, b, &what)?;
     let (Some(l), Some(r)) = (&a.dims, &b.dims) else {
         return Ok(TensorTy { dtype, dims: None });
     };
