@@ -15,6 +15,8 @@ pub enum Handle {
     Cache(Rc<RefCell<CacheHandle>>),
     Sampler(Rc<RefCell<tl_engine::sampler::Sampler>>),
     Decoder(Rc<RefCell<DecoderHandle>>),
+    /// A tokenizer on its own (`load_tokenizer`, or `model.tokenizer`).
+    Tokenizer(Rc<tl_tokenizer::Tokenizer>),
 }
 
 impl std::fmt::Debug for Handle {
@@ -31,6 +33,7 @@ impl Handle {
             Handle::Cache(_) => "Cache",
             Handle::Sampler(_) => "Sampler",
             Handle::Decoder(_) => "Decoder",
+            Handle::Tokenizer(_) => "Tokenizer",
         }
     }
 
@@ -41,6 +44,7 @@ impl Handle {
             (Handle::Cache(a), Handle::Cache(b)) => Rc::ptr_eq(a, b),
             (Handle::Sampler(a), Handle::Sampler(b)) => Rc::ptr_eq(a, b),
             (Handle::Decoder(a), Handle::Decoder(b)) => Rc::ptr_eq(a, b),
+            (Handle::Tokenizer(a), Handle::Tokenizer(b)) => Rc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -52,7 +56,7 @@ pub struct ModelHandle {
     pub path: std::path::PathBuf,
     pub file: Rc<tl_gguf::GgufFile>,
     pub model: tl_engine::model::Model,
-    pub tokenizer: tl_tokenizer::Tokenizer,
+    pub tokenizer: Rc<tl_tokenizer::Tokenizer>,
     pub template: tl_engine::chat_template::ChatTemplate,
     /// `model.config`: the hyperparameters as a record.
     pub config: Value,
@@ -69,8 +73,8 @@ pub struct CacheHandle {
     pub head_dim: usize,
 }
 
-/// A streaming detokenizer bound to a model's tokenizer.
+/// A streaming detokenizer bound to a tokenizer.
 pub struct DecoderHandle {
-    pub model: Rc<ModelHandle>,
+    pub tokenizer: Rc<tl_tokenizer::Tokenizer>,
     pub decoder: tl_tokenizer::StreamDecoder,
 }

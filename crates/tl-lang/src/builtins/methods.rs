@@ -47,7 +47,7 @@ pub fn call(_ctx: &mut Context, target: &Value, call: &MethodCall) -> Option<Res
                 "push" => Some(token_ids(&args, 0).map(|ids| {
                     let text: String = ids
                         .iter()
-                        .map(|&id| d.decoder.push(&d.model.tokenizer, id))
+                        .map(|&id| d.decoder.push(&d.tokenizer, id))
                         .collect();
                     Value::str(text)
                 })),
@@ -312,6 +312,9 @@ pub fn field(base: &Value, name: &str) -> Option<Value> {
     match (base, name) {
         (Value::Handle(Handle::Model(m)), "config") => Some(m.config.clone()),
         (Value::Handle(Handle::Model(m)), "path") => Some(Value::str(m.path.display().to_string())),
+        (Value::Handle(Handle::Model(m)), "tokenizer") => {
+            Some(Value::Handle(Handle::Tokenizer(m.tokenizer.clone())))
+        }
         (Value::Tensor(t), "shape") => Some(Value::list(
             t.dims().iter().map(|&d| Value::Int(d as i64)).collect(),
         )),

@@ -32,6 +32,14 @@ pub const TABLE: &[Builtin] = &[
         call: load_model,
     },
     Builtin {
+        name: "load_tokenizer",
+        signature: "load_tokenizer(path) -> Tokenizer",
+        min_args: 1,
+        max_args: 1,
+        summary: "Only the tokenizer of a GGUF file (a model, or a vocabulary-only file): for `tokenize`, `detokenize` and `detokenize_stream`. A model's own is `model.tokenizer`.",
+        call: load_tokenizer,
+    },
+    Builtin {
         name: "default_model",
         signature: "default_model() -> string",
         min_args: 0,
@@ -49,7 +57,7 @@ pub const TABLE: &[Builtin] = &[
     },
     Builtin {
         name: "tokenize",
-        signature: "tokenize(model, text, add_special = true) -> list[int]",
+        signature: "tokenize(model_or_tokenizer, text, add_special = true) -> list[int]",
         min_args: 2,
         max_args: 3,
         summary: "Token ids of the text; with add_special the model's BOS is added if it asks for one. Special-token text (`<|im_start|>`) becomes the special token.",
@@ -57,7 +65,7 @@ pub const TABLE: &[Builtin] = &[
     },
     Builtin {
         name: "detokenize",
-        signature: "detokenize(model, ids, skip_special = false) -> string",
+        signature: "detokenize(model_or_tokenizer, ids, skip_special = false) -> string",
         min_args: 2,
         max_args: 3,
         summary: "The text of token ids.",
@@ -65,7 +73,7 @@ pub const TABLE: &[Builtin] = &[
     },
     Builtin {
         name: "detokenize_stream",
-        signature: "detokenize_stream(model, skip_special = true) -> Decoder",
+        signature: "detokenize_stream(model_or_tokenizer, skip_special = true) -> Decoder",
         min_args: 1,
         max_args: 2,
         summary: "An incremental detokenizer: `d.push(id)` returns the text that token completes (whole UTF-8 characters only), `d.finish()` the rest.",
@@ -118,7 +126,7 @@ fn load_model(ctx: &mut Context, args: &Args) -> Result<Value> {
         path,
         file: Rc::new(file),
         model,
-        tokenizer,
+        tokenizer: Rc::new(tokenizer),
         template,
         config,
         tensors: RefCell::new(HashMap::new()),
@@ -198,28 +206,58 @@ fn new_cache(_: &mut Context, args: &Args) -> Result<Value> {
     )))))
 }
 
+fn load_tokenizer(ctx: &mut Context, args: &Args) -> Result<Value> {
+    let path = ctx.resolve(args.str(0)?);
+    let fail = |e: &dyn std::fmt::Display| {
+        args.error(
+            0,
+            format!("cannot load the tokenizer of {}: {e}", path.display()),
+        )
+    };
+    let file = GgufFile::open(&path).map_err(|e| fail(&e))?;
+    let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| fail(&e))?;
+    Ok(Value::Handle(Handle::Tokenizer(Rc::new(tokenizer))))
+}
+
+/// Argument `i` as a tokenizer: a model's, or one from `load_tokenizer`.
+fn tokenizer_arg(args: &Args, i: usize) -> Result<Rc<Tokenizer>> {
+    match args.value(i)? {
+        Value::Handle(Handle::Model(m)) => Ok(m.tokenizer.clone()),
+        Value::Handle(Handle::Tokenizer(t)) => Ok(t.clone()),
+        other => Err(args.error(
+            i,
+            format!(
+                "argument {} of {} must be a Model or a Tokenizer, found {}",
+                i + 1,
+                args.name,
+                other.type_name()
+            ),
+        )),
+    }
+}
+
 fn tokenize(_: &mut Context, args: &Args) -> Result<Value> {
-    let model = model_arg(args, 0)?;
+    let tokenizer = tokenizer_arg(args, 0)?;
     let add_special = if args.has(2) { args.bool(2)? } else { true };
-    let ids = model.tokenizer.encode(args.str(1)?, add_special, true)?;
+    let ids = tokenizer.encode(args.str(1)?, add_special, true)?;
     Ok(Value::list(
         ids.into_iter().map(|id| Value::Int(id as i64)).collect(),
     ))
 }
 
 fn detokenize(_: &mut Context, args: &Args) -> Result<Value> {
-    let model = model_arg(args, 0)?;
+    let tokenizer = tokenizer_arg(args, 0)?;
     let skip_special = if args.has(2) { args.bool(2)? } else { false };
     let ids = token_ids(args, 1)?;
-    Ok(Value::str(model.tokenizer.decode(&ids, skip_special)?))
+    Ok(Value::str(tokenizer.decode(&ids, skip_special)?))
 }
 
 fn detokenize_stream(_: &mut Context, args: &Args) -> Result<Value> {
-    let model = model_arg(args, 0)?;
+    let tokenizer = tokenizer_arg(args, 0)?;
     let skip_special = if args.has(1) { args.bool(1)? } else { true };
     Ok(Value::Handle(Handle::Decoder(Rc::new(RefCell::new(
         DecoderHandle {
-            model,
+            tokenizer,
             decoder: StreamDecoder::new(skip_special),
         },
     )))))
