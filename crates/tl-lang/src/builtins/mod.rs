@@ -15,7 +15,7 @@ mod nn;
 mod shape;
 mod tensor_args;
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;
 
 pub use args::{resolve_dim, Args};
 pub use context::{Context, DefaultModel};

@@ -144,30 +144,28 @@ impl Seen {
 }
 
 fn report_duplicate_params(f: &FnDecl, out: &mut Vec<Diagnostic>) {
-    let mut names = HashSet::new();
-    for param in &f.params {
-        if !names.insert(param.name.name.as_str()) {
-            out.push(Diagnostic::error(
-                format!(
-                    "parameter `{}` of `{}` is declared twice",
-                    param.name.name, f.name.name
-                ),
-                param.name.span,
-            ));
-        }
-    }
+    let names = f.params.iter().map(|p| &p.name);
+    report_declared_twice(names, "parameter", &f.name.name, out);
 }
 
 fn report_duplicate_fields(s: &StructDecl, out: &mut Vec<Diagnostic>) {
-    let mut names = HashSet::new();
-    for field in &s.fields {
-        if !names.insert(field.name.name.as_str()) {
+    let names = s.fields.iter().map(|f| &f.name);
+    report_declared_twice(names, "field", &s.name.name, out);
+}
+
+/// "`what` `x` of `owner` is declared twice", at each repeat of a name.
+fn report_declared_twice<'a>(
+    names: impl Iterator<Item = &'a Ident>,
+    what: &str,
+    owner: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut seen = HashSet::new();
+    for name in names {
+        if !seen.insert(name.name.as_str()) {
             out.push(Diagnostic::error(
-                format!(
-                    "field `{}` of `{}` is declared twice",
-                    field.name.name, s.name.name
-                ),
-                field.name.span,
+                format!("{what} `{}` of `{owner}` is declared twice", name.name),
+                name.span,
             ));
         }
     }

@@ -1,5 +1,6 @@
 //! Every operator path, checked against hand-computed values.
 
+use crate::builtins::test_util::contents;
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 use tl_syntax::ast::{BinaryOp, UnaryOp};
 
@@ -35,20 +36,6 @@ fn with_dtype(v: Value, dtype: CandleDType) -> Value {
         ),
         other => other,
     }
-}
-
-/// A tensor value's shape and elements as f64.
-fn contents(v: &Value) -> (Vec<usize>, Vec<f64>) {
-    let Value::Tensor(t) = v else {
-        panic!("expected a tensor, found {}", v.type_name());
-    };
-    let dense = t.to_dense().expect("dense");
-    let values = dense
-        .to_dtype(CandleDType::F64)
-        .and_then(|t| t.flatten_all())
-        .and_then(|t| t.to_vec1::<f64>())
-        .expect("values");
-    (dense.dims().to_vec(), values)
 }
 
 fn message(result: crate::error::Result<Value>) -> String {
