@@ -2,6 +2,7 @@
 //! behaviour lives in `commands/`.
 
 use std::path::PathBuf;
+use tl_engine::DeviceChoice;
 
 use clap::{Args, Parser, Subcommand};
 use tl_engine::sampler::SamplerConfig;
@@ -35,6 +36,10 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Compute a model's perplexity on a text file, as llama.cpp's llama-perplexity does.
     Perplexity(PerplexityArgs),
+    /// Measure prompt processing and generation speed, like llama-bench:
+    /// tokens/s (median and range over repetitions), time to first token,
+    /// host-device syncs per token and device memory.
+    Bench(BenchArgs),
     /// Inspect and manage model files.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -56,6 +61,11 @@ pub struct ModelArgs {
     /// Run the prompt through the model in chunks of N tokens (0: all at once).
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub prefill_chunk: usize,
+
+    /// Where to run the model: cpu, cuda (the first NVIDIA GPU), or auto (the GPU
+    /// when one is usable, else the CPU).
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    pub device: DeviceChoice,
 }
 
 /// Sampling settings shared by `chat` and `generate`.
@@ -185,6 +195,43 @@ pub struct GenerateArgs {
     /// Print timings and token counts on stderr when done.
     #[arg(long)]
     pub stats: bool,
+}
+
+/// `tl bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// Prompt lengths to time (prompt processing, "ppN"), comma-separated; 0 for none.
+    #[arg(
+        short = 'p',
+        long,
+        value_name = "N,...",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
+    pub prompt: Vec<usize>,
+
+    /// Tokens to generate for the generation test ("tgN"); 0 for none.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 128)]
+    pub generate: usize,
+
+    /// Tokens already in the context before the generation test starts.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub depth: usize,
+
+    /// Timed repetitions of each test (after one untimed warm-up).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub reps: u32,
+
+    /// Seed of the random prompt tokens.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `tl perplexity`.

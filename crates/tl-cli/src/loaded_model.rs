@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tl_engine::chat_template::ChatTemplate;
-use tl_engine::model::Model;
+use tl_engine::Backend;
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
@@ -20,8 +20,8 @@ const DEFAULT_CONTEXT: usize = 4096;
 pub struct LoadedModel {
     /// Where it was loaded from.
     pub path: PathBuf,
-    /// Weights and forward pass.
-    pub model: Model,
+    /// Weights and forward pass, on the chosen device.
+    pub model: Backend,
     /// Its tokenizer.
     pub tokenizer: Tokenizer,
     /// Its chat template (ChatML when the file has none).
@@ -54,8 +54,16 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
             "warning: --ctx {context} exceeds the {trained} tokens the model was trained for"
         );
     }
-    let model =
-        Model::load(&file, context).with_context(|| format!("cannot load {}", path.display()))?;
+    let loaded = Backend::load(&file, context, args.device)
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    if let Some(fallback) = &loaded.fallback {
+        if !fallback.no_gpu {
+            eprintln!("warning: running on the CPU: {}", fallback.reason);
+        } else if verbose {
+            eprintln!("no usable GPU ({}); running on the CPU", fallback.reason);
+        }
+    }
+    let model = loaded.backend;
     let template = chat_template(&file, &tokenizer, verbose)?;
     for warning in tokenizer.warnings() {
         eprintln!("warning: {warning}");
@@ -63,8 +71,9 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
     if verbose {
         let config = model.config();
         eprintln!(
-            "loaded {} in {:.0} ms: {} ({} blocks, {} hidden, {}/{} heads), {:.1} MB of weights, context {context}",
+            "loaded {} on {} in {:.0} ms: {} ({} blocks, {} hidden, {}/{} heads), {:.1} MB of weights, context {context}",
             path.display(),
+            model.device_name(),
             started.elapsed().as_secs_f64() * 1000.0,
             config.architecture,
             config.block_count,

@@ -31,6 +31,10 @@ pub enum Error {
     #[error("chat template: {0}")]
     Template(String),
 
+    /// The GPU backend failed or cannot run this model.
+    #[error(transparent)]
+    Cuda(#[from] tl_cuda::CudaError),
+
     /// A request asked for something impossible (e.g. more tokens than the context).
     #[error("{0}")]
     InvalidRequest(String),

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
+use crate::backend::Backend;
 use crate::error::Result;
-use crate::model::Model;
 use crate::sampler::Sampler;
 use crate::session::Session;
 use crate::stop_strings::StopStringMatcher;
@@ -103,7 +103,7 @@ pub struct Generation {
 /// Everything generation reads, borrowed from the caller.
 pub struct Generator<'a> {
     /// The model.
-    pub model: &'a Model,
+    pub model: &'a Backend,
     /// Its tokenizer.
     pub tokenizer: &'a Tokenizer,
     /// Limits and stops.
@@ -137,8 +137,14 @@ impl Generator<'_> {
             return Ok(run.finish(StopReason::Cancelled, stats));
         };
         let mut decode_started = None;
+        // Plain argmax can be taken on the device, so only a token id comes back.
+        let device_argmax = sampler.config().is_plain_argmax();
+        let mut picked = None;
         loop {
-            let next = sampler.sample(&logits, session.tokens())?;
+            let next = match picked.take() {
+                Some(token) => token,
+                None => sampler.sample(&logits, session.tokens())?,
+            };
             if decode_started.is_none() {
                 stats.prefill_time = started.elapsed();
                 decode_started = Some(Instant::now());
@@ -154,7 +160,11 @@ impl Generator<'_> {
                 stats.decode_time = decode_started.map_or(Duration::ZERO, |t| t.elapsed());
                 return Ok(run.finish(StopReason::ContextFull, stats));
             }
-            logits = session.step(self.model, next)?;
+            if device_argmax {
+                picked = Some(session.step_greedy(self.model, next)?);
+            } else {
+                logits = session.step(self.model, next)?;
+            }
         }
     }
 }

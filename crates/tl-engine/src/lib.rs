@@ -2,8 +2,10 @@
 //! cache, chat templates, sampling, the generation loop, and random-weight
 //! models of real shapes for benchmarks (`synth`).
 
+pub mod backend;
 pub mod chat_template;
 pub mod cpu;
+pub mod cuda;
 pub mod error;
 pub mod generate;
 pub mod model;
@@ -13,6 +15,7 @@ pub mod session;
 pub mod stop_strings;
 pub mod synth;
 
+pub use backend::{Backend, DeviceChoice, SequenceCache};
 pub use error::{Error, Result};
 pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};
 

@@ -2,18 +2,19 @@
 //! new prompt that extends the old one (the next turn of a chat) only runs the new
 //! tokens through the model.
 
+use crate::backend::{Backend, SequenceCache};
 use crate::error::{Error, Result};
-use crate::model::{KvCache, Logits, Model};
+use crate::model::Logits;
 
 /// One sequence's state.
 pub struct Session {
-    cache: KvCache,
+    cache: SequenceCache,
     tokens: Vec<u32>,
 }
 
 impl Session {
     /// An empty session with room for `capacity` tokens.
-    pub fn new(model: &Model, capacity: usize) -> Result<Self> {
+    pub fn new(model: &Backend, capacity: usize) -> Result<Self> {
         Ok(Session {
             cache: model.new_cache(capacity)?,
             tokens: Vec::with_capacity(capacity),
@@ -51,7 +52,7 @@ impl Session {
     /// `keep_going` is asked between chunks, so a long prompt can be interrupted.
     pub fn prefill(
         &mut self,
-        model: &Model,
+        model: &Backend,
         prompt: &[u32],
         chunk_tokens: usize,
         keep_going: &mut dyn FnMut() -> bool,
@@ -91,11 +92,27 @@ impl Session {
     }
 
     /// Appends one token and returns the logits that follow it.
-    pub fn step(&mut self, model: &Model, token: u32) -> Result<Vec<f32>> {
+    pub fn step(&mut self, model: &Backend, token: u32) -> Result<Vec<f32>> {
         self.run(model, &[token])
     }
 
-    fn run(&mut self, model: &Model, tokens: &[u32]) -> Result<Vec<f32>> {
+    /// Appends one token and returns the argmax of the logits that follow it
+    /// (on a GPU only the token id crosses to the host).
+    pub fn step_greedy(&mut self, model: &Backend, token: u32) -> Result<u32> {
+        let start = self.tokens.len();
+        match model.forward_greedy(token, start, &mut self.cache) {
+            Ok(next) => {
+                self.tokens.push(token);
+                Ok(next)
+            }
+            Err(e) => {
+                self.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
+    fn run(&mut self, model: &Backend, tokens: &[u32]) -> Result<Vec<f32>> {
         let start = self.tokens.len();
         let logits = model.forward(tokens, start, &mut self.cache, Logits::Last);
         match logits {

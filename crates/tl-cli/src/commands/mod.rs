@@ -1,5 +1,6 @@
 //! One module per command; `run` dispatches.
 
+mod bench;
 mod chat;
 mod check;
 mod generate;
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Chat(args) => chat::run(&args, cli.verbose),
         Command::Generate(args) => generate::run(&args, cli.verbose),
         Command::Perplexity(args) => perplexity::run(&args, cli.verbose),
+        Command::Bench(args) => bench::run(&args, cli.verbose),
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
         Command::Model(ModelCommand::Synth(args)) => synth::run(&args),
         Command::Model(ModelCommand::Pull) => {

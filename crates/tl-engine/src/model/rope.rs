@@ -66,6 +66,12 @@ impl RopeTable {
     }
 
     /// One past the last position the table holds.
+    /// The table as `[position][pair]` of (cos, sin), flattened: what the GPU
+    /// backend uploads, so both backends rotate by the same values.
+    pub fn cos_sin_flat(&self) -> Vec<f32> {
+        self.cos_sin.iter().flat_map(|&(c, s)| [c, s]).collect()
+    }
+
     pub fn max_positions(&self) -> usize {
         self.max_positions
     }

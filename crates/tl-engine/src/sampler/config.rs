@@ -110,6 +110,15 @@ impl SamplerConfig {
     pub fn is_greedy(&self) -> bool {
         self.temperature <= 0.0
     }
+
+    /// Whether the next token is the argmax of the raw logits (greedy with no
+    /// penalty), so a backend may pick it without handing the logits over.
+    pub fn is_plain_argmax(&self) -> bool {
+        self.is_greedy()
+            && (self.repeat_penalty == 1.0 || self.repeat_last_n == 0)
+            && self.presence_penalty == 0.0
+            && self.frequency_penalty == 0.0
+    }
 }
 
 fn invalid(message: String) -> Result<()> {

@@ -20,7 +20,7 @@ mod penalties;
 pub mod rng;
 mod truncation;
 
-pub use candidates::Candidate;
+pub use candidates::{argmax, Candidate};
 pub use config::SamplerConfig;
 pub use penalties::{apply_penalties, penalize_logit, penalty_window, Penalties};
 

@@ -1,0 +1,216 @@
+//! `tl bench`: llama-bench's measurements on our engine. Prompt processing (ppN)
+//! runs N random tokens through a fresh cache in one pass; generation (tgN)
+//! decodes N tokens greedily one at a time after `--depth` tokens of context.
+//! Each test runs once untimed (kernels load, graphs are recorded), then
+//! `--reps` times; the table gives the median and range.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+use tl_engine::model::Logits;
+use tl_engine::sampler::rng::Xoshiro256StarStar;
+use tl_engine::Backend;
+
+use crate::cli::BenchArgs;
+use crate::loaded_model;
+
+/// One test's results.
+#[derive(Debug, Serialize)]
+struct TestResult {
+    test: String,
+    tokens: usize,
+    depth: usize,
+    reps: usize,
+    tokens_per_second_median: f64,
+    tokens_per_second_min: f64,
+    tokens_per_second_max: f64,
+    milliseconds_median: f64,
+    syncs_per_token: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    model: String,
+    device: String,
+    weight_bytes: usize,
+    device_memory_used_bytes: Option<usize>,
+    results: Vec<TestResult>,
+}
+
+pub fn run(args: &BenchArgs, verbose: bool) -> Result<()> {
+    let longest_prompt = args.prompt.iter().copied().max().unwrap_or(0);
+    let needed = longest_prompt.max(args.depth + args.generate).max(1);
+    let mut model_args = args.model.clone();
+    if model_args.ctx.is_none() {
+        model_args.ctx = Some(needed);
+    }
+    let loaded = loaded_model::load(&model_args, verbose)?;
+    let context = loaded.context;
+    if needed > context {
+        bail!("the tests need a context of {needed} tokens; --ctx is {context}");
+    }
+    let backend = &loaded.model;
+    let mut results = Vec::new();
+    for &tokens in args.prompt.iter().filter(|&&n| n > 0) {
+        eprintln!("bench: pp{tokens} ({} reps)", args.reps);
+        results.push(prompt_test(backend, tokens, context, args)?);
+    }
+    if args.generate > 0 {
+        eprintln!(
+            "bench: tg{} at depth {} ({} reps)",
+            args.generate, args.depth, args.reps
+        );
+        results.push(generation_test(backend, context, args)?);
+    }
+    let report = Report {
+        model: loaded.path.display().to_string(),
+        device: backend.device_name(),
+        weight_bytes: backend.weight_bytes(),
+        device_memory_used_bytes: backend.device_memory_used(),
+        results,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+fn random_tokens(count: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut rng = Xoshiro256StarStar::from_seed(seed);
+    (0..count)
+        .map(|_| (rng.next_u64() % vocab as u64) as u32)
+        .collect()
+}
+
+/// Times one pass over `tokens` random tokens from an empty cache.
+fn prompt_test(
+    backend: &Backend,
+    tokens: usize,
+    context: usize,
+    args: &BenchArgs,
+) -> Result<TestResult> {
+    let prompt = random_tokens(tokens, backend.config().vocab_size, args.seed);
+    let mut cache = backend.new_cache(context)?;
+    let mut times = Vec::new();
+    let mut syncs = 0;
+    for rep in 0..=args.reps {
+        cache.truncate(0);
+        let before = backend.syncs();
+        let started = Instant::now();
+        backend.forward(&prompt, 0, &mut cache, Logits::Last)?;
+        let elapsed = started.elapsed().as_secs_f64();
+        if rep > 0 {
+            times.push(elapsed);
+            syncs += backend.syncs() - before;
+        }
+    }
+    Ok(summarise(format!("pp{tokens}"), tokens, 0, &times, syncs))
+}
+
+/// Times greedy decoding of `--generate` tokens after `--depth` tokens.
+fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Result<TestResult> {
+    let vocab = backend.config().vocab_size;
+    let history = random_tokens(args.depth.max(1), vocab, args.seed);
+    let mut cache = backend.new_cache(context)?;
+    let mut times = Vec::new();
+    let mut syncs = 0;
+    for rep in 0..=args.reps {
+        cache.truncate(0);
+        let (mut token, mut position) = if args.depth > 0 {
+            backend.forward(&history, 0, &mut cache, Logits::Last)?;
+            (history[args.depth - 1], args.depth)
+        } else {
+            (history[0], 0)
+        };
+        let before = backend.syncs();
+        let started = Instant::now();
+        for _ in 0..args.generate {
+            token = backend.forward_greedy(token, position, &mut cache)?;
+            position += 1;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        if rep > 0 {
+            times.push(elapsed);
+            syncs += backend.syncs() - before;
+        }
+    }
+    let mut result = summarise(
+        format!("tg{}", args.generate),
+        args.generate,
+        args.depth,
+        &times,
+        syncs,
+    );
+    if args.depth > 0 {
+        result.test = format!("tg{} @ d{}", args.generate, args.depth);
+    }
+    Ok(result)
+}
+
+fn summarise(test: String, tokens: usize, depth: usize, times: &[f64], syncs: u64) -> TestResult {
+    let mut rates: Vec<f64> = times.iter().map(|t| tokens as f64 / t).collect();
+    rates.sort_by(f64::total_cmp);
+    let mut sorted_times = times.to_vec();
+    sorted_times.sort_by(f64::total_cmp);
+    TestResult {
+        test,
+        tokens,
+        depth,
+        reps: times.len(),
+        tokens_per_second_median: median(&rates),
+        tokens_per_second_min: rates.first().copied().unwrap_or(0.0),
+        tokens_per_second_max: rates.last().copied().unwrap_or(0.0),
+        milliseconds_median: median(&sorted_times) * 1000.0,
+        syncs_per_token: syncs as f64 / (tokens * times.len()).max(1) as f64,
+    }
+}
+
+/// The median of sorted values.
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn print_table(report: &Report) {
+    println!("model:  {}", report.model);
+    println!("device: {}", report.device);
+    let memory = report.device_memory_used_bytes.map_or(String::new(), |b| {
+        format!(", device memory in use {:.0} MiB", b as f64 / 1048576.0)
+    });
+    println!(
+        "weights: {:.1} MB{memory}",
+        report.weight_bytes as f64 / 1e6
+    );
+    println!();
+    println!("| test | tokens/s (median) | min | max | ms (median) | syncs/token |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for r in &report.results {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3} |",
+            r.test,
+            r.tokens_per_second_median,
+            r.tokens_per_second_min,
+            r.tokens_per_second_max,
+            r.milliseconds_median,
+            r.syncs_per_token
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[1.0, 2.0, 9.0]), 2.0);
+        assert_eq!(median(&[1.0, 2.0, 4.0, 9.0]), 3.0);
+        assert_eq!(median(&[]), 0.0);
+    }
+}

@@ -1,0 +1,201 @@
+// Shared helpers for every kernel. NVRTC ships no system headers, so this file is
+// self-contained: f16/bf16 conversions go through inline PTX, integer types are
+// spelled out, and nothing is #included.
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define WARP 32
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float h2f(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ u16 f2h(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+__device__ __forceinline__ float bf2f(u16 b) {
+    return __uint_as_float(((u32)b) << 16);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_f64(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024). Every
+// thread gets the result. `scratch` holds 32 doubles.
+__device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int warps = blockDim.x / WARP;
+    v = warp_sum_f64(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < warps; ++w) total += scratch[w];
+    return total;
+}
+
+// 1 / sqrt(mean(x²) + eps), with the squares summed in f64 as the CPU backend
+// (and llama.cpp's CPU code) does.
+__device__ __forceinline__ float rms_scale(const float* x, int n, float eps, double* scratch) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = x[i];
+        s += (double)(v * v);
+    }
+    const double total = block_sum_f64(s, scratch);
+    const float mean = (float)(total / (double)n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+__device__ __forceinline__ float silu(float g) {
+    return g / (1.0f + expf(-g));
+}
+
+// ---- Weight layouts on the device -------------------------------------------
+// Quantized matrices are uploaded with their GGUF blocks split into two arrays:
+// the quants of each row back to back (`qs`) and the per-block scales (`sc`), so
+// every quant load is an aligned 8- or 16-byte vector. The bits are the GGUF
+// bits; nothing is re-quantized.
+//   Q4_0: qs 16 bytes per block (value j in the low nibble of byte j, value j+16
+//         in the high nibble), sc: one f16 `d` per block; x = (q - 8) * d.
+//   Q4_1: as Q4_0, sc: f16 `d` then f16 `m` per block; x = q * d + m.
+//   Q8_0: qs 32 signed bytes per block, sc: one f16 `d`; x = q * d.
+//   F16 / BF16 / F32: qs is the plain row-major matrix, sc unused.
+#define TYPE_F32 0
+#define TYPE_F16 1
+#define TYPE_BF16 2
+#define TYPE_Q4_0 3
+#define TYPE_Q4_1 4
+#define TYPE_Q8_0 5
+
+// Bytes of quants per row of `cols` values.
+template <int T> __device__ __forceinline__ u64 row_bytes(int cols) {
+    if (T == TYPE_F32) return (u64)cols * 4;
+    if (T == TYPE_F16 || T == TYPE_BF16) return (u64)cols * 2;
+    if (T == TYPE_Q8_0) return (u64)cols;
+    return (u64)cols / 2;  // Q4_0, Q4_1
+}
+
+// One "unit" is 16 values of one row; `unit_dot` returns Σ w·x over them and
+// `unit_values` writes them out. For Q4 a unit is half a block's bytes: bytes
+// h*8..h*8+7 hold values h*8+i (low nibbles) and 16+h*8+i (high nibbles).
+template <int T>
+__device__ __forceinline__ float unit_dot(const u8* qs, const u8* sc, u64 row, int cols,
+                                          int unit, const float* x) {
+    if (T == TYPE_Q4_0 || T == TYPE_Q4_1) {
+        const int block = unit >> 1, half = unit & 1;
+        const uint2 q = *(const uint2*)(qs + row * (u64)(cols / 2) + (u64)unit * 8);
+        const float* xl = x + block * 32 + half * 8;
+        const float* xh = xl + 16;
+        float dot = 0.0f, xsum = 0.0f;
+        const u32 words[2] = {q.x, q.y};
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                const u32 byte = (words[w] >> (8 * b)) & 0xff;
+                const float lo = xl[w * 4 + b], hi = xh[w * 4 + b];
+                dot += (float)(byte & 0xf) * lo + (float)(byte >> 4) * hi;
+                xsum += lo + hi;
+            }
+        }
+        const u64 bi = row * (u64)(cols / 32) + block;
+        if (T == TYPE_Q4_0) {
+            const float d = h2f(((const u16*)sc)[bi]);
+            return d * (dot - 8.0f * xsum);
+        } else {
+            const float d = h2f(((const u16*)sc)[2 * bi]);
+            const float m = h2f(((const u16*)sc)[2 * bi + 1]);
+            return d * dot + m * xsum;
+        }
+    } else if (T == TYPE_Q8_0) {
+        const uint4 q = *(const uint4*)(qs + row * (u64)cols + (u64)unit * 16);
+        const float* xs = x + unit * 16;
+        const u32 words[4] = {q.x, q.y, q.z, q.w};
+        float dot = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                const int v = (int)(i8)((words[w] >> (8 * b)) & 0xff);
+                dot += (float)v * xs[w * 4 + b];
+            }
+        }
+        const u64 bi = row * (u64)(cols / 32) + (unit >> 1);
+        return h2f(((const u16*)sc)[bi]) * dot;
+    } else if (T == TYPE_F16 || T == TYPE_BF16) {
+        const uint4* p = (const uint4*)(qs + (row * (u64)cols + (u64)unit * 16) * 2);
+        const float* xs = x + unit * 16;
+        float dot = 0.0f;
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+            const uint4 q = p[v];
+            const u32 words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                const u16 a = (u16)(words[w] & 0xffff), b = (u16)(words[w] >> 16);
+                const float fa = T == TYPE_F16 ? h2f(a) : bf2f(a);
+                const float fb = T == TYPE_F16 ? h2f(b) : bf2f(b);
+                dot += fa * xs[v * 8 + w * 2] + fb * xs[v * 8 + w * 2 + 1];
+            }
+        }
+        return dot;
+    } else {  // F32
+        const float4* p = (const float4*)(qs + (row * (u64)cols + (u64)unit * 16) * 4);
+        const float* xs = x + unit * 16;
+        float dot = 0.0f;
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+            const float4 w = p[v];
+            dot += w.x * xs[v * 4] + w.y * xs[v * 4 + 1] + w.z * xs[v * 4 + 2] + w.w * xs[v * 4 + 3];
+        }
+        return dot;
+    }
+}
+
+// The value at (row, col) of a matrix, dequantized.
+template <int T>
+__device__ __forceinline__ float value_at(const u8* qs, const u8* sc, u64 row, int cols, int col) {
+    if (T == TYPE_Q4_0 || T == TYPE_Q4_1) {
+        const int block = col / 32, j = col % 32;
+        const u8 byte = qs[row * (u64)(cols / 2) + (u64)block * 16 + (j % 16)];
+        const int q = j < 16 ? (byte & 0xf) : (byte >> 4);
+        const u64 bi = row * (u64)(cols / 32) + block;
+        if (T == TYPE_Q4_0) return (float)(q - 8) * h2f(((const u16*)sc)[bi]);
+        return (float)q * h2f(((const u16*)sc)[2 * bi]) + h2f(((const u16*)sc)[2 * bi + 1]);
+    } else if (T == TYPE_Q8_0) {
+        const int q = (int)(i8)qs[row * (u64)cols + col];
+        return (float)q * h2f(((const u16*)sc)[row * (u64)(cols / 32) + col / 32]);
+    } else if (T == TYPE_F16) {
+        return h2f(((const u16*)qs)[row * (u64)cols + col]);
+    } else if (T == TYPE_BF16) {
+        return bf2f(((const u16*)qs)[row * (u64)cols + col]);
+    } else {
+        return ((const float*)qs)[row * (u64)cols + col];
+    }
+}

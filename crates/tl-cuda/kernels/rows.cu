@@ -1,0 +1,119 @@
+// Row-wise steps of a prefill batch and the lookups around the model:
+// RMSNorm into f16 (the GEMM input), SwiGLU into f16, dequantization of a weight
+// matrix into f16 (the GEMM's other input), embedding lookup, and argmax.
+
+// out[r] = f16(rmsnorm(x[r]) * weight); one block per row.
+extern "C" __global__ void rms_norm_f16(const float* x, const float* weight, float eps,
+                                        u16* out, int cols) {
+    __shared__ double scratch[32];
+    const u64 row = blockIdx.x;
+    const float* xr = x + row * (u64)cols;
+    const float scale = rms_scale(xr, cols, eps, scratch);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        out[row * (u64)cols + i] = f2h((xr[i] * scale) * weight[i]);
+}
+
+// out[r] = rmsnorm(x[r]) * weight in f32; one block per row.
+extern "C" __global__ void rms_norm_f32(const float* x, const float* weight, float eps,
+                                        float* out, int cols) {
+    __shared__ double scratch[32];
+    const u64 row = blockIdx.x;
+    const float* xr = x + row * (u64)cols;
+    const float scale = rms_scale(xr, cols, eps, scratch);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        out[row * (u64)cols + i] = (xr[i] * scale) * weight[i];
+}
+
+// gate_up is [rows][2·width] (gate then up); out[r][i] = f16(silu(gate)·up).
+extern "C" __global__ void swiglu_f16(const float* gate_up, u16* out, int rows, int width) {
+    const u64 n = (u64)rows * width;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        const u64 r = i / width, c = i % width;
+        const float g = gate_up[r * 2 * width + c], u = gate_up[r * 2 * width + width + c];
+        out[i] = f2h(silu(g) * u);
+    }
+}
+
+extern "C" __global__ void f32_to_f16(const float* x, u16* out, u64 n) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x)
+        out[i] = f2h(x[i]);
+}
+
+// Dequantizes a whole [rows][cols] matrix into f16, one thread per value.
+template <int T>
+__device__ void dequantize_f16(const u8* qs, const u8* sc, u16* out, int rows, int cols) {
+    const u64 n = (u64)rows * cols;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x)
+        out[i] = f2h(value_at<T>(qs, sc, i / cols, cols, (int)(i % cols)));
+}
+
+// out[t] = table[ids[t]] in f32; one block per token. An id outside the table
+// (which the host never sends) writes zeros rather than reading out of bounds.
+template <int T>
+__device__ void embed(const u8* qs, const u8* sc, const u32* ids, int vocab, float* out,
+                      int cols) {
+    const u32 id = ids[blockIdx.x];
+    float* o = out + (u64)blockIdx.x * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+        o[c] = id < (u32)vocab ? value_at<T>(qs, sc, id, cols, c) : 0.0f;
+}
+
+#define ROW_KERNELS(NAME, T)                                                                 \
+    extern "C" __global__ void dequantize_f16_##NAME(const u8* qs, const u8* sc, u16* out,   \
+                                                      int rows, int cols) {                   \
+        dequantize_f16<T>(qs, sc, out, rows, cols);                                          \
+    }                                                                                        \
+    extern "C" __global__ void embed_##NAME(const u8* qs, const u8* sc, const u32* ids,      \
+                                             int vocab, float* out, int cols) {               \
+        embed<T>(qs, sc, ids, vocab, out, cols);                                             \
+    }
+
+ROW_KERNELS(f32, TYPE_F32)
+ROW_KERNELS(f16, TYPE_F16)
+ROW_KERNELS(bf16, TYPE_BF16)
+ROW_KERNELS(q4_0, TYPE_Q4_0)
+ROW_KERNELS(q4_1, TYPE_Q4_1)
+ROW_KERNELS(q8_0, TYPE_Q8_0)
+
+// The index of the largest of n values (the lowest index among equals, as the
+// CPU sampler picks); one block of 1024 threads. NaN never wins.
+extern "C" __global__ void argmax(const float* x, int n, u32* out) {
+    __shared__ float best_value[32];
+    __shared__ int best_index[32];
+    float value = -__int_as_float(0x7f800000);
+    int index = n;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = x[i];
+        if (v > value || (index == n && v == v)) {
+            value = v;
+            index = i;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_xor_sync(FULL_MASK, value, o);
+        const int j = __shfl_xor_sync(FULL_MASK, index, o);
+        if (v > value || (v == value && j < index)) {
+            value = v;
+            index = j;
+        }
+    }
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    if (lane == 0) {
+        best_value[warp] = value;
+        best_index[warp] = index;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)(blockDim.x / WARP); ++w) {
+            if (best_value[w] > value || (best_value[w] == value && best_index[w] < index)) {
+                value = best_value[w];
+                index = best_index[w];
+            }
+        }
+        *out = index < n ? (u32)index : 0u;
+    }
+}

@@ -1,0 +1,251 @@
+//! One GPU, opened for use: its context and the stream all work goes to, the
+//! compiled kernel module, a cuBLAS handle, and a count of the times the host
+//! waited for the device.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+
+use crate::buffer::Span;
+use crate::compile;
+use crate::error::{CudaError, Result};
+use crate::libraries;
+
+/// What the device reports about itself.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// Marketing name, e.g. "NVIDIA H100 80GB HBM3".
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// Multiprocessors.
+    pub multiprocessors: usize,
+    /// Device memory in bytes.
+    pub total_memory: usize,
+    /// Driver version as CUDA encodes it (13000 = 13.0).
+    pub driver_version: i32,
+}
+
+impl DeviceInfo {
+    /// The NVRTC architecture name, e.g. `sm_90`.
+    pub fn arch(&self) -> String {
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
+    }
+}
+
+/// A kernel argument.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg {
+    Ptr(u64),
+    I32(i32),
+    U64(u64),
+    F32(f32),
+}
+
+impl<T> From<Span<'_, T>> for Arg {
+    fn from(span: Span<'_, T>) -> Self {
+        Arg::Ptr(span.address())
+    }
+}
+
+/// An opened GPU.
+pub struct Gpu {
+    context: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    functions: std::sync::Mutex<HashMap<String, CudaFunction>>,
+    blas: CudaBlas,
+    info: DeviceInfo,
+    syncs: AtomicU64,
+}
+
+impl Gpu {
+    /// Opens GPU `ordinal`: loads the libraries, creates the context and stream,
+    /// and compiles (or loads from the cache) the kernels.
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        libraries::check_present()?;
+        let count =
+            CudaContext::device_count().map_err(|e| CudaError::driver("counting GPUs", e))?;
+        if count <= 0 {
+            return Err(CudaError::NoDevice);
+        }
+        if ordinal >= count as usize {
+            return Err(CudaError::Unsupported(format!(
+                "GPU {ordinal} was asked for; this machine has {count}"
+            )));
+        }
+        let context =
+            CudaContext::new(ordinal).map_err(|e| CudaError::driver("creating a context", e))?;
+        // SAFETY: the backend orders all work itself on one stream it owns, so
+        // cudarc's per-buffer events are not needed; they would also break graph
+        // capture (cross-stream waits inside a capture are illegal).
+        unsafe { context.disable_event_tracking() };
+        let info = device_info(&context)?;
+        let stream = context
+            .new_stream()
+            .map_err(|e| CudaError::driver("creating a stream", e))?;
+        let ptx = compile::cached_ptx(&info.arch(), info.driver_version)?;
+        let module = context
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|e| CudaError::driver("loading the kernels", e))?;
+        let blas =
+            CudaBlas::new(stream.clone()).map_err(|e| CudaError::blas("creating a handle", e))?;
+        Ok(Gpu {
+            context,
+            stream,
+            module,
+            functions: Default::default(),
+            blas,
+            info,
+            syncs: AtomicU64::new(0),
+        })
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The stream all work is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub(crate) fn blas(&self) -> &CudaBlas {
+        &self.blas
+    }
+
+    /// Times the host has waited for the device so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Waits for all queued work; counted as a sync.
+    pub fn synchronize(&self) -> Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("waiting for the GPU", e))
+    }
+
+    /// Copies `src` into `dst` once queued work is done (one sync).
+    pub fn download<T: DeviceRepr>(&self, src: Span<'_, T>, dst: &mut [T]) -> Result<()> {
+        src.require(dst.len(), "download")?;
+        let view = src.sub(0, dst.len())?;
+        // SAFETY: `view` lies inside a live buffer (Span's invariant) and holds
+        // `dst.len()` values of T; the copy is on our stream, after the work
+        // that produced the values, and `synchronize` below completes it before
+        // `dst` is used.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(dst, view.address(), self.stream.cu_stream())
+        }
+        .map_err(|e| CudaError::driver("copying from the GPU", e))?;
+        self.synchronize()
+    }
+
+    /// Queues a copy of `src` into `dst` (no wait; `src` must stay unchanged
+    /// until the copy has run, which the next sync guarantees).
+    pub fn upload<T: DeviceRepr>(&self, src: &[T], dst: Span<'_, T>) -> Result<()> {
+        dst.require(src.len(), "upload")?;
+        // SAFETY: `dst` lies inside a live buffer and holds at least `src.len()`
+        // values. From pageable memory the driver stages the bytes before
+        // returning, so `src` may change afterwards.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(dst.address(), src, self.stream.cu_stream())
+        }
+        .map_err(|e| CudaError::driver("copying to the GPU", e))
+    }
+
+    /// Device memory in use on the whole device (bytes).
+    pub fn memory_used(&self) -> Result<usize> {
+        let (free, total) = self
+            .context
+            .mem_get_info()
+            .map_err(|e| CudaError::driver("reading free memory", e))?;
+        Ok(total - free)
+    }
+
+    fn function(&self, name: &str) -> Result<CudaFunction> {
+        let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = functions.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self
+            .module
+            .load_function(name)
+            .map_err(|e| CudaError::driver(format!("finding kernel {name}"), e))?;
+        functions.insert(name.to_owned(), f.clone());
+        Ok(f)
+    }
+
+    /// Launches `kernel` on the stream.
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameter list in number, order and type,
+    /// every pointer must address device memory that stays allocated until the
+    /// kernel has run, and the sizes passed must keep the kernel's accesses
+    /// inside that memory.
+    pub(crate) unsafe fn launch(
+        &self,
+        kernel: &str,
+        grid: (u32, u32),
+        block: u32,
+        shared_bytes: u32,
+        args: &[Arg],
+    ) -> Result<()> {
+        let function = self.function(kernel)?;
+        let mut builder = self.stream.launch_builder(&function);
+        for arg in args {
+            match arg {
+                Arg::Ptr(p) | Arg::U64(p) => builder.arg(p),
+                Arg::I32(v) => builder.arg(v),
+                Arg::F32(v) => builder.arg(v),
+            };
+        }
+        let config = LaunchConfig {
+            grid_dim: (grid.0.max(1), grid.1.max(1), 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: shared_bytes,
+        };
+        // SAFETY: the caller guarantees the arguments match the kernel and the
+        // memory they address (this function's contract).
+        unsafe { builder.launch(config) }
+            .map(|_| ())
+            .map_err(|e| CudaError::driver(format!("launching {kernel}"), e))
+    }
+}
+
+fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
+    let attribute = |a| {
+        context
+            .attribute(a)
+            .map_err(|e| CudaError::driver("reading device attributes", e))
+    };
+    let mut driver_version = 0;
+    // SAFETY: cuDriverGetVersion writes one int through the pointer, a live local.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
+    Ok(DeviceInfo {
+        name: context
+            .name()
+            .map_err(|e| CudaError::driver("reading the device name", e))?,
+        compute_capability: context
+            .compute_capability()
+            .map_err(|e| CudaError::driver("reading the compute capability", e))?,
+        multiprocessors: attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            as usize,
+        total_memory: context
+            .total_mem()
+            .map_err(|e| CudaError::driver("reading the memory size", e))?,
+        driver_version,
+    })
+}

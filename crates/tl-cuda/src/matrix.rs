@@ -1,0 +1,188 @@
+//! Weight matrices on the GPU, in their GGUF quantized form. Each row's blocks
+//! are split on upload into the quants (back to back) and the per-block scales,
+//! so the kernels load quants as aligned 8- and 16-byte vectors; the bits are the
+//! file's bits, nothing is dequantized or re-quantized.
+
+use crate::buffer::{Buffer, Span};
+use crate::error::{CudaError, Result};
+use crate::gpu::Gpu;
+
+/// Weight formats the kernels read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WeightType {
+    F32,
+    F16,
+    Bf16,
+    Q4_0,
+    Q4_1,
+    Q8_0,
+}
+
+impl WeightType {
+    /// The suffix of this type's kernels (`gemv_q4_0`, ...).
+    pub(crate) fn kernel_suffix(self) -> &'static str {
+        match self {
+            WeightType::F32 => "f32",
+            WeightType::F16 => "f16",
+            WeightType::Bf16 => "bf16",
+            WeightType::Q4_0 => "q4_0",
+            WeightType::Q4_1 => "q4_1",
+            WeightType::Q8_0 => "q8_0",
+        }
+    }
+
+    /// (values per block, bytes per block, of which scale bytes at the front).
+    fn block_layout(self) -> (usize, usize, usize) {
+        match self {
+            WeightType::F32 => (1, 4, 0),
+            WeightType::F16 | WeightType::Bf16 => (1, 2, 0),
+            WeightType::Q4_0 => (32, 18, 2),
+            WeightType::Q4_1 => (32, 20, 4),
+            WeightType::Q8_0 => (32, 34, 2),
+        }
+    }
+
+    /// Bytes of a `rows × cols` matrix in the GGUF layout.
+    pub fn gguf_bytes(self, rows: usize, cols: usize) -> usize {
+        let (values, bytes, _) = self.block_layout();
+        rows * (cols / values) * bytes
+    }
+}
+
+/// Splits GGUF blocks into (quants, scales): for each block in order, its scale
+/// bytes go to `scales` and the rest to `quants`.
+pub fn split_blocks(weight_type: WeightType, gguf: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (_, block_bytes, scale_bytes) = weight_type.block_layout();
+    if scale_bytes == 0 {
+        return (gguf.to_vec(), Vec::new());
+    }
+    let blocks = gguf.len() / block_bytes;
+    let mut quants = Vec::with_capacity(blocks * (block_bytes - scale_bytes));
+    let mut scales = Vec::with_capacity(blocks * scale_bytes);
+    for block in gguf.chunks_exact(block_bytes) {
+        scales.extend_from_slice(&block[..scale_bytes]);
+        quants.extend_from_slice(&block[scale_bytes..]);
+    }
+    (quants, scales)
+}
+
+/// A `rows × cols` weight matrix on the GPU.
+pub struct DeviceMatrix {
+    weight_type: WeightType,
+    rows: usize,
+    cols: usize,
+    quants: Buffer<u8>,
+    scales: Buffer<u8>,
+}
+
+impl DeviceMatrix {
+    /// Uploads matrices of one type stacked by rows (`[a; b; ...]`), each given
+    /// as (rows, GGUF bytes). Stacking lets one launch compute Q, K and V, or the
+    /// gate and up projections, together.
+    pub fn upload_stacked(
+        gpu: &Gpu,
+        weight_type: WeightType,
+        cols: usize,
+        parts: &[(usize, &[u8])],
+    ) -> Result<DeviceMatrix> {
+        if cols == 0 || !cols.is_multiple_of(32) {
+            return Err(CudaError::Unsupported(format!(
+                "the CUDA kernels need rows whose length is a multiple of 32; this matrix has {cols}"
+            )));
+        }
+        let mut quants = Vec::new();
+        let mut scales = Vec::new();
+        let mut rows = 0;
+        for &(part_rows, bytes) in parts {
+            let expected = weight_type.gguf_bytes(part_rows, cols);
+            if bytes.len() != expected {
+                return Err(CudaError::Unsupported(format!(
+                    "a {weight_type:?} matrix of {part_rows}×{cols} has {} bytes, expected {expected}",
+                    bytes.len()
+                )));
+            }
+            let (q, s) = split_blocks(weight_type, bytes);
+            quants.extend_from_slice(&q);
+            scales.extend_from_slice(&s);
+            rows += part_rows;
+        }
+        Ok(DeviceMatrix {
+            weight_type,
+            rows,
+            cols,
+            quants: Buffer::from_host(gpu, &quants)?,
+            scales: Buffer::from_host(gpu, &scales)?,
+        })
+    }
+
+    /// Uploads one matrix.
+    pub fn upload(
+        gpu: &Gpu,
+        weight_type: WeightType,
+        rows: usize,
+        cols: usize,
+        gguf: &[u8],
+    ) -> Result<Self> {
+        Self::upload_stacked(gpu, weight_type, cols, &[(rows, gguf)])
+    }
+
+    pub fn weight_type(&self) -> WeightType {
+        self.weight_type
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Bytes held on the device.
+    pub fn bytes(&self) -> usize {
+        self.quants.bytes() + self.scales.bytes()
+    }
+
+    pub(crate) fn quants(&self) -> Span<'_, u8> {
+        self.quants.all()
+    }
+
+    pub(crate) fn scales(&self) -> Span<'_, u8> {
+        self.scales.all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q4_1_blocks_split_into_scales_and_quants() {
+        let mut gguf = Vec::new();
+        for block in 0..3u8 {
+            gguf.extend_from_slice(&[block, 0xa0, block, 0xb0]);
+            gguf.extend((0..16).map(|i| block * 16 + i));
+        }
+        let (quants, scales) = split_blocks(WeightType::Q4_1, &gguf);
+        assert_eq!(
+            scales,
+            [0, 0xa0, 0, 0xb0, 1, 0xa0, 1, 0xb0, 2, 0xa0, 2, 0xb0]
+        );
+        assert_eq!(quants, (0..48).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn plain_types_pass_through() {
+        let bytes: Vec<u8> = (0..64).collect();
+        let (quants, scales) = split_blocks(WeightType::F16, &bytes);
+        assert_eq!(quants, bytes);
+        assert!(scales.is_empty());
+    }
+
+    #[test]
+    fn gguf_sizes_follow_the_block_layouts() {
+        assert_eq!(WeightType::Q4_0.gguf_bytes(2, 64), 2 * 2 * 18);
+        assert_eq!(WeightType::Q8_0.gguf_bytes(1, 32), 34);
+        assert_eq!(WeightType::F32.gguf_bytes(3, 32), 384);
+    }
+}

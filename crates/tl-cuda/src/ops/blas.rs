@@ -1,0 +1,66 @@
+//! The prefill GEMM: f16 weights × f16 activations, f32 accumulation and output,
+//! through cuBLAS (tensor cores).
+
+use std::ffi::c_void;
+
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+
+use crate::buffer::Span;
+use crate::error::{CudaError, Result};
+use crate::gpu::Gpu;
+use crate::ops::int;
+
+/// `y[t] (+)= W · x[t]` for `tokens` rows: W is `[out][in]` f16, x `[tokens][in]`
+/// f16, y `[tokens][out]` f32; with `accumulate` the product is added to y
+/// (the residual connection comes free).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f16(
+    gpu: &Gpu,
+    w: Span<'_, u16>,
+    x: Span<'_, u16>,
+    y: Span<'_, f32>,
+    tokens: usize,
+    out_features: usize,
+    in_features: usize,
+    accumulate: bool,
+) -> Result<()> {
+    w.require(out_features * in_features, "GEMM weights")?;
+    x.require(tokens * in_features, "GEMM input")?;
+    y.require(tokens * out_features, "GEMM output")?;
+    let (m, n, k) = (
+        int(out_features, "rows")?,
+        int(tokens, "tokens")?,
+        int(in_features, "cols")?,
+    );
+    let alpha = 1.0f32;
+    let beta = if accumulate { 1.0f32 } else { 0.0 };
+    // Column-major view: Yᵀ (out × tokens) = Wᵀᵀ · Xᵀ, where W row-major is a
+    // column-major (in × out) matrix used transposed and X row-major is a
+    // column-major (in × tokens) matrix.
+    // SAFETY: the three spans hold the sizes checked above, the handle's stream
+    // is our stream, and alpha/beta are live locals read during the call.
+    unsafe {
+        cudarc::cublas::result::gemm_ex(
+            *gpu.blas().handle(),
+            cublasOperation_t::CUBLAS_OP_T,
+            cublasOperation_t::CUBLAS_OP_N,
+            m,
+            n,
+            k,
+            &alpha as *const f32 as *const c_void,
+            w.address() as *const c_void,
+            cudaDataType::CUDA_R_16F,
+            k,
+            x.address() as *const c_void,
+            cudaDataType::CUDA_R_16F,
+            k,
+            &beta as *const f32 as *const c_void,
+            y.address() as *mut c_void,
+            cudaDataType::CUDA_R_32F,
+            m,
+            cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+    }
+    .map_err(|e| CudaError::blas("gemm_f16", e))
+}

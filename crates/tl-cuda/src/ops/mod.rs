@@ -1,0 +1,19 @@
+//! Typed, checked launch wrappers: each checks its spans against the sizes it
+//! passes, then launches one kernel. The only `unsafe` is the launch itself.
+
+pub mod attention;
+pub mod blas;
+pub mod gemv;
+pub mod rows;
+
+/// Blocks of `threads` needed to cover `items`, at least one.
+pub(crate) fn blocks_for(items: usize, per_block: usize) -> u32 {
+    items.div_ceil(per_block).clamp(1, i32::MAX as usize) as u32
+}
+
+/// An int kernel argument, or an error when the size does not fit in one.
+pub(crate) fn int(value: usize, what: &str) -> crate::Result<i32> {
+    i32::try_from(value).map_err(|_| {
+        crate::CudaError::Unsupported(format!("{what} {value} is too large for the kernels"))
+    })
+}

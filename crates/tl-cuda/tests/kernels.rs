@@ -1,0 +1,605 @@
+//! Every kernel against a CPU reference on random inputs: outputs are poisoned
+//! (NaN) before each launch so an unwritten element fails, sizes include odd
+//! ones, and errors are relative (‖gpu − ref‖ / ‖ref‖). Where no GPU exists each
+//! test prints why it skips; `scripts/gpu_checks.sh` runs them on a GPU.
+
+use half::{bf16, f16};
+use tl_cuda::ops::attention::{
+    attention_decode, attention_prefill, decode_partial_len, rope_store_kv, Heads, LayerCache,
+};
+use tl_cuda::ops::gemv::{gemv, Epilogue};
+use tl_cuda::ops::{blas, rows};
+use tl_cuda::{Buffer, CudaError, DeviceMatrix, Gpu, Graph, WeightType};
+
+fn gpu() -> Option<Gpu> {
+    match Gpu::open(0) {
+        Ok(gpu) => Some(gpu),
+        Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {
+            eprintln!("skipped: no usable GPU here ({e})");
+            None
+        }
+        Err(e) => panic!("a GPU is present but could not be opened: {e}"),
+    }
+}
+
+/// A small deterministic generator (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.unit()).collect()
+    }
+}
+
+fn relative_error(got: &[f32], want: &[f32]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (&g, &w) in got.iter().zip(want) {
+        assert!(
+            g.is_finite(),
+            "non-finite output {g} (unwritten or overflow)"
+        );
+        diff += (g as f64 - w as f64).powi(2);
+        norm += (w as f64).powi(2);
+    }
+    (diff / norm.max(1e-30)).sqrt()
+}
+
+fn download<T: cudarc::driver::DeviceRepr + Default + Clone>(
+    gpu: &Gpu,
+    b: &Buffer<T>,
+    n: usize,
+) -> Vec<T> {
+    let mut out = vec![T::default(); n];
+    gpu.download(b.span(0, n).unwrap(), &mut out).unwrap();
+    out
+}
+
+fn poisoned_f32(gpu: &Gpu, n: usize) -> Buffer<f32> {
+    Buffer::from_host(gpu, &vec![f32::NAN; n]).unwrap()
+}
+
+fn poisoned_f16(gpu: &Gpu, n: usize) -> Buffer<u16> {
+    Buffer::from_host(gpu, &vec![f16::NAN.to_bits(); n]).unwrap()
+}
+
+const TYPES: [WeightType; 6] = [
+    WeightType::F32,
+    WeightType::F16,
+    WeightType::Bf16,
+    WeightType::Q4_0,
+    WeightType::Q4_1,
+    WeightType::Q8_0,
+];
+
+/// Random GGUF bytes of a rows × cols matrix and the values they stand for.
+fn random_matrix(rng: &mut Rng, t: WeightType, rows: usize, cols: usize) -> (Vec<u8>, Vec<f32>) {
+    let mut bytes = Vec::new();
+    let mut values = Vec::new();
+    for _ in 0..rows {
+        match t {
+            WeightType::F32 => {
+                for _ in 0..cols {
+                    let v = rng.unit();
+                    bytes.extend_from_slice(&v.to_le_bytes());
+                    values.push(v);
+                }
+            }
+            WeightType::F16 => {
+                for _ in 0..cols {
+                    let v = f16::from_f32(rng.unit());
+                    bytes.extend_from_slice(&v.to_le_bytes());
+                    values.push(v.to_f32());
+                }
+            }
+            WeightType::Bf16 => {
+                for _ in 0..cols {
+                    let v = bf16::from_f32(rng.unit());
+                    bytes.extend_from_slice(&v.to_le_bytes());
+                    values.push(v.to_f32());
+                }
+            }
+            WeightType::Q4_0 | WeightType::Q4_1 => {
+                for _ in 0..cols / 32 {
+                    let d = f16::from_f32(rng.unit() * 0.1);
+                    let m = f16::from_f32(rng.unit() * 0.5);
+                    bytes.extend_from_slice(&d.to_le_bytes());
+                    if t == WeightType::Q4_1 {
+                        bytes.extend_from_slice(&m.to_le_bytes());
+                    }
+                    let quants: Vec<u8> = (0..32).map(|_| (rng.next() % 16) as u8).collect();
+                    for j in 0..16 {
+                        bytes.push(quants[j] | (quants[j + 16] << 4));
+                    }
+                    for &q in &quants {
+                        values.push(if t == WeightType::Q4_0 {
+                            (q as f32 - 8.0) * d.to_f32()
+                        } else {
+                            q as f32 * d.to_f32() + m.to_f32()
+                        });
+                    }
+                }
+            }
+            WeightType::Q8_0 => {
+                for _ in 0..cols / 32 {
+                    let d = f16::from_f32(rng.unit() * 0.02);
+                    bytes.extend_from_slice(&d.to_le_bytes());
+                    for _ in 0..32 {
+                        let q = (rng.next() % 256) as u8 as i8;
+                        bytes.push(q as u8);
+                        values.push(q as f32 * d.to_f32());
+                    }
+                }
+            }
+        }
+    }
+    (bytes, values)
+}
+
+fn reference_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+    let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+    let scale = 1.0 / ((sum / x.len() as f64) as f32 + eps).sqrt();
+    x.iter().zip(weight).map(|(&v, &w)| v * scale * w).collect()
+}
+
+fn reference_matvec(w: &[f32], x: &[f32], rows: usize) -> Vec<f32> {
+    let cols = x.len();
+    (0..rows)
+        .map(|r| {
+            w[r * cols..(r + 1) * cols]
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum::<f64>() as f32
+        })
+        .collect()
+}
+
+fn silu(g: f32) -> f32 {
+    g / (1.0 + (-g).exp())
+}
+
+#[test]
+fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(1);
+    for t in TYPES {
+        for (rows, cols) in [
+            (1, 32),
+            (7, 96),
+            (33, 576),
+            (300, 2048),
+            (1031, 160),
+            (2, 5632),
+        ] {
+            let (bytes, w) = random_matrix(&mut rng, t, rows, cols);
+            let m = DeviceMatrix::upload(&gpu, t, rows, cols, &bytes).unwrap();
+            let x = rng.vec(cols);
+            let norm_weight = rng.vec(cols);
+            let xb = Buffer::from_host(&gpu, &x).unwrap();
+            let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
+            let eps = 1e-5;
+            let normed = reference_norm(&x, &norm_weight, eps);
+            // plain
+            let y = poisoned_f32(&gpu, rows);
+            gemv(&gpu, &m, xb.all(), y.all(), Epilogue::Plain).unwrap();
+            let err = relative_error(&download(&gpu, &y, rows), &reference_matvec(&w, &x, rows));
+            assert!(err < 1e-5, "{t:?} {rows}x{cols} plain: {err}");
+            // residual
+            let start = rng.vec(rows);
+            let y = Buffer::from_host(&gpu, &start).unwrap();
+            gemv(&gpu, &m, xb.all(), y.all(), Epilogue::Residual).unwrap();
+            let want: Vec<f32> = reference_matvec(&w, &x, rows)
+                .iter()
+                .zip(&start)
+                .map(|(a, b)| a + b)
+                .collect();
+            let err = relative_error(&download(&gpu, &y, rows), &want);
+            assert!(err < 1e-5, "{t:?} {rows}x{cols} residual: {err}");
+            // norm
+            let y = poisoned_f32(&gpu, rows);
+            gemv(
+                &gpu,
+                &m,
+                xb.all(),
+                y.all(),
+                Epilogue::Norm {
+                    weight: nb.all(),
+                    eps,
+                },
+            )
+            .unwrap();
+            let err = relative_error(
+                &download(&gpu, &y, rows),
+                &reference_matvec(&w, &normed, rows),
+            );
+            assert!(err < 1e-5, "{t:?} {rows}x{cols} norm: {err}");
+            // norm + swiglu (rows split into gate and up)
+            if rows % 2 == 0 {
+                let half = rows / 2;
+                let y = poisoned_f32(&gpu, half);
+                gemv(
+                    &gpu,
+                    &m,
+                    xb.all(),
+                    y.all(),
+                    Epilogue::NormSwiglu {
+                        weight: nb.all(),
+                        eps,
+                    },
+                )
+                .unwrap();
+                let full = reference_matvec(&w, &normed, rows);
+                let want: Vec<f32> = (0..half).map(|r| silu(full[r]) * full[r + half]).collect();
+                let err = relative_error(&download(&gpu, &y, half), &want);
+                assert!(err < 1e-5, "{t:?} {rows}x{cols} swiglu: {err}");
+            }
+        }
+    }
+}
+
+#[test]
+fn dequantize_and_embed_give_the_blocks_values() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(2);
+    for t in TYPES {
+        let (rows, cols) = (37, 96);
+        let (bytes, w) = random_matrix(&mut rng, t, rows, cols);
+        let m = DeviceMatrix::upload(&gpu, t, rows, cols, &bytes).unwrap();
+        let out = poisoned_f16(&gpu, rows * cols);
+        rows::dequantize_f16(&gpu, &m, out.all()).unwrap();
+        let got: Vec<f32> = download(&gpu, &out, rows * cols)
+            .iter()
+            .map(|&h| f16::from_bits(h).to_f32())
+            .collect();
+        let want: Vec<f32> = w.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+        assert_eq!(relative_error(&got, &want), 0.0, "{t:?} dequantize");
+        let ids = [5u32, 0, 36, 5, 1000];
+        let idb = Buffer::from_host(&gpu, &ids).unwrap();
+        let out = poisoned_f32(&gpu, ids.len() * cols);
+        rows::embed(&gpu, &m, idb.all(), ids.len(), out.all()).unwrap();
+        let got = download(&gpu, &out, ids.len() * cols);
+        for (i, &id) in ids.iter().enumerate() {
+            let row = &got[i * cols..(i + 1) * cols];
+            if (id as usize) < rows {
+                assert_eq!(
+                    row,
+                    &w[id as usize * cols..(id as usize + 1) * cols],
+                    "{t:?} embed {id}"
+                );
+            } else {
+                assert!(
+                    row.iter().all(|&v| v == 0.0),
+                    "{t:?}: an id outside the table gives zeros"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn row_kernels_match_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(3);
+    for (n_rows, cols) in [(1, 64), (5, 576), (3, 2048)] {
+        let x = rng.vec(n_rows * cols);
+        let weight = rng.vec(cols);
+        let xb = Buffer::from_host(&gpu, &x).unwrap();
+        let wb = Buffer::from_host(&gpu, &weight).unwrap();
+        let want: Vec<f32> = x
+            .chunks(cols)
+            .flat_map(|r| reference_norm(r, &weight, 1e-6))
+            .collect();
+        let out = poisoned_f32(&gpu, n_rows * cols);
+        rows::rms_norm_f32(&gpu, xb.all(), wb.all(), 1e-6, out.all(), n_rows).unwrap();
+        assert!(relative_error(&download(&gpu, &out, n_rows * cols), &want) < 1e-6);
+        let out = poisoned_f16(&gpu, n_rows * cols);
+        rows::rms_norm_f16(&gpu, xb.all(), wb.all(), 1e-6, out.all(), n_rows).unwrap();
+        let got: Vec<f32> = download(&gpu, &out, n_rows * cols)
+            .iter()
+            .map(|&h| f16::from_bits(h).to_f32())
+            .collect();
+        assert!(relative_error(&got, &want) < 1e-3);
+    }
+    let (n_rows, width) = (3, 77);
+    let gate_up = rng.vec(n_rows * 2 * width);
+    let gb = Buffer::from_host(&gpu, &gate_up).unwrap();
+    let out = poisoned_f16(&gpu, n_rows * width);
+    rows::swiglu_f16(&gpu, gb.all(), out.all(), n_rows, width).unwrap();
+    let want: Vec<f32> = (0..n_rows * width)
+        .map(|i| {
+            let (r, c) = (i / width, i % width);
+            silu(gate_up[r * 2 * width + c]) * gate_up[r * 2 * width + width + c]
+        })
+        .collect();
+    let got: Vec<f32> = download(&gpu, &out, n_rows * width)
+        .iter()
+        .map(|&h| f16::from_bits(h).to_f32())
+        .collect();
+    assert!(relative_error(&got, &want) < 1e-3);
+    let values = rng.vec(1001);
+    let vb = Buffer::from_host(&gpu, &values).unwrap();
+    let out = poisoned_f16(&gpu, 1001);
+    rows::f32_to_f16(&gpu, vb.all(), out.all(), 1001).unwrap();
+    let got = download(&gpu, &out, 1001);
+    assert!(got
+        .iter()
+        .zip(&values)
+        .all(|(&h, &v)| h == f16::from_f32(v).to_bits()));
+}
+
+#[test]
+fn argmax_picks_the_lowest_index_of_the_largest() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(4);
+    for n in [1usize, 31, 1000, 49152, 151_936] {
+        let mut x = rng.vec(n);
+        let at = (rng.next() as usize) % n;
+        x[at] = 5.0;
+        if at + 7 < n {
+            x[at + 7] = 5.0; // a tie later on: the lower index wins
+        }
+        if n > 3 {
+            x[(at + 1) % n] = f32::NAN;
+        }
+        let xb = Buffer::from_host(&gpu, &x).unwrap();
+        let out = Buffer::from_host(&gpu, &[u32::MAX]).unwrap();
+        rows::argmax(&gpu, xb.all(), n, out.all()).unwrap();
+        assert_eq!(download(&gpu, &out, 1)[0] as usize, at, "n = {n}");
+    }
+}
+
+#[test]
+fn gemm_matches_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(5);
+    for (tokens, out_f, in_f) in [(1, 32, 64), (7, 96, 576), (130, 577, 256)] {
+        let w: Vec<u16> = rng
+            .vec(out_f * in_f)
+            .iter()
+            .map(|&v| f16::from_f32(v).to_bits())
+            .collect();
+        let x: Vec<u16> = rng
+            .vec(tokens * in_f)
+            .iter()
+            .map(|&v| f16::from_f32(v).to_bits())
+            .collect();
+        let start = rng.vec(tokens * out_f);
+        let wf: Vec<f32> = w.iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+        let xf: Vec<f32> = x.iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+        let mut want = Vec::new();
+        for t in 0..tokens {
+            want.extend(reference_matvec(&wf, &xf[t * in_f..(t + 1) * in_f], out_f));
+        }
+        let (wb, xb) = (
+            Buffer::from_host(&gpu, &w).unwrap(),
+            Buffer::from_host(&gpu, &x).unwrap(),
+        );
+        let y = poisoned_f32(&gpu, tokens * out_f);
+        blas::gemm_f16(
+            &gpu,
+            wb.all(),
+            xb.all(),
+            y.all(),
+            tokens,
+            out_f,
+            in_f,
+            false,
+        )
+        .unwrap();
+        assert!(relative_error(&download(&gpu, &y, tokens * out_f), &want) < 1e-5);
+        let y = Buffer::from_host(&gpu, &start).unwrap();
+        blas::gemm_f16(&gpu, wb.all(), xb.all(), y.all(), tokens, out_f, in_f, true).unwrap();
+        let summed: Vec<f32> = want.iter().zip(&start).map(|(a, b)| a + b).collect();
+        assert!(relative_error(&download(&gpu, &y, tokens * out_f), &summed) < 1e-5);
+    }
+}
+
+/// Reference causal attention for rows at positions start.., f64, over f16 K/V.
+#[allow(clippy::too_many_arguments)]
+fn reference_attention(
+    h: Heads,
+    q: &[f32],
+    q_stride: usize,
+    keys: &[Vec<f32>],
+    values: &[Vec<f32>],
+    start: usize,
+    rows: usize,
+) -> Vec<f32> {
+    let scale = 1.0 / (h.head_dim as f64).sqrt();
+    let group = h.heads / h.kv_heads;
+    let mut out = Vec::new();
+    for r in 0..rows {
+        for head in 0..h.heads {
+            let kvh = head / group;
+            let qh = &q[r * q_stride + head * h.head_dim..][..h.head_dim];
+            let visible = start + r + 1;
+            let scores: Vec<f64> = (0..visible)
+                .map(|p| {
+                    qh.iter()
+                        .zip(&keys[kvh][p * h.head_dim..][..h.head_dim])
+                        .map(|(&a, &b)| a as f64 * b as f64)
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = weights.iter().sum();
+            for d in 0..h.head_dim {
+                let v: f64 = (0..visible)
+                    .map(|p| weights[p] * values[kvh][p * h.head_dim + d] as f64)
+                    .sum();
+                out.push((v / sum) as f32);
+            }
+        }
+    }
+    out
+}
+
+fn rope_reference(x: &mut [f32], head_dim: usize, table: &[f32], pos: usize) {
+    for head in x.chunks_mut(head_dim) {
+        for pair in 0..head_dim / 2 {
+            let (c, s) = (
+                table[(pos * head_dim / 2 + pair) * 2],
+                table[(pos * head_dim / 2 + pair) * 2 + 1],
+            );
+            let (x0, x1) = (head[2 * pair], head[2 * pair + 1]);
+            head[2 * pair] = x0.mul_add(c, -(x1 * s));
+            head[2 * pair + 1] = x0.mul_add(s, x1 * c);
+        }
+    }
+}
+
+#[test]
+fn rope_cache_write_and_attention_match_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(6);
+    for h in [
+        Heads {
+            heads: 6,
+            kv_heads: 2,
+            head_dim: 64,
+        },
+        Heads {
+            heads: 4,
+            kv_heads: 4,
+            head_dim: 128,
+        },
+    ] {
+        let capacity = 300;
+        let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
+        let qkv_width = q_width + 2 * kv_width;
+        let table: Vec<f32> = (0..capacity * h.head_dim / 2)
+            .flat_map(|i| {
+                let angle =
+                    (i / (h.head_dim / 2)) as f32 * 0.37 / (1 + i % (h.head_dim / 2)) as f32;
+                [angle.cos(), angle.sin()]
+            })
+            .collect();
+        let tb = Buffer::from_host(&gpu, &table).unwrap();
+        let keys_b: Buffer<u16> = Buffer::zeros(&gpu, h.cache_len(capacity)).unwrap();
+        let values_b: Buffer<u16> = Buffer::zeros(&gpu, h.cache_len(capacity)).unwrap();
+        let cache = LayerCache {
+            keys: keys_b.all(),
+            values: values_b.all(),
+            capacity,
+        };
+        let mut host_keys = vec![vec![0.0f32; capacity * h.head_dim]; h.kv_heads];
+        let mut host_values = host_keys.clone();
+        let mut position = 0;
+        // A prefill of 37 rows, one of 200, then single decode steps.
+        for rows_now in [37usize, 200, 1, 1, 1] {
+            let qkv = rng.vec(rows_now * qkv_width);
+            let mut roped = qkv.clone();
+            for r in 0..rows_now {
+                let row = &mut roped[r * qkv_width..(r + 1) * qkv_width];
+                rope_reference(
+                    &mut row[..q_width + kv_width],
+                    h.head_dim,
+                    &table,
+                    position + r,
+                );
+                for kvh in 0..h.kv_heads {
+                    for d in 0..h.head_dim {
+                        let k = row[q_width + kvh * h.head_dim + d];
+                        let v = row[q_width + kv_width + kvh * h.head_dim + d];
+                        host_keys[kvh][(position + r) * h.head_dim + d] = f16::from_f32(k).to_f32();
+                        host_values[kvh][(position + r) * h.head_dim + d] =
+                            f16::from_f32(v).to_f32();
+                    }
+                }
+            }
+            let qb = Buffer::from_host(&gpu, &qkv).unwrap();
+            let start = Buffer::from_host(&gpu, &[position as i32]).unwrap();
+            rope_store_kv(&gpu, h, qb.all(), rows_now, tb.all(), start.all(), cache).unwrap();
+            let roped_q: Vec<f32> = download(&gpu, &qb, rows_now * qkv_width);
+            for r in 0..rows_now {
+                let got = &roped_q[r * qkv_width..][..q_width];
+                let want = &roped[r * qkv_width..][..q_width];
+                assert!(relative_error(got, want) < 1e-6, "rope of row {r}");
+            }
+            let want = reference_attention(
+                h,
+                &roped,
+                qkv_width,
+                &host_keys,
+                &host_values,
+                position,
+                rows_now,
+            );
+            if rows_now == 1 {
+                let splits = 7;
+                let partial = poisoned_f32(&gpu, decode_partial_len(h, splits));
+                let out = poisoned_f32(&gpu, q_width);
+                let last = Buffer::from_host(&gpu, &[position as i32]).unwrap();
+                attention_decode(
+                    &gpu,
+                    h,
+                    qb.span(0, q_width).unwrap(),
+                    cache,
+                    last.all(),
+                    splits,
+                    partial.all(),
+                    out.all(),
+                )
+                .unwrap();
+                let err = relative_error(&download(&gpu, &out, q_width), &want);
+                assert!(err < 1e-4, "decode at {position}: {err}");
+            } else {
+                let out = poisoned_f16(&gpu, rows_now * q_width);
+                attention_prefill(
+                    &gpu,
+                    h,
+                    qb.all(),
+                    qkv_width,
+                    rows_now,
+                    cache,
+                    start.all(),
+                    out.all(),
+                )
+                .unwrap();
+                let got: Vec<f32> = download(&gpu, &out, rows_now * q_width)
+                    .iter()
+                    .map(|&x| f16::from_bits(x).to_f32())
+                    .collect();
+                let err = relative_error(&got, &want);
+                assert!(err < 2e-3, "prefill of {rows_now} at {position}: {err}");
+            }
+            position += rows_now;
+        }
+    }
+}
+
+#[test]
+fn a_recorded_graph_replays_the_same_work() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(7);
+    let (rows, cols) = (64, 256);
+    let (bytes, w) = random_matrix(&mut rng, WeightType::Q4_0, rows, cols);
+    let m = DeviceMatrix::upload(&gpu, WeightType::Q4_0, rows, cols, &bytes).unwrap();
+    let xb: Buffer<f32> = Buffer::zeros(&gpu, cols).unwrap();
+    let y = poisoned_f32(&gpu, rows);
+    let graph =
+        Graph::capture(&gpu, || gemv(&gpu, &m, xb.all(), y.all(), Epilogue::Plain)).unwrap();
+    for _ in 0..3 {
+        let x = rng.vec(cols);
+        gpu.upload(&x, xb.all()).unwrap();
+        graph.replay().unwrap();
+        let err = relative_error(&download(&gpu, &y, rows), &reference_matvec(&w, &x, rows));
+        assert!(err < 1e-5, "replay: {err}");
+    }
+}

@@ -1,0 +1,129 @@
+//! One sequence's state on the GPU: the KV cache of every layer, the decode
+//! step's buffers, and the decode step recorded as a CUDA graph (which bakes in
+//! these buffers' addresses, so it belongs to the sequence).
+
+use tl_cuda::ops::attention::{decode_partial_len, Heads, LayerCache};
+use tl_cuda::{Buffer, Gpu, Graph};
+
+use crate::error::{Error, Result};
+use crate::model::config::ModelConfig;
+
+/// Buffers of one decode step, `[feature]`.
+pub struct StepBuffers {
+    /// The token to run (written by the host before each step).
+    pub token: Buffer<u32>,
+    /// Its position.
+    pub position: Buffer<i32>,
+    pub x: Buffer<f32>,
+    pub qkv: Buffer<f32>,
+    pub attention: Buffer<f32>,
+    pub partial: Buffer<f32>,
+    pub hidden: Buffer<f32>,
+    pub logits: Buffer<f32>,
+    /// The argmax of the logits.
+    pub next: Buffer<u32>,
+}
+
+/// A sequence's KV cache and decode state on the GPU.
+pub struct CudaCache {
+    keys: Buffer<u16>,
+    values: Buffer<u16>,
+    layer_len: usize,
+    capacity: usize,
+    len: usize,
+    pub(crate) step: StepBuffers,
+    pub(crate) graph: Option<Graph>,
+}
+
+impl CudaCache {
+    pub(crate) fn new(gpu: &Gpu, c: &ModelConfig, capacity: usize, splits: usize) -> Result<Self> {
+        let heads = heads_of(c);
+        let layer_len = heads.cache_len(capacity);
+        let total = layer_len * c.block_count;
+        let q_width = c.head_count * c.head_dim;
+        let qkv_width = q_width + 2 * c.head_count_kv * c.head_dim;
+        let step = StepBuffers {
+            token: Buffer::zeros(gpu, 1)?,
+            position: Buffer::zeros(gpu, 1)?,
+            x: Buffer::zeros(gpu, c.embedding_length)?,
+            qkv: Buffer::zeros(gpu, qkv_width)?,
+            attention: Buffer::zeros(gpu, q_width)?,
+            partial: Buffer::zeros(gpu, decode_partial_len(heads, splits))?,
+            hidden: Buffer::zeros(gpu, c.feed_forward_length)?,
+            logits: Buffer::zeros(gpu, c.vocab_size)?,
+            next: Buffer::zeros(gpu, 1)?,
+        };
+        Ok(CudaCache {
+            keys: Buffer::zeros(gpu, total)?,
+            values: Buffer::zeros(gpu, total)?,
+            layer_len,
+            capacity,
+            len: 0,
+            step,
+            graph: None,
+        })
+    }
+
+    /// Positions the cache can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Positions filled.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keeps the first `len` positions.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Bytes of device memory held by the KV cache.
+    pub fn size_bytes(&self) -> usize {
+        self.keys.bytes() + self.values.bytes()
+    }
+
+    pub(crate) fn commit(&mut self, end: usize) {
+        self.len = end;
+    }
+
+    /// Same contract as the CPU cache's `check_room`.
+    pub(crate) fn check_room(&self, start: usize, count: usize) -> Result<()> {
+        if start > self.len {
+            return Err(Error::InvalidRequest(format!(
+                "position {start} leaves a gap after the {} cached positions",
+                self.len
+            )));
+        }
+        if start + count > self.capacity {
+            return Err(Error::InvalidRequest(format!(
+                "context full: {start} cached + {count} new positions exceed the context of {}",
+                self.capacity
+            )));
+        }
+        Ok(())
+    }
+
+    /// Layer `layer`'s key and value caches.
+    pub(crate) fn layer(&self, layer: usize) -> Result<LayerCache<'_>> {
+        Ok(LayerCache {
+            keys: self.keys.span(layer * self.layer_len, self.layer_len)?,
+            values: self.values.span(layer * self.layer_len, self.layer_len)?,
+            capacity: self.capacity,
+        })
+    }
+}
+
+/// The attention geometry of a model.
+pub(crate) fn heads_of(c: &ModelConfig) -> Heads {
+    Heads {
+        heads: c.head_count,
+        kv_heads: c.head_count_kv,
+        head_dim: c.head_dim,
+    }
+}

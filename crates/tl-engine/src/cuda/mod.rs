@@ -1,0 +1,411 @@
+//! The llama architecture on an NVIDIA GPU. Weights stay in their GGUF quantized
+//! form on the device; a decode step is eight launches per block (fused QKV with
+//! its norm, RoPE + cache write, two attention passes, output projection + residual,
+//! gate/up with norm and SwiGLU, down + residual) recorded once as a CUDA graph
+//! and replayed; a prompt runs in batches through dequantize → cuBLAS GEMM.
+//! The host waits for the device once per pass, to read the result.
+
+mod cache;
+mod prefill;
+mod weights;
+
+use std::sync::{Arc, Mutex};
+
+use candle_core::Device;
+use tl_cuda::ops::attention::{self as attention_ops, Heads};
+use tl_cuda::ops::gemv::{gemv, Epilogue};
+use tl_cuda::ops::{blas, rows as row_ops};
+use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
+use tl_gguf::GgufFile;
+
+use cache::heads_of;
+pub use cache::CudaCache;
+use prefill::PrefillBuffers;
+use weights::{BlockWeights, Uploader};
+
+use crate::error::{Error, Result};
+use crate::model::config::ModelConfig;
+use crate::model::rope::RopeTable;
+use crate::model::tensor_names as names;
+use crate::model::Logits;
+
+/// Prompt tokens per GEMM batch: bounds the prefill buffers.
+const MAX_PREFILL_ROWS: usize = 1024;
+
+/// A llama-architecture model on a GPU.
+pub struct CudaModel {
+    gpu: Arc<Gpu>,
+    config: ModelConfig,
+    embedding: DeviceMatrix,
+    blocks: Vec<BlockWeights>,
+    output_norm: Buffer<f32>,
+    /// None when the output head is the embedding table.
+    output: Option<DeviceMatrix>,
+    rope: Buffer<f32>,
+    max_positions: usize,
+    splits: usize,
+    weight_bytes: usize,
+    prefill: Mutex<Option<PrefillBuffers>>,
+    use_graphs: bool,
+}
+
+impl CudaModel {
+    /// Uploads the model in `file` to `gpu`, for caches of up to `max_positions`.
+    pub fn load(file: &GgufFile, max_positions: usize, gpu: Arc<Gpu>) -> Result<Self> {
+        let config = ModelConfig::from_gguf(file)?;
+        heads_of(&config).check()?;
+        let cpu = Device::Cpu;
+        let mut up = Uploader::new(file, &gpu, &cpu);
+        let embedding = up.matrix(
+            names::TOKEN_EMBEDDING,
+            config.vocab_size,
+            config.embedding_length,
+        )?;
+        let blocks = (0..config.block_count)
+            .map(|i| up.block(&config, i))
+            .collect::<Result<Vec<_>>>()?;
+        let output_norm = up.vector(names::OUTPUT_NORM, config.embedding_length)?;
+        let output = up.output(&config)?;
+        let freq_factors = if up.has(names::ROPE_FREQS) {
+            let mut loader = crate::model::weights::WeightLoader::new(file, &cpu);
+            Some(loader.vector(names::ROPE_FREQS, config.head_dim / 2)?)
+        } else {
+            None
+        };
+        let table = RopeTable::new(
+            config.head_dim,
+            config.rope_freq_base,
+            freq_factors.as_deref(),
+            max_positions,
+        )?;
+        let rope = Buffer::from_host(&gpu, &table.cos_sin_flat())?;
+        // Enough blocks to fill the GPU twice over across the heads.
+        let splits = (2 * gpu.info().multiprocessors)
+            .div_ceil(config.head_count)
+            .clamp(1, 64);
+        Ok(CudaModel {
+            weight_bytes: up.bytes(),
+            gpu,
+            config,
+            embedding,
+            blocks,
+            output_norm,
+            output,
+            rope,
+            max_positions,
+            splits,
+            prefill: Mutex::new(None),
+            use_graphs: std::env::var_os("TL_CUDA_GRAPHS").is_none_or(|v| v != "0"),
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// Bytes of weights on the device.
+    pub fn weight_bytes(&self) -> usize {
+        self.weight_bytes
+    }
+
+    pub fn max_positions(&self) -> usize {
+        self.max_positions
+    }
+
+    /// A fresh cache for up to `capacity` positions.
+    pub fn new_cache(&self, capacity: usize) -> Result<CudaCache> {
+        if capacity > self.max_positions {
+            return Err(Error::InvalidRequest(format!(
+                "a cache of {capacity} positions exceeds the {} the model was loaded for",
+                self.max_positions
+            )));
+        }
+        CudaCache::new(&self.gpu, &self.config, capacity, self.splits)
+    }
+
+    fn heads(&self) -> Heads {
+        heads_of(&self.config)
+    }
+
+    fn output_matrix(&self) -> &DeviceMatrix {
+        self.output.as_ref().unwrap_or(&self.embedding)
+    }
+
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidRequest(
+                "forward pass over zero tokens".into(),
+            ));
+        }
+        if let Some(&bad) = tokens
+            .iter()
+            .find(|&&t| t as usize >= self.config.vocab_size)
+        {
+            return Err(Error::InvalidRequest(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `tokens` at positions `index_pos..` and returns the logits of the
+    /// last token or of every token (as the CPU model's `forward`).
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        index_pos: usize,
+        cache: &mut CudaCache,
+        which: Logits,
+    ) -> Result<Vec<f32>> {
+        self.check_tokens(tokens)?;
+        cache.check_room(index_pos, tokens.len())?;
+        if tokens.len() == 1 && which == Logits::Last {
+            self.decode(tokens[0], index_pos, cache)?;
+            let mut logits = vec![0.0; self.config.vocab_size];
+            self.gpu.download(cache.step.logits.all(), &mut logits)?;
+            return Ok(logits);
+        }
+        let mut all = Vec::new();
+        let mut last = Vec::new();
+        for (i, chunk) in tokens.chunks(MAX_PREFILL_ROWS).enumerate() {
+            let start = index_pos + i * MAX_PREFILL_ROWS;
+            let rows = self.prefill_chunk(chunk, start, cache, which, &mut all)?;
+            last = rows;
+        }
+        cache.commit(index_pos + tokens.len());
+        Ok(match which {
+            Logits::Last => last,
+            Logits::All => all,
+        })
+    }
+
+    /// Runs one token and returns the most likely next token (argmax on the
+    /// device; the host reads back 4 bytes).
+    pub fn forward_greedy(
+        &self,
+        token: u32,
+        index_pos: usize,
+        cache: &mut CudaCache,
+    ) -> Result<u32> {
+        self.check_tokens(&[token])?;
+        cache.check_room(index_pos, 1)?;
+        self.decode(token, index_pos, cache)?;
+        let mut next = [0u32];
+        self.gpu.download(cache.step.next.all(), &mut next)?;
+        Ok(next[0])
+    }
+
+    /// Queues one decode step (through the graph when enabled) and commits it.
+    fn decode(&self, token: u32, position: usize, cache: &mut CudaCache) -> Result<()> {
+        self.gpu.upload(&[token], cache.step.token.all())?;
+        self.gpu
+            .upload(&[position as i32], cache.step.position.all())?;
+        match &cache.graph {
+            Some(graph) => graph.replay()?,
+            None => {
+                // The first step runs eagerly (loading every kernel it uses);
+                // later steps replay its recording.
+                self.record_decode(cache)?;
+                if self.use_graphs {
+                    let graph = Graph::capture(&self.gpu, || self.record_decode(cache))?;
+                    cache.graph = Some(graph);
+                }
+            }
+        }
+        cache.commit(position + 1);
+        Ok(())
+    }
+
+    /// The launches of one decode step, reading the token and position from
+    /// the step buffers.
+    fn record_decode(&self, cache: &CudaCache) -> Result<()> {
+        let gpu = &self.gpu;
+        let c = &self.config;
+        let s = &cache.step;
+        let eps = c.rms_norm_eps;
+        let q_width = c.head_count * c.head_dim;
+        row_ops::embed(gpu, &self.embedding, s.token.all(), 1, s.x.all())?;
+        for (layer, b) in self.blocks.iter().enumerate() {
+            let kv = cache.layer(layer)?;
+            let norm = Epilogue::Norm {
+                weight: b.attention_norm.all(),
+                eps,
+            };
+            gemv(gpu, &b.qkv, s.x.all(), s.qkv.all(), norm)?;
+            attention_ops::rope_store_kv(
+                gpu,
+                self.heads(),
+                s.qkv.all(),
+                1,
+                self.rope.all(),
+                s.position.all(),
+                kv,
+            )?;
+            attention_ops::attention_decode(
+                gpu,
+                self.heads(),
+                s.qkv.span(0, q_width)?,
+                kv,
+                s.position.all(),
+                self.splits,
+                s.partial.all(),
+                s.attention.all(),
+            )?;
+            gemv(
+                gpu,
+                &b.attention_output,
+                s.attention.all(),
+                s.x.all(),
+                Epilogue::Residual,
+            )?;
+            let norm = Epilogue::NormSwiglu {
+                weight: b.feed_forward_norm.all(),
+                eps,
+            };
+            gemv(gpu, &b.gate_up, s.x.all(), s.hidden.all(), norm)?;
+            gemv(gpu, &b.down, s.hidden.all(), s.x.all(), Epilogue::Residual)?;
+        }
+        let norm = Epilogue::Norm {
+            weight: self.output_norm.all(),
+            eps,
+        };
+        gemv(gpu, self.output_matrix(), s.x.all(), s.logits.all(), norm)?;
+        row_ops::argmax(gpu, s.logits.all(), c.vocab_size, s.next.all())?;
+        Ok(())
+    }
+
+    /// Runs up to MAX_PREFILL_ROWS tokens at `start..`; returns the last row's
+    /// logits, and appends every row's to `all` when asked.
+    fn prefill_chunk(
+        &self,
+        tokens: &[u32],
+        start: usize,
+        cache: &CudaCache,
+        which: Logits,
+        all: &mut Vec<f32>,
+    ) -> Result<Vec<f32>> {
+        let mut guard = self.prefill.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(PrefillBuffers::new(
+                &self.gpu,
+                &self.config,
+                MAX_PREFILL_ROWS,
+                &self.blocks[0],
+            )?);
+        }
+        let p = guard
+            .as_ref()
+            .ok_or_else(|| Error::InvalidRequest("prefill buffers".into()))?;
+        let gpu = &self.gpu;
+        let c = &self.config;
+        let n = tokens.len();
+        let (hidden, ffn) = (c.embedding_length, c.feed_forward_length);
+        let eps = c.rms_norm_eps;
+        gpu.upload(tokens, p.ids.all())?;
+        gpu.upload(&[start as i32], p.start.all())?;
+        row_ops::embed(gpu, &self.embedding, p.ids.all(), n, p.x.all())?;
+        for (layer, b) in self.blocks.iter().enumerate() {
+            let kv = cache.layer(layer)?;
+            row_ops::rms_norm_f16(
+                gpu,
+                p.x.all(),
+                b.attention_norm.all(),
+                eps,
+                p.normed.all(),
+                n,
+            )?;
+            self.matmul(&b.qkv, p.normed.all(), p.qkv.all(), n, false, p)?;
+            attention_ops::rope_store_kv(
+                gpu,
+                self.heads(),
+                p.qkv.all(),
+                n,
+                self.rope.all(),
+                p.start.all(),
+                kv,
+            )?;
+            attention_ops::attention_prefill(
+                gpu,
+                self.heads(),
+                p.qkv.all(),
+                b.qkv.rows(),
+                n,
+                kv,
+                p.start.all(),
+                p.attention.all(),
+            )?;
+            self.matmul(
+                &b.attention_output,
+                p.attention.all(),
+                p.x.all(),
+                n,
+                true,
+                p,
+            )?;
+            row_ops::rms_norm_f16(
+                gpu,
+                p.x.all(),
+                b.feed_forward_norm.all(),
+                eps,
+                p.normed.all(),
+                n,
+            )?;
+            self.matmul(&b.gate_up, p.normed.all(), p.gate_up.all(), n, false, p)?;
+            row_ops::swiglu_f16(gpu, p.gate_up.all(), p.hidden.all(), n, ffn)?;
+            self.matmul(&b.down, p.hidden.all(), p.x.all(), n, true, p)?;
+        }
+        let vocab = c.vocab_size;
+        let norm = || Epilogue::Norm {
+            weight: self.output_norm.all(),
+            eps,
+        };
+        let rows: Vec<usize> = match which {
+            Logits::Last => vec![n - 1],
+            Logits::All => (0..n).collect(),
+        };
+        let mut logits = vec![0.0; vocab];
+        for row in rows {
+            gemv(
+                gpu,
+                self.output_matrix(),
+                p.x.span(row * hidden, hidden)?,
+                p.logits.all(),
+                norm(),
+            )?;
+            gpu.download(p.logits.all(), &mut logits)?;
+            if which == Logits::All {
+                all.extend_from_slice(&logits);
+            }
+        }
+        Ok(logits)
+    }
+
+    /// `y (+)= W·x` for `n` rows through a dequantized f16 copy of W.
+    fn matmul(
+        &self,
+        w: &DeviceMatrix,
+        x: tl_cuda::Span<'_, u16>,
+        y: tl_cuda::Span<'_, f32>,
+        n: usize,
+        accumulate: bool,
+        p: &PrefillBuffers,
+    ) -> Result<()> {
+        row_ops::dequantize_f16(&self.gpu, w, p.weights.all())?;
+        blas::gemm_f16(
+            &self.gpu,
+            p.weights.all(),
+            x,
+            y,
+            n,
+            w.rows(),
+            w.cols(),
+            accumulate,
+        )?;
+        Ok(())
+    }
+}

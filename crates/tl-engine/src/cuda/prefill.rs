@@ -1,0 +1,56 @@
+//! Buffers for a batch of prompt tokens, sized once for the largest batch and
+//! shared by every sequence of the model (all work is on one stream, so batches
+//! never overlap).
+
+use tl_cuda::{Buffer, Gpu};
+
+use crate::cuda::weights::BlockWeights;
+use crate::error::Result;
+use crate::model::config::ModelConfig;
+
+/// `[row][feature]` buffers for up to `rows` prompt tokens.
+pub struct PrefillBuffers {
+    pub ids: Buffer<u32>,
+    pub start: Buffer<i32>,
+    pub x: Buffer<f32>,
+    /// The normalised residual stream in f16 (a GEMM input).
+    pub normed: Buffer<u16>,
+    pub qkv: Buffer<f32>,
+    /// Attention output in f16 (a GEMM input).
+    pub attention: Buffer<u16>,
+    pub gate_up: Buffer<f32>,
+    /// SwiGLU output in f16 (a GEMM input).
+    pub hidden: Buffer<u16>,
+    /// One weight matrix dequantized to f16 for the GEMM.
+    pub weights: Buffer<u16>,
+    /// Logits of one row.
+    pub logits: Buffer<f32>,
+}
+
+impl PrefillBuffers {
+    pub fn new(gpu: &Gpu, c: &ModelConfig, rows: usize, block: &BlockWeights) -> Result<Self> {
+        let q_width = c.head_count * c.head_dim;
+        let largest = [
+            &block.qkv,
+            &block.attention_output,
+            &block.gate_up,
+            &block.down,
+        ]
+        .iter()
+        .map(|m| m.rows() * m.cols())
+        .max()
+        .unwrap_or(0);
+        Ok(PrefillBuffers {
+            ids: Buffer::zeros(gpu, rows)?,
+            start: Buffer::zeros(gpu, 1)?,
+            x: Buffer::zeros(gpu, rows * c.embedding_length)?,
+            normed: Buffer::zeros(gpu, rows * c.embedding_length)?,
+            qkv: Buffer::zeros(gpu, rows * block.qkv.rows())?,
+            attention: Buffer::zeros(gpu, rows * q_width)?,
+            gate_up: Buffer::zeros(gpu, rows * block.gate_up.rows())?,
+            hidden: Buffer::zeros(gpu, rows * c.feed_forward_length)?,
+            weights: Buffer::zeros(gpu, largest)?,
+            logits: Buffer::zeros(gpu, c.vocab_size)?,
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! Uploading a GGUF model's weights to the GPU in their quantized layout: Q, K
+//! and V stacked into one matrix, gate over up into another, norms as f32.
+
+use candle_core::Device;
+use tl_cuda::{Buffer, DeviceMatrix, Gpu, WeightType};
+use tl_gguf::{GgmlType, GgufFile};
+
+use crate::error::{Error, Result};
+use crate::model::config::ModelConfig;
+use crate::model::tensor_names::{self as names, BlockTensor};
+use crate::model::weights::WeightLoader;
+
+/// One transformer block's weights on the GPU.
+pub struct BlockWeights {
+    pub attention_norm: Buffer<f32>,
+    /// `[q; k; v]` rows over the hidden size.
+    pub qkv: DeviceMatrix,
+    pub attention_output: DeviceMatrix,
+    pub feed_forward_norm: Buffer<f32>,
+    /// `[gate; up]` rows over the hidden size.
+    pub gate_up: DeviceMatrix,
+    pub down: DeviceMatrix,
+}
+
+/// Reads tensors from one file and uploads them.
+pub struct Uploader<'a> {
+    file: &'a GgufFile,
+    gpu: &'a Gpu,
+    cpu: WeightLoader<'a>,
+    bytes: usize,
+}
+
+impl<'a> Uploader<'a> {
+    pub fn new(file: &'a GgufFile, gpu: &'a Gpu, cpu_device: &'a Device) -> Self {
+        Uploader {
+            file,
+            gpu,
+            cpu: WeightLoader::new(file, cpu_device),
+            bytes: 0,
+        }
+    }
+
+    /// Bytes uploaded so far.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.file.tensor_info(name).is_some()
+    }
+
+    /// A vector (norm weights) as f32.
+    pub fn vector(&mut self, name: &str, len: usize) -> Result<Buffer<f32>> {
+        let values = self.cpu.vector(name, len)?;
+        self.bytes += values.len() * 4;
+        Ok(Buffer::from_host(self.gpu, &values)?)
+    }
+
+    /// Matrices of the same type and width stacked by rows; each part is
+    /// (tensor name, rows).
+    pub fn stacked(&mut self, parts: &[(&str, usize)], cols: usize) -> Result<DeviceMatrix> {
+        let mut weight_type = None;
+        let mut data = Vec::with_capacity(parts.len());
+        for &(name, rows) in parts {
+            let info = self
+                .file
+                .tensor_info(name)
+                .ok_or_else(|| Error::InvalidModel(format!("tensor '{name}' is missing")))?;
+            if info.shape() != [rows, cols] {
+                return Err(Error::InvalidModel(format!(
+                    "tensor '{name}' has shape {:?}, expected {:?}",
+                    info.shape(),
+                    [rows, cols]
+                )));
+            }
+            let this_type = weight_type_of(name, info.ggml_type)?;
+            if weight_type.is_some_and(|t| t != this_type) {
+                return Err(Error::Unsupported(format!(
+                    "the CUDA backend fuses {} but they have different types",
+                    parts.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+                )));
+            }
+            weight_type = Some(this_type);
+            data.push((rows, self.file.data_of(info)));
+        }
+        let weight_type =
+            weight_type.ok_or_else(|| Error::InvalidModel("no tensors to stack".into()))?;
+        let matrix = DeviceMatrix::upload_stacked(self.gpu, weight_type, cols, &data)?;
+        self.bytes += matrix.bytes();
+        Ok(matrix)
+    }
+
+    /// One matrix.
+    pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<DeviceMatrix> {
+        self.stacked(&[(name, rows)], cols)
+    }
+
+    /// Block `i`'s weights.
+    pub fn block(&mut self, c: &ModelConfig, i: usize) -> Result<BlockWeights> {
+        let hidden = c.embedding_length;
+        let q_width = c.head_count * c.head_dim;
+        let kv_width = c.head_count_kv * c.head_dim;
+        let ffn = c.feed_forward_length;
+        let name = |t: BlockTensor| t.name(i);
+        Ok(BlockWeights {
+            attention_norm: self.vector(&name(BlockTensor::AttentionNorm), hidden)?,
+            qkv: self.stacked(
+                &[
+                    (&name(BlockTensor::Query), q_width),
+                    (&name(BlockTensor::Key), kv_width),
+                    (&name(BlockTensor::Value), kv_width),
+                ],
+                hidden,
+            )?,
+            attention_output: self.matrix(&name(BlockTensor::AttentionOutput), hidden, q_width)?,
+            feed_forward_norm: self.vector(&name(BlockTensor::FeedForwardNorm), hidden)?,
+            gate_up: self.stacked(
+                &[
+                    (&name(BlockTensor::Gate), ffn),
+                    (&name(BlockTensor::Up), ffn),
+                ],
+                hidden,
+            )?,
+            down: self.matrix(&name(BlockTensor::Down), hidden, ffn)?,
+        })
+    }
+
+    /// The output head: its own matrix, or None when tied to the embedding.
+    pub fn output(&mut self, c: &ModelConfig) -> Result<Option<DeviceMatrix>> {
+        if self.has(names::OUTPUT) {
+            Ok(Some(self.matrix(
+                names::OUTPUT,
+                c.vocab_size,
+                c.embedding_length,
+            )?))
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// The kernel format for a GGUF type, or an error naming the tensor.
+fn weight_type_of(name: &str, ggml_type: GgmlType) -> Result<WeightType> {
+    Ok(match ggml_type {
+        GgmlType::F32 => WeightType::F32,
+        GgmlType::F16 => WeightType::F16,
+        GgmlType::BF16 => WeightType::Bf16,
+        GgmlType::Q4_0 => WeightType::Q4_0,
+        GgmlType::Q4_1 => WeightType::Q4_1,
+        GgmlType::Q8_0 => WeightType::Q8_0,
+        other => {
+            return Err(Error::Unsupported(format!(
+                "tensor '{name}' has type {other}, which the CUDA backend cannot read yet (it reads F32, F16, BF16, Q4_0, Q4_1 and Q8_0)"
+            )))
+        }
+    })
+}
