@@ -3,15 +3,23 @@
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
-use crate::matrix::DeviceMatrix;
+use crate::matrix::{DeviceMatrix, WeightType};
 use crate::ops::{blocks_for, int};
 
 /// Warps (rows in flight) per block; matches `GEMV_WARPS` in gemv.cu.
 const WARPS: usize = 8;
 
-/// The largest `cols` the normalising variants accept: x is staged in 48 KB of
-/// shared memory.
-pub const MAX_NORM_COLS: usize = 12 * 1024;
+/// Shared memory the kernels may use without raising the launch limit.
+const SHARED_LIMIT: usize = 48 * 1024;
+
+/// Bytes of shared memory x takes when staged: Q8 blocks (values, scale and
+/// sum per block) for quantized weights, f32 for float weights.
+fn staged_bytes(weight_type: WeightType, cols: usize) -> usize {
+    match weight_type {
+        WeightType::Q4_0 | WeightType::Q4_1 | WeightType::Q8_0 => cols + cols / 32 * 8,
+        WeightType::F32 | WeightType::F16 | WeightType::Bf16 => cols * 4,
+    }
+}
 
 /// What the product is combined with.
 #[derive(Debug, Clone, Copy)]
@@ -52,21 +60,20 @@ pub fn gemv(
         }
     };
     let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
-    let mut shared = 0;
-    let mut blocks = blocks_for(out_rows, WARPS);
+    let shared = staged_bytes(w.weight_type(), cols);
+    if shared > SHARED_LIMIT {
+        return Err(CudaError::Unsupported(format!(
+            "a {:?} matrix with rows of {cols} values needs {shared} bytes of shared memory, more than the kernels' {SHARED_LIMIT}",
+            w.weight_type()
+        )));
+    }
     if let Some((weight, eps)) = norm {
         weight.require(cols, "norm weight")?;
-        if cols > MAX_NORM_COLS {
-            return Err(CudaError::Unsupported(format!(
-                "a fused norm over {cols} values exceeds the kernels' {MAX_NORM_COLS}"
-            )));
-        }
         args.push(weight.into());
         args.push(Arg::F32(eps));
-        shared = (cols * 4) as u32;
-        // Each block normalises x once; a few blocks per multiprocessor suffice.
-        blocks = blocks.min((gpu.info().multiprocessors * 8).max(1) as u32);
     }
+    // Each block stages x once for many rows; a few blocks per multiprocessor suffice.
+    let blocks = blocks_for(out_rows, WARPS).min((gpu.info().multiprocessors * 8).max(1) as u32);
     args.extend([
         y.into(),
         Arg::I32(int(out_rows, "rows")?),
@@ -76,5 +83,13 @@ pub fn gemv(
     // x holds cols values, y out_rows, the norm weight cols, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
     // upload), so every access is inside the spans.
-    unsafe { gpu.launch(&kernel, (blocks, 1), (WARPS * 32) as u32, shared, &args) }
+    unsafe {
+        gpu.launch(
+            &kernel,
+            (blocks, 1),
+            (WARPS * 32) as u32,
+            shared as u32,
+            &args,
+        )
+    }
 }
