@@ -93,14 +93,6 @@ __device__ __forceinline__ float silu(float g) {
 #define TYPE_Q4_1 4
 #define TYPE_Q8_0 5
 
-// Bytes of quants per row of `cols` values.
-template <int T> __device__ __forceinline__ u64 row_bytes(int cols) {
-    if (T == TYPE_F32) return (u64)cols * 4;
-    if (T == TYPE_F16 || T == TYPE_BF16) return (u64)cols * 2;
-    if (T == TYPE_Q8_0) return (u64)cols;
-    return (u64)cols / 2;  // Q4_0, Q4_1
-}
-
 // One "unit" is 16 values of one row; `unit_dot` returns Σ w·x over them and
 // `unit_values` writes them out. For Q4 a unit is half a block's bytes: bytes
 // h*8..h*8+7 hold values h*8+i (low nibbles) and 16+h*8+i (high nibbles).

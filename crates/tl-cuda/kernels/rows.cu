@@ -2,26 +2,29 @@
 // RMSNorm into f16 (the GEMM input), SwiGLU into f16, dequantization of a weight
 // matrix into f16 (the GEMM's other input), embedding lookup, and argmax.
 
-// out[r] = f16(rmsnorm(x[r]) * weight); one block per row.
-extern "C" __global__ void rms_norm_f16(const float* x, const float* weight, float eps,
-                                        u16* out, int cols) {
+// out[r] = rmsnorm(x[r]) * weight, stored as f16 (a GEMM input) or f32; one
+// block per row.
+__device__ __forceinline__ void store(u16* out, u64 i, float v) { out[i] = f2h(v); }
+__device__ __forceinline__ void store(float* out, u64 i, float v) { out[i] = v; }
+
+template <typename Out>
+__device__ void rms_norm_rows(const float* x, const float* weight, float eps, Out* out, int cols) {
     __shared__ double scratch[32];
     const u64 row = blockIdx.x;
     const float* xr = x + row * (u64)cols;
     const float scale = rms_scale(xr, cols, eps, scratch);
     for (int i = threadIdx.x; i < cols; i += blockDim.x)
-        out[row * (u64)cols + i] = f2h((xr[i] * scale) * weight[i]);
+        store(out, row * (u64)cols + i, (xr[i] * scale) * weight[i]);
 }
 
-// out[r] = rmsnorm(x[r]) * weight in f32; one block per row.
+extern "C" __global__ void rms_norm_f16(const float* x, const float* weight, float eps,
+                                        u16* out, int cols) {
+    rms_norm_rows(x, weight, eps, out, cols);
+}
+
 extern "C" __global__ void rms_norm_f32(const float* x, const float* weight, float eps,
                                         float* out, int cols) {
-    __shared__ double scratch[32];
-    const u64 row = blockIdx.x;
-    const float* xr = x + row * (u64)cols;
-    const float scale = rms_scale(xr, cols, eps, scratch);
-    for (int i = threadIdx.x; i < cols; i += blockDim.x)
-        out[row * (u64)cols + i] = (xr[i] * scale) * weight[i];
+    rms_norm_rows(x, weight, eps, out, cols);
 }
 
 // gate_up is [rows][2·width] (gate then up); out[r][i] = f16(silu(gate)·up).

@@ -93,11 +93,6 @@ impl<T> Buffer<T> {
     pub fn span(&self, start: usize, len: usize) -> Result<Span<'_, T>> {
         self.all().sub(start, len)
     }
-
-    /// The underlying cudarc slice (for copies).
-    pub fn slice(&self) -> &CudaSlice<T> {
-        &self.slice
-    }
 }
 
 impl<'a, T> Span<'a, T> {

@@ -23,27 +23,8 @@ pub fn rms_norm_f16(
     out: Span<'_, u16>,
     rows: usize,
 ) -> Result<()> {
-    let cols = weight.len();
-    x.require(rows * cols, "norm input")?;
-    out.require(rows * cols, "norm output")?;
-    let args = [
-        x.into(),
-        weight.into(),
-        Arg::F32(eps),
-        out.into(),
-        Arg::I32(int(cols, "cols")?),
-    ];
-    // SAFETY: matches rms_norm_f16(const float*, const float*, float, u16*, int);
-    // one block per row reads and writes `cols` values of rows the spans hold.
-    unsafe {
-        gpu.launch(
-            "rms_norm_f16",
-            (int(rows, "rows")? as u32, 1),
-            THREADS,
-            0,
-            &args,
-        )
-    }
+    out.require(rows * weight.len(), "norm output")?;
+    rms_norm("rms_norm_f16", gpu, x, weight, eps, out.into(), rows)
 }
 
 /// `out[r] = rmsnorm(x[r]) · weight` in f32.
@@ -55,26 +36,34 @@ pub fn rms_norm_f32(
     out: Span<'_, f32>,
     rows: usize,
 ) -> Result<()> {
+    out.require(rows * weight.len(), "norm output")?;
+    rms_norm("rms_norm_f32", gpu, x, weight, eps, out.into(), rows)
+}
+
+/// Launches one of the norm kernels; the caller has checked that `out` holds
+/// `rows × weight.len()` values of the kernel's output type.
+fn rms_norm(
+    kernel: &str,
+    gpu: &Gpu,
+    x: Span<'_, f32>,
+    weight: Span<'_, f32>,
+    eps: f32,
+    out: Arg,
+    rows: usize,
+) -> Result<()> {
     let cols = weight.len();
     x.require(rows * cols, "norm input")?;
-    out.require(rows * cols, "norm output")?;
     let args = [
         x.into(),
         weight.into(),
         Arg::F32(eps),
-        out.into(),
+        out,
         Arg::I32(int(cols, "cols")?),
     ];
-    // SAFETY: as rms_norm_f16, with an f32 output.
-    unsafe {
-        gpu.launch(
-            "rms_norm_f32",
-            (int(rows, "rows")? as u32, 1),
-            THREADS,
-            0,
-            &args,
-        )
-    }
+    // SAFETY: matches rms_norm_f16/_f32(const float*, const float*, float,
+    // u16*/float*, int); one block per row reads and writes `cols` values of
+    // rows the input span and (checked by the caller) the output hold.
+    unsafe { gpu.launch(kernel, (int(rows, "rows")? as u32, 1), THREADS, 0, &args) }
 }
 
 /// `out[r][i] = f16(silu(gate_up[r][i]) · gate_up[r][width + i])`.

@@ -5,7 +5,7 @@
 use tl_cuda::ops::attention::{decode_partial_len, Heads, LayerCache};
 use tl_cuda::{Buffer, Gpu, Graph};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::config::ModelConfig;
 
 /// Buffers of one decode step, `[feature]`.
@@ -94,19 +94,7 @@ impl CudaCache {
 
     /// Same contract as the CPU cache's `check_room`.
     pub(crate) fn check_room(&self, start: usize, count: usize) -> Result<()> {
-        if start > self.len {
-            return Err(Error::InvalidRequest(format!(
-                "position {start} leaves a gap after the {} cached positions",
-                self.len
-            )));
-        }
-        if start + count > self.capacity {
-            return Err(Error::InvalidRequest(format!(
-                "context full: {start} cached + {count} new positions exceed the context of {}",
-                self.capacity
-            )));
-        }
-        Ok(())
+        crate::model::cache::check_room(self.len, self.capacity, start, count)
     }
 
     /// Layer `layer`'s key and value caches.

@@ -25,6 +25,7 @@ use weights::{BlockWeights, Uploader};
 
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
+use crate::model::llama::check_tokens;
 use crate::model::rope::RopeTable;
 use crate::model::tensor_names as names;
 use crate::model::Logits;
@@ -135,24 +136,6 @@ impl CudaModel {
         self.output.as_ref().unwrap_or(&self.embedding)
     }
 
-    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
-        if tokens.is_empty() {
-            return Err(Error::InvalidRequest(
-                "forward pass over zero tokens".into(),
-            ));
-        }
-        if let Some(&bad) = tokens
-            .iter()
-            .find(|&&t| t as usize >= self.config.vocab_size)
-        {
-            return Err(Error::InvalidRequest(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
-        Ok(())
-    }
-
     /// Runs `tokens` at positions `index_pos..` and returns the logits of the
     /// last token or of every token (as the CPU model's `forward`).
     pub fn forward(
@@ -162,7 +145,7 @@ impl CudaModel {
         cache: &mut CudaCache,
         which: Logits,
     ) -> Result<Vec<f32>> {
-        self.check_tokens(tokens)?;
+        check_tokens(tokens, self.config.vocab_size)?;
         cache.check_room(index_pos, tokens.len())?;
         if tokens.len() == 1 && which == Logits::Last {
             self.decode(tokens[0], index_pos, cache)?;
@@ -170,18 +153,19 @@ impl CudaModel {
             self.gpu.download(cache.step.logits.all(), &mut logits)?;
             return Ok(logits);
         }
-        let mut all = Vec::new();
-        let mut last = Vec::new();
+        let mut logits = Vec::new();
+        let chunks = tokens.len().div_ceil(MAX_PREFILL_ROWS);
         for (i, chunk) in tokens.chunks(MAX_PREFILL_ROWS).enumerate() {
             let start = index_pos + i * MAX_PREFILL_ROWS;
-            let rows = self.prefill_chunk(chunk, start, cache, which, &mut all)?;
-            last = rows;
+            // Only the last chunk's last row matters for `Last`.
+            let wanted = match which {
+                Logits::Last if i + 1 < chunks => None,
+                other => Some(other),
+            };
+            self.prefill_chunk(chunk, start, cache, wanted, &mut logits)?;
         }
         cache.commit(index_pos + tokens.len());
-        Ok(match which {
-            Logits::Last => last,
-            Logits::All => all,
-        })
+        Ok(logits)
     }
 
     /// Runs one token and returns the most likely next token (argmax on the
@@ -192,7 +176,7 @@ impl CudaModel {
         index_pos: usize,
         cache: &mut CudaCache,
     ) -> Result<u32> {
-        self.check_tokens(&[token])?;
+        check_tokens(&[token], self.config.vocab_size)?;
         cache.check_room(index_pos, 1)?;
         self.decode(token, index_pos, cache)?;
         let mut next = [0u32];
@@ -279,16 +263,16 @@ impl CudaModel {
         Ok(())
     }
 
-    /// Runs up to MAX_PREFILL_ROWS tokens at `start..`; returns the last row's
-    /// logits, and appends every row's to `all` when asked.
+    /// Runs up to MAX_PREFILL_ROWS tokens at `start..`, appending the logits of
+    /// the rows `which` asks for (none for `None`) to `logits`.
     fn prefill_chunk(
         &self,
         tokens: &[u32],
         start: usize,
         cache: &CudaCache,
-        which: Logits,
-        all: &mut Vec<f32>,
-    ) -> Result<Vec<f32>> {
+        which: Option<Logits>,
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
         let mut guard = self.prefill.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             *guard = Some(PrefillBuffers::new(
@@ -359,30 +343,28 @@ impl CudaModel {
             row_ops::swiglu_f16(gpu, p.gate_up.all(), p.hidden.all(), n, ffn)?;
             self.matmul(&b.down, p.hidden.all(), p.x.all(), n, true, p)?;
         }
-        let vocab = c.vocab_size;
-        let norm = || Epilogue::Norm {
-            weight: self.output_norm.all(),
-            eps,
+        let rows = match which {
+            None => 0..0,
+            Some(Logits::Last) => n - 1..n,
+            Some(Logits::All) => 0..n,
         };
-        let rows: Vec<usize> = match which {
-            Logits::Last => vec![n - 1],
-            Logits::All => (0..n).collect(),
-        };
-        let mut logits = vec![0.0; vocab];
         for row in rows {
+            let norm = Epilogue::Norm {
+                weight: self.output_norm.all(),
+                eps,
+            };
             gemv(
                 gpu,
                 self.output_matrix(),
                 p.x.span(row * hidden, hidden)?,
                 p.logits.all(),
-                norm(),
+                norm,
             )?;
-            gpu.download(p.logits.all(), &mut logits)?;
-            if which == Logits::All {
-                all.extend_from_slice(&logits);
-            }
+            let at = logits.len();
+            logits.resize(at + c.vocab_size, 0.0);
+            gpu.download(p.logits.all(), &mut logits[at..])?;
         }
-        Ok(logits)
+        Ok(())
     }
 
     /// `y (+)= W·x` for `n` rows through a dequantized f16 copy of W.

@@ -134,20 +134,7 @@ impl Model {
         cache: &mut KvCache,
         which: Logits,
     ) -> Result<Vec<f32>> {
-        if tokens.is_empty() {
-            return Err(Error::InvalidRequest(
-                "forward pass over zero tokens".into(),
-            ));
-        }
-        if let Some(&bad) = tokens
-            .iter()
-            .find(|&&t| t as usize >= self.config.vocab_size)
-        {
-            return Err(Error::InvalidRequest(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
+        check_tokens(tokens, self.config.vocab_size)?;
         cache.check_room(index_pos, tokens.len())?;
         let ids = Tensor::new(tokens, &Device::Cpu)?;
         let mut x = self
@@ -270,6 +257,22 @@ impl Block {
         add_in_place(x, &s.projected);
         Ok(())
     }
+}
+
+/// Errors unless `tokens` is non-empty and every id is inside the vocabulary
+/// (both backends check a pass's input this way).
+pub(crate) fn check_tokens(tokens: &[u32], vocab_size: usize) -> Result<()> {
+    if tokens.is_empty() {
+        return Err(Error::InvalidRequest(
+            "forward pass over zero tokens".into(),
+        ));
+    }
+    if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab_size) {
+        return Err(Error::InvalidRequest(format!(
+            "token id {bad} is outside the vocabulary of {vocab_size}"
+        )));
+    }
+    Ok(())
 }
 
 fn add_in_place(x: &mut [f32], y: &[f32]) {
