@@ -1,6 +1,9 @@
 // RoPE with the K/V write into the cache, and causal grouped-query attention over
-// the f16 cache: split-K "flash decoding" for one new token, and one warp per
-// (query row, head) for a prefill batch. The cache of one layer is
+// the f16 cache, with the CPU backend's (llama.cpp's) arithmetic: batches of
+// fewer than 64 rows (decode, short prompts) use an f16 query and an f16 running
+// output rounded at every position; larger batches use f32 throughout. The
+// models are sensitive enough that the two differ by about 2% in the logits, so
+// the GPU follows the same rule. The cache of one layer is
 // [kv_head][capacity][head_dim] f16, the CPU backend's layout.
 
 #define MAX_HEAD_DIM 256
@@ -43,106 +46,94 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
     }
 }
 
-// Online-softmax state of one warp: running max, running sum, and each lane's
-// share of the output (dims lane, lane+32, ...).
-struct Softmax {
-    float max, sum;
-    float acc[MAX_HEAD_DIM / WARP];
-};
+#define TILE_POSITIONS 256
 
-// Decode, first pass: query head blockIdx.x over split blockIdx.y of the
-// positions 0..=*last. Writes (max, sum, acc[head_dim]) per (head, split).
-extern "C" __global__ void attention_decode_split(const float* q, const u16* k_cache,
-                                                  const u16* v_cache, const int* last,
-                                                  int heads, int kv_heads, int head_dim,
-                                                  int capacity, float scale, float* partial) {
-    const int head = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
-    const int len = *last + 1;
-    const int chunk = (len + splits - 1) / splits;
-    const int begin = split * chunk, end = min(len, begin + chunk);
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+// Σ q·k over head_dim f16 pairs, summed as ggml_vec_dot_f16 does on AVX2: lane L
+// keeps the running FMA of elements L, L+32, ... (the CPU's accumulator
+// (L/8, L%8)), then the lanes combine in the CPU's order: +16, +8, +4, then
+// pairs (+1) and the two pairs (+2). Every lane gets the sum.
+__device__ __forceinline__ float dot_f16_like_cpu(const u16* q16, const u16* k, int head_dim) {
+    const int lane = threadIdx.x % WARP;
+    float acc = 0.0f;
+    for (int i = 0; i < head_dim; i += WARP) acc = fmaf(h2f(q16[i + lane]), h2f(k[i + lane]), acc);
+    acc += __shfl_down_sync(FULL_MASK, acc, 16);
+    acc += __shfl_down_sync(FULL_MASK, acc, 8);
+    acc += __shfl_down_sync(FULL_MASK, acc, 4);
+    acc += __shfl_down_sync(FULL_MASK, acc, 1);
+    acc += __shfl_down_sync(FULL_MASK, acc, 2);
+    return __shfl_sync(FULL_MASK, acc, 0);
+}
+
+// Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
+// (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
+// f32, online softmax over the positions in order with the running output kept
+// in f16 (rounded after every rescale and every multiply-add). One block per
+// (row, head): its warps compute a tile of scores in parallel, then warp 0 walks
+// the tile in order (the only part that must be sequential).
+extern "C" __global__ void attention_f16_accumulator(const float* q, int q_stride,
+                                                     const u16* k_cache, const u16* v_cache,
+                                                     const int* start, int heads, int kv_heads,
+                                                     int head_dim, int capacity, float scale,
+                                                     float* out) {
+    const int row = blockIdx.x / heads, head = blockIdx.x % heads;
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int warps = blockDim.x / WARP;
+    const int visible = *start + row + 1;
     const int per_lane = head_dim / WARP;
     const int kv_head = head / (heads / kv_heads);
     const u16* keys = k_cache + (u64)kv_head * capacity * head_dim;
     const u16* values = v_cache + (u64)kv_head * capacity * head_dim;
-    float qr[MAX_HEAD_DIM / WARP];
-    for (int j = 0; j < per_lane; ++j) qr[j] = q[head * head_dim + lane + j * WARP];
-    Softmax s;
-    s.max = -__int_as_float(0x7f800000);
-    s.sum = 0.0f;
-    for (int j = 0; j < per_lane; ++j) s.acc[j] = 0.0f;
-    for (int p = begin + warp; p < end; p += ATTN_WARPS) {
-        const u16* kp = keys + (u64)p * head_dim;
-        float dot = 0.0f;
-        for (int j = 0; j < per_lane; ++j) dot += qr[j] * h2f(kp[lane + j * WARP]);
-        const float score = warp_sum(dot) * scale;
-        const float m = fmaxf(s.max, score);
-        const float old = expf(s.max - m), w = expf(score - m);
-        const u16* vp = values + (u64)p * head_dim;
-        for (int j = 0; j < per_lane; ++j) s.acc[j] = s.acc[j] * old + w * h2f(vp[lane + j * WARP]);
-        s.sum = s.sum * old + w;
-        s.max = m;
-    }
-    // Merge the block's warps through shared memory.
-    __shared__ float w_max[ATTN_WARPS], w_sum[ATTN_WARPS];
-    __shared__ float w_acc[ATTN_WARPS][MAX_HEAD_DIM];
-    if (lane == 0) {
-        w_max[warp] = s.max;
-        w_sum[warp] = s.sum;
-    }
-    for (int j = 0; j < per_lane; ++j) w_acc[warp][lane + j * WARP] = s.acc[j];
+    __shared__ u16 q16[MAX_HEAD_DIM];
+    __shared__ float scores[TILE_POSITIONS];
+    const float* qr = q + (u64)row * q_stride + head * head_dim;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q16[d] = f2h(qr[d]);
     __syncthreads();
-    float* out = partial + ((u64)head * splits + split) * (head_dim + 2);
-    float m = w_max[0];
-    for (int w = 1; w < ATTN_WARPS; ++w) m = fmaxf(m, w_max[w]);
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float a = 0.0f;
-        for (int w = 0; w < ATTN_WARPS; ++w)
-            if (w_sum[w] > 0.0f) a += w_acc[w][d] * expf(w_max[w] - m);
-        out[2 + d] = a;
-    }
-    if (threadIdx.x == 0) {
-        float total = 0.0f;
-        for (int w = 0; w < ATTN_WARPS; ++w)
-            if (w_sum[w] > 0.0f) total += w_sum[w] * expf(w_max[w] - m);
-        out[0] = m;
-        out[1] = total;
-    }
-}
-
-// Decode, second pass: merges the splits of head blockIdx.x into out[head].
-extern "C" __global__ void attention_decode_merge(const float* partial, int splits,
-                                                  int head_dim, float* out) {
-    const int head = blockIdx.x;
-    const float* p = partial + (u64)head * splits * (head_dim + 2);
-    float m = -__int_as_float(0x7f800000);
-    for (int s = 0; s < splits; ++s)
-        if (p[s * (head_dim + 2) + 1] > 0.0f) m = fmaxf(m, p[s * (head_dim + 2)]);
-    float total = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-        const float* ps = p + s * (head_dim + 2);
-        if (ps[1] > 0.0f) total += ps[1] * expf(ps[0] - m);
-    }
-    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float a = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            const float* ps = p + s * (head_dim + 2);
-            if (ps[1] > 0.0f) a += ps[2 + d] * expf(ps[0] - m);
+    float m = -__int_as_float(0x7f800000), sum = 0.0f;
+    u16 acc[MAX_HEAD_DIM / WARP];
+    for (int j = 0; j < per_lane; ++j) acc[j] = 0;
+    for (int base = 0; base < visible; base += TILE_POSITIONS) {
+        const int count = min(TILE_POSITIONS, visible - base);
+        for (int i = warp; i < count; i += warps) {
+            const float dot = dot_f16_like_cpu(q16, keys + (u64)(base + i) * head_dim, head_dim);
+            if (lane == 0) scores[i] = dot * scale;
         }
-        out[head * head_dim + d] = a * inverse;
+        __syncthreads();
+        if (warp == 0) {
+            for (int i = 0; i < count; ++i) {
+                const float score = scores[i];
+                float old_scale = 1.0f, weight = 1.0f;
+                if (score > m) {
+                    old_scale = expf(m - score);
+                    m = score;
+                    for (int j = 0; j < per_lane; ++j) acc[j] = f2h(h2f(acc[j]) * old_scale);
+                } else {
+                    weight = expf(score - m);
+                }
+                const u16* vp = values + (u64)(base + i) * head_dim;
+                for (int j = 0; j < per_lane; ++j)
+                    acc[j] = f2h(fmaf(h2f(vp[lane + j * WARP]), weight, h2f(acc[j])));
+                sum = fmaf(sum, old_scale, weight);
+            }
+        }
+        __syncthreads();
+    }
+    if (warp == 0) {
+        const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
+        float* o = out + (u64)row * heads * head_dim + head * head_dim;
+        for (int j = 0; j < per_lane; ++j) o[lane + j * WARP] = h2f(acc[j]) * inverse;
     }
 }
 
-// Prefill: one warp per (row, head); row r sits at position *start + r and sees
+// Attention for 64 rows or more, in f32 (llama.cpp's tiled CPU path): one warp
+// per (row, head); row r sits at position *start + r and sees
 // positions 0..=that. Lanes take 32 keys at a time (each lane one whole dot
 // product), then the chunk's weights are broadcast to accumulate the values,
 // each lane owning head_dim/32 output dims. q rows are `q_stride` floats apart
-// (the fused QKV buffer); out is f16 [row][heads·head_dim], the next GEMM's input.
+// (the fused QKV buffer); out is [row][heads·head_dim].
 extern "C" __global__ void attention_prefill(const float* q, int q_stride, const u16* k_cache,
                                              const u16* v_cache, const int* start, int rows,
                                              int heads, int kv_heads, int head_dim,
-                                             int capacity, float scale, u16* out) {
+                                             int capacity, float scale, float* out) {
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int item = blockIdx.x * ATTN_WARPS + warp;
     if (item >= rows * heads) return;
@@ -187,6 +178,6 @@ extern "C" __global__ void attention_prefill(const float* q, int q_stride, const
         m = new_max;
     }
     const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
-    u16* o = out + (u64)row * heads * head_dim + head * head_dim;
-    for (int j = 0; j < per_lane; ++j) o[lane + j * WARP] = f2h(acc[j] * inverse);
+    float* o = out + (u64)row * heads * head_dim + head * head_dim;
+    for (int j = 0; j < per_lane; ++j) o[lane + j * WARP] = acc[j] * inverse;
 }

@@ -16,12 +16,6 @@
 
 #define GEMV_WARPS 8
 
-// rmsnorm(x)·weight when `weight` is given, else x; value i.
-__device__ __forceinline__ float staged_input(const float* x, const float* weight, float scale,
-                                              int i) {
-    return weight ? (x[i] * scale) * weight[i] : x[i];
-}
-
 // Stages x (normalised when norm_weight != 0) as f32 in shared memory.
 __device__ void stage_f32(const float* x, const float* norm_weight, float eps, int cols,
                           float* xs, double* scratch) {
@@ -39,20 +33,15 @@ __device__ void stage_q8(const float* x, const float* norm_weight, float eps, in
     const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
     for (int b = threadIdx.x; b < cols / 32; b += blockDim.x) {
         float v[32];
-        float amax = 0.0f;
+        int q[32];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            v[i] = staged_input(x, norm_weight, scale, b * 32 + i);
-            amax = fmaxf(amax, fabsf(v[i]));
-        }
-        const float d = amax / 127.0f;
-        const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int i = 0; i < 32; ++i) v[i] = staged_input(x, norm_weight, scale, b * 32 + i);
+        const float d = quantize_q8_block(v, q);
         int sum = 0;
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
-            const int q = __float2int_rn(v[i] * inverse);
-            xq[b * 32 + i] = (i8)q;
-            sum += q;
+            xq[b * 32 + i] = (i8)q[i];
+            sum += q[i];
         }
         xd[b] = h2f(f2h(d));
         xsum[b] = h2f(f2h(d * (float)sum));

@@ -72,6 +72,25 @@ __device__ __forceinline__ float rms_scale(const float* x, int n, float eps, dou
     return 1.0f / sqrtf(mean + eps);
 }
 
+// rmsnorm(x)·weight when `weight` is given, else x; value i.
+__device__ __forceinline__ float staged_input(const float* x, const float* weight, float scale,
+                                              int i) {
+    return weight ? (x[i] * scale) * weight[i] : x[i];
+}
+
+// llama.cpp's Q8 quantization of one block of 32 values (AVX2
+// quantize_row_q8_0/q8_1, and our CPU backend): d = amax/127, values rounded
+// half to even after multiplying by 127/amax. Writes q, returns d unrounded.
+__device__ __forceinline__ float quantize_q8_block(const float* v, int* q) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(v[i]));
+    const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) q[i] = __float2int_rn(v[i] * inverse);
+    return amax / 127.0f;
+}
+
 __device__ __forceinline__ float silu(float g) {
     return g / (1.0f + expf(-g));
 }

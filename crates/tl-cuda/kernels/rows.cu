@@ -1,47 +1,44 @@
-// Row-wise steps of a prefill batch and the lookups around the model:
-// RMSNorm into f16 (the GEMM input), SwiGLU into f16, dequantization of a weight
-// matrix into f16 (the GEMM's other input), embedding lookup, and argmax.
+// Row-wise steps of a prefill batch and the lookups around the model: GEMM
+// inputs in f16 (normalised and Q8-rounded as asked), SwiGLU, dequantization of
+// a weight matrix into f16 (the GEMM's other input), embedding lookup, argmax.
 
-// out[r] = rmsnorm(x[r]) * weight, stored as f16 (a GEMM input) or f32; one
-// block per row.
-__device__ __forceinline__ void store(u16* out, u64 i, float v) { out[i] = f2h(v); }
-__device__ __forceinline__ void store(float* out, u64 i, float v) { out[i] = v; }
-
-template <typename Out>
-__device__ void rms_norm_rows(const float* x, const float* weight, float eps, Out* out, int cols) {
+// The f16 input of a prefill GEMM: out[r] = x[r], or rmsnorm(x[r])·weight when
+// `weight` is given, rounded to f16. With q8 != 0 the values first go through
+// llama.cpp's Q8 block quantization (as q·d, d rounded to f16), so the GEMM
+// multiplies the activations the CPU backend's quantized matmul multiplies.
+// One block per row.
+extern "C" __global__ void rows_to_f16(const float* x, const float* weight, float eps, int q8,
+                                       u16* out, int cols) {
     __shared__ double scratch[32];
     const u64 row = blockIdx.x;
     const float* xr = x + row * (u64)cols;
-    const float scale = rms_scale(xr, cols, eps, scratch);
-    for (int i = threadIdx.x; i < cols; i += blockDim.x)
-        store(out, row * (u64)cols + i, (xr[i] * scale) * weight[i]);
+    u16* o = out + row * (u64)cols;
+    const float scale = weight ? rms_scale(xr, cols, eps, scratch) : 1.0f;
+    if (!q8) {
+        for (int i = threadIdx.x; i < cols; i += blockDim.x)
+            o[i] = f2h(staged_input(xr, weight, scale, i));
+        return;
+    }
+    for (int b = threadIdx.x; b < cols / 32; b += blockDim.x) {
+        float v[32];
+        int q[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) v[i] = staged_input(xr, weight, scale, b * 32 + i);
+        const float d = h2f(f2h(quantize_q8_block(v, q)));
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[b * 32 + i] = f2h((float)q[i] * d);
+    }
 }
 
-extern "C" __global__ void rms_norm_f16(const float* x, const float* weight, float eps,
-                                        u16* out, int cols) {
-    rms_norm_rows(x, weight, eps, out, cols);
-}
-
-extern "C" __global__ void rms_norm_f32(const float* x, const float* weight, float eps,
-                                        float* out, int cols) {
-    rms_norm_rows(x, weight, eps, out, cols);
-}
-
-// gate_up is [rows][2·width] (gate then up); out[r][i] = f16(silu(gate)·up).
-extern "C" __global__ void swiglu_f16(const float* gate_up, u16* out, int rows, int width) {
+// gate_up is [rows][2·width] (gate then up); out[r][i] = silu(gate)·up.
+extern "C" __global__ void swiglu(const float* gate_up, float* out, int rows, int width) {
     const u64 n = (u64)rows * width;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
          i += (u64)gridDim.x * blockDim.x) {
         const u64 r = i / width, c = i % width;
         const float g = gate_up[r * 2 * width + c], u = gate_up[r * 2 * width + width + c];
-        out[i] = f2h(silu(g) * u);
+        out[i] = silu(g) * u;
     }
-}
-
-extern "C" __global__ void f32_to_f16(const float* x, u16* out, u64 n) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
-         i += (u64)gridDim.x * blockDim.x)
-        out[i] = f2h(x[i]);
 }
 
 // Dequantizes a whole [rows][cols] matrix into f16, one thread per value.

@@ -132,7 +132,11 @@ mod tests {
         }
         for arch in ["sm_80", "sm_90"] {
             let ptx = compile_ptx(arch).unwrap_or_else(|e| panic!("{e}"));
-            for kernel in ["gemv_norm_swiglu_q4_0", "attention_decode_split", "argmax"] {
+            for kernel in [
+                "gemv_norm_swiglu_q4_0",
+                "attention_f16_accumulator",
+                "argmax",
+            ] {
                 assert!(ptx.contains(kernel), "{kernel} missing from the {arch} PTX");
             }
         }

@@ -48,7 +48,6 @@ impl DeviceInfo {
 pub(crate) enum Arg {
     Ptr(u64),
     I32(i32),
-    U64(u64),
     F32(f32),
 }
 
@@ -207,7 +206,7 @@ impl Gpu {
         let mut builder = self.stream.launch_builder(&function);
         for arg in args {
             match arg {
-                Arg::Ptr(p) | Arg::U64(p) => builder.arg(p),
+                Arg::Ptr(p) => builder.arg(p),
                 Arg::I32(v) => builder.arg(v),
                 Arg::F32(v) => builder.arg(v),
             };

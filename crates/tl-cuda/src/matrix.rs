@@ -31,6 +31,12 @@ impl WeightType {
         }
     }
 
+    /// Whether values come in scaled blocks (the kernels then meet them with
+    /// Q8-quantized activations, as llama.cpp does).
+    pub fn is_quantized(self) -> bool {
+        matches!(self, WeightType::Q4_0 | WeightType::Q4_1 | WeightType::Q8_0)
+    }
+
     /// (values per block, bytes per block, of which scale bytes at the front).
     fn block_layout(self) -> (usize, usize, usize) {
         match self {

@@ -1,8 +1,17 @@
-//! The CUDA backend against the CPU backend on whole models: per-step logits over
-//! a 64-token greedy run, identical tokens on repeated GPU runs, and greedy text
-//! on real prompts. Models come from `TL_GPU_TEST_MODELS` (paths separated by
-//! ':'), else the default model in the cache folder. Where no GPU exists each
-//! test prints why it skips; `scripts/gpu_checks.sh` runs them on a GPU.
+//! The CUDA backend against the CPU backend on whole models, and its kernels
+//! against the CPU's arithmetic. Models come from `TL_GPU_TEST_MODELS` (paths
+//! separated by ':'), else the default model in the cache folder. Where no GPU
+//! exists each test prints why it skips; `scripts/gpu_checks.sh` runs them on a
+//! GPU.
+//!
+//! How close is close enough: activations meet quantized weights as Q8 blocks
+//! (on both backends, as in llama.cpp), and rounding to 8 bits is discontinuous,
+//! so any change in the last bits anywhere moves some activations by a whole
+//! quantization step. Measured: scaling one norm vector of the CPU model by
+//! 1 + 1e-6 changes its logits by about 2% per step (30% at some steps of a
+//! greedy run) and its greedy text on 5 of 5 prompts. The whole-model tests
+//! therefore measure that floor on the CPU for each model and require the GPU
+//! to stay within twice of it (and within 1e-2 where the floor is lower).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,7 +19,7 @@ use std::sync::Arc;
 use tl_cuda::{CudaError, Gpu};
 use tl_engine::model::{Logits, Model};
 use tl_engine::sampler::{argmax, Sampler, SamplerConfig};
-use tl_engine::{Backend, GenerationConfig, Generator, Session};
+use tl_engine::{Backend, GenerationConfig, Generator, SequenceCache, Session};
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
@@ -68,44 +77,132 @@ fn prompt(vocab: usize) -> Vec<u32> {
     (0..24u32).map(|i| (i * 7919 + 13) % vocab as u32).collect()
 }
 
-/// Both backends follow the CPU's greedy tokens; every step's logits must agree.
+/// A copy of `path` with `blk.0.attn_norm.weight` (F32) scaled by `1 + 1e-6`:
+/// the CPU model run on it shows how much the logits move when nothing but the
+/// last bits change.
+fn perturbed(path: &PathBuf, dir: &std::path::Path) -> PathBuf {
+    use tl_gguf::{GgmlType, GgufWriter, TensorData};
+    let file = GgufFile::open(path).unwrap();
+    let mut writer = GgufWriter::new(3);
+    for (key, value) in file.metadata() {
+        writer.set_metadata(key.clone(), value.clone());
+    }
+    for info in file.tensors() {
+        let mut data = file.data_of(info).to_vec();
+        if info.name == "blk.0.attn_norm.weight" && info.ggml_type == GgmlType::F32 {
+            for value in data.chunks_exact_mut(4) {
+                let v = f32::from_le_bytes([value[0], value[1], value[2], value[3]]) * (1.0 + 1e-6);
+                value.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        writer
+            .add_tensor(
+                info.name.clone(),
+                info.dims.clone(),
+                info.ggml_type,
+                TensorData::Bytes(data),
+            )
+            .unwrap();
+    }
+    let out = dir.join("perturbed.gguf");
+    writer.write_to_path(&out).unwrap();
+    out
+}
+
+/// Runs `tokens` from position 0 in one pass, or one token per pass when
+/// `stepwise`; returns the last logits.
+fn run_prompt(
+    backend: &Backend,
+    cache: &mut SequenceCache,
+    tokens: &[u32],
+    stepwise: bool,
+) -> Vec<f32> {
+    if !stepwise {
+        return backend.forward(tokens, 0, cache, Logits::Last).unwrap();
+    }
+    let mut logits = Vec::new();
+    for (position, &token) in tokens.iter().enumerate() {
+        logits = backend
+            .forward(&[token], position, cache, Logits::Last)
+            .unwrap();
+    }
+    logits
+}
+
+/// Per-pass relative logit errors of `other` against `reference` over the
+/// prompt (one pass, or token by token when `stepwise`) and `STEPS` tokens
+/// chosen by the reference's argmax; and how often the argmaxes agree.
+fn compare_greedy_run(reference: &Backend, other: &Backend, stepwise: bool) -> (Vec<f64>, usize) {
+    let tokens = prompt(reference.config().vocab_size);
+    let mut reference_cache = reference.new_cache(CONTEXT).unwrap();
+    let mut other_cache = other.new_cache(CONTEXT).unwrap();
+    let mut want = run_prompt(reference, &mut reference_cache, &tokens, stepwise);
+    let mut got = run_prompt(other, &mut other_cache, &tokens, stepwise);
+    let mut errors = vec![relative_error(&got, &want)];
+    let mut same_argmax = 0;
+    for position in tokens.len()..tokens.len() + STEPS {
+        let next = argmax(&want).unwrap();
+        same_argmax += usize::from(argmax(&got) == Some(next));
+        want = reference
+            .forward(&[next], position, &mut reference_cache, Logits::Last)
+            .unwrap();
+        got = other
+            .forward(&[next], position, &mut other_cache, Logits::Last)
+            .unwrap();
+        errors.push(relative_error(&got, &want));
+    }
+    (errors, same_argmax)
+}
+
+/// (median, worst) of per-pass errors.
+fn summary(errors: &[f64]) -> (f64, f64) {
+    let mut sorted = errors.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (sorted[sorted.len() / 2], sorted[sorted.len() - 1])
+}
+
+/// The GPU follows the CPU's greedy tokens; its per-pass logit error must stay
+/// within twice what a 1e-6 change of one weight vector does to the CPU model
+/// (median and worst over the run), or under 1e-2. Every model is compared
+/// before the test fails.
 #[test]
 fn gpu_logits_match_the_cpu_over_a_greedy_run() {
     let Some(gpu) = gpu() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
     for path in models() {
         let (cpu, cuda) = load_both(&path, &gpu);
-        let tokens = prompt(cpu.config().vocab_size);
-        let mut cpu_cache = cpu.new_cache(CONTEXT).unwrap();
-        let mut gpu_cache = cuda.new_cache(CONTEXT).unwrap();
-        let mut want = cpu
-            .forward(&tokens, 0, &mut cpu_cache, Logits::Last)
-            .unwrap();
-        let mut got = cuda
-            .forward(&tokens, 0, &mut gpu_cache, Logits::Last)
-            .unwrap();
-        let mut worst = relative_error(&got, &want);
-        let mut same_argmax = 0;
-        for position in tokens.len()..tokens.len() + STEPS {
-            let next = argmax(&want).unwrap();
-            same_argmax += usize::from(argmax(&got) == Some(next));
-            want = cpu
-                .forward(&[next], position, &mut cpu_cache, Logits::Last)
-                .unwrap();
-            got = cuda
-                .forward(&[next], position, &mut gpu_cache, Logits::Last)
-                .unwrap();
-            worst = worst.max(relative_error(&got, &want));
-        }
+        let nudged = Backend::Cpu(
+            Model::load(
+                &GgufFile::open(perturbed(&path, dir.path())).unwrap(),
+                CONTEXT,
+            )
+            .unwrap(),
+        );
+        let (floor, floor_argmax) = compare_greedy_run(&cpu, &nudged, false);
+        let (floor_median, floor_worst) = summary(&floor);
         eprintln!(
-            "{}: worst relative logit error {worst:.2e} over {STEPS} steps; same argmax at {same_argmax}/{STEPS}",
+            "{}: CPU vs CPU with one norm vector × (1 + 1e-6): median {floor_median:.2e}, worst {floor_worst:.2e}, same argmax {floor_argmax}/{STEPS}",
             path.display()
         );
-        assert!(
-            worst < 1e-2,
-            "{}: relative logit error {worst}",
-            path.display()
-        );
+        for stepwise in [false, true] {
+            let (errors, same_argmax) = compare_greedy_run(&cpu, &cuda, stepwise);
+            let (median, worst) = summary(&errors);
+            let how = if stepwise {
+                "token by token"
+            } else {
+                "in one pass"
+            };
+            let name = format!("{} (prompt {how})", path.display());
+            eprintln!("{name}: GPU vs CPU: median {median:.2e}, worst {worst:.2e}, same argmax {same_argmax}/{STEPS}");
+            if median > (2.0 * floor_median).max(1e-2) || worst > (2.0 * floor_worst).max(1e-2) {
+                failures.push(format!(
+                    "{name}: median {median:.3e} / worst {worst:.3e} against a CPU floor of {floor_median:.3e} / {floor_worst:.3e}"
+                ));
+            }
+        }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Greedy decoding twice from fresh caches gives the same tokens, and the
@@ -150,18 +247,30 @@ fn gpu_runs_are_deterministic() {
     }
 }
 
-/// The real model's greedy text on five prompts: identical on at least four.
+/// The real model's greedy continuations of five prompts. Where the GPU's
+/// choice differs from the CPU's (both following the CPU's tokens), the CPU's
+/// own logits must rate the two within three times the step's RMS logit
+/// difference: the backends may only part at near ties. Identical texts are
+/// counted for the record, next to the count a 1e-6 nudge gives on the CPU.
 #[test]
-fn greedy_text_matches_the_cpu_on_real_prompts() {
+fn greedy_text_parts_from_the_cpu_only_at_near_ties() {
     let Some(gpu) = gpu() else { return };
     let path = default_model();
     if !path.exists() {
         eprintln!("skipped: the default model is not at {}", path.display());
         return;
     }
+    let dir = tempfile::tempdir().unwrap();
     let file = GgufFile::open(&path).unwrap();
     let tokenizer = Tokenizer::from_gguf(&file).unwrap();
     let (cpu, cuda) = load_both(&path, &gpu);
+    let nudged = Backend::Cpu(
+        Model::load(
+            &GgufFile::open(perturbed(&path, dir.path())).unwrap(),
+            CONTEXT,
+        )
+        .unwrap(),
+    );
     let prompts = [
         "The capital of France is",
         "Here is a short poem about the sea:\n",
@@ -187,18 +296,242 @@ fn greedy_text_matches_the_cpu_on_real_prompts() {
             .unwrap()
             .text
     };
-    let mut same = 0;
+    let (mut same_gpu, mut same_nudged) = (0, 0);
     for p in prompts {
-        let (a, b) = (text(&cpu, p), text(&cuda, p));
-        eprintln!("{p:?}\n  cpu: {a:?}\n  gpu: {b:?}");
-        same += usize::from(a == b);
+        let reference = text(&cpu, p);
+        same_gpu += usize::from(text(&cuda, p) == reference);
+        same_nudged += usize::from(text(&nudged, p) == reference);
+        let tokens = tokenizer.encode(p, true, false).unwrap();
+        let mut cpu_cache = cpu.new_cache(CONTEXT).unwrap();
+        let mut gpu_cache = cuda.new_cache(CONTEXT).unwrap();
+        let mut want = cpu
+            .forward(&tokens, 0, &mut cpu_cache, Logits::Last)
+            .unwrap();
+        let mut got = cuda
+            .forward(&tokens, 0, &mut gpu_cache, Logits::Last)
+            .unwrap();
+        for position in tokens.len()..tokens.len() + 32 {
+            let (c, g) = (
+                argmax(&want).unwrap() as usize,
+                argmax(&got).unwrap() as usize,
+            );
+            if c != g {
+                let gap = want[c] - want[g];
+                let diff: f64 = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(a, b)| ((a - b) as f64).powi(2))
+                    .sum();
+                let rms = (diff / want.len() as f64).sqrt();
+                eprintln!("{p:?} at {position}: CPU picks {c}, GPU {g}; CPU gap {gap:.3}, RMS logit difference {rms:.3}");
+                assert!((gap as f64) <= 3.0 * rms, "{p:?} at {position}: the GPU parts from a clear CPU choice (gap {gap}, RMS difference {rms})");
+            }
+            want = cpu
+                .forward(&[c as u32], position, &mut cpu_cache, Logits::Last)
+                .unwrap();
+            got = cuda
+                .forward(&[c as u32], position, &mut gpu_cache, Logits::Last)
+                .unwrap();
+        }
     }
     eprintln!(
-        "identical greedy text on {same} of {} prompts",
-        prompts.len()
+        "greedy text identical to the CPU's: GPU {same_gpu} of 5, CPU with a 1e-6 nudge {same_nudged} of 5"
     );
-    assert!(
-        same >= 4,
-        "identical greedy text on only {same} of 5 prompts"
+}
+
+/// The GPU's small-batch attention computes what the CPU's does (llama.cpp's
+/// f16-accumulator arithmetic), up to the last bits of `exp` (and the f16 roundings those move): checked per head
+/// against `attend_head` on random queries, keys and values, over contexts that
+/// span several of the kernel's tiles.
+#[test]
+fn small_batch_attention_matches_the_cpu_arithmetic() {
+    use half::f16;
+    use tl_cuda::ops::attention::{attention_f16_accumulator, Heads, LayerCache};
+    use tl_cuda::Buffer;
+    let Some(gpu) = gpu() else { return };
+    let h = Heads {
+        heads: 6,
+        kv_heads: 2,
+        head_dim: 64,
+    };
+    let capacity = 700;
+    let mut seed = 7u64;
+    let mut unit = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    };
+    let cache_len = h.kv_heads * capacity * h.head_dim;
+    let keys: Vec<f16> = (0..cache_len)
+        .map(|_| f16::from_f32(unit() * 2.0))
+        .collect();
+    let values: Vec<f16> = (0..cache_len).map(|_| f16::from_f32(unit())).collect();
+    let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
+    let (kb, vb) = (
+        Buffer::from_host(&gpu, &bits(&keys)).unwrap(),
+        Buffer::from_host(&gpu, &bits(&values)).unwrap(),
     );
+    let cache = LayerCache {
+        keys: kb.all(),
+        values: vb.all(),
+        capacity,
+    };
+    let q_width = h.heads * h.head_dim;
+    let scale = 1.0 / (h.head_dim as f32).sqrt();
+    for (start, rows) in [(0usize, 1usize), (40, 1), (255, 1), (600, 1), (10, 63)] {
+        let q: Vec<f32> = (0..rows * q_width).map(|_| unit() * 3.0).collect();
+        let qb = Buffer::from_host(&gpu, &q).unwrap();
+        let sb = Buffer::from_host(&gpu, &[start as i32]).unwrap();
+        let out = Buffer::from_host(&gpu, &vec![f32::NAN; rows * q_width]).unwrap();
+        attention_f16_accumulator(&gpu, h, qb.all(), q_width, rows, cache, sb.all(), out.all())
+            .unwrap();
+        let mut got = vec![0.0f32; rows * q_width];
+        gpu.download(out.all(), &mut got).unwrap();
+        let mut want = vec![0.0f32; rows * q_width];
+        for row in 0..rows {
+            let visible = start + row + 1;
+            for head in 0..h.heads {
+                let kv = head / (h.heads / h.kv_heads);
+                let at = kv * capacity * h.head_dim;
+                let span = at..at + visible * h.head_dim;
+                let o = row * q_width + head * h.head_dim;
+                tl_engine::model::attention::attend_head(
+                    &q[o..o + h.head_dim],
+                    &keys[span.clone()],
+                    &values[span],
+                    scale,
+                    rows,
+                    &mut want[o..o + h.head_dim],
+                );
+            }
+        }
+        let err = relative_error(&got, &want);
+        eprintln!("{rows} rows from position {start}: relative difference {err:.2e}");
+        assert!(err < 1e-4, "{rows} rows from {start}: {err:.3e}");
+    }
+}
+
+/// The GPU's decode matmul (Q8 activations, integer dots) against the CPU
+/// backend's matmul on the same random blocks: both follow llama.cpp's
+/// arithmetic, so they differ only in the order of float additions.
+#[test]
+fn gpu_matmul_matches_the_cpu_matmul() {
+    use half::f16;
+    use tl_cuda::ops::gemv::{gemv, Epilogue};
+    use tl_cuda::{Buffer, DeviceMatrix, WeightType as GpuType};
+    use tl_engine::cpu::{QuantizedMatrix, WeightType as CpuType};
+    use tl_engine::model::linear::Linear;
+    let Some(gpu) = gpu() else { return };
+    let mut seed = 11u64;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let types = [
+        (CpuType::Q4_0, GpuType::Q4_0, 18),
+        (CpuType::Q4_1, GpuType::Q4_1, 20),
+        (CpuType::Q8_0, GpuType::Q8_0, 34),
+    ];
+    for (cpu_type, gpu_type, block_bytes) in types {
+        for (rows, cols) in [(8, 64), (576, 576), (1536, 576), (576, 1536), (7, 96)] {
+            let mut bytes = Vec::new();
+            for _ in 0..rows * cols / 32 {
+                let mut block = vec![0u8; block_bytes];
+                let d = f16::from_f32((next() % 1000) as f32 * 1e-5 + 1e-4);
+                block[..2].copy_from_slice(&d.to_le_bytes());
+                let first_quant = if gpu_type == GpuType::Q4_1 {
+                    let m = f16::from_f32(((next() % 1000) as f32 - 500.0) * 1e-5);
+                    block[2..4].copy_from_slice(&m.to_le_bytes());
+                    4
+                } else {
+                    2
+                };
+                for b in &mut block[first_quant..] {
+                    *b = next() as u8;
+                }
+                bytes.extend_from_slice(&block);
+            }
+            let x: Vec<f32> = (0..cols)
+                .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
+                .collect();
+            let cpu =
+                Linear::native(QuantizedMatrix::new(cpu_type, rows, cols, bytes.clone()).unwrap());
+            let mut want = vec![0.0f32; rows];
+            cpu.forward(&x, &mut want).unwrap();
+            let matrix = DeviceMatrix::upload(&gpu, gpu_type, rows, cols, &bytes).unwrap();
+            let xb = Buffer::from_host(&gpu, &x).unwrap();
+            let y = Buffer::from_host(&gpu, &vec![f32::NAN; rows]).unwrap();
+            gemv(&gpu, &matrix, xb.all(), y.all(), Epilogue::Plain).unwrap();
+            let mut got = vec![0.0f32; rows];
+            gpu.download(y.all(), &mut got).unwrap();
+            let err = relative_error(&got, &want);
+            eprintln!("{cpu_type:?} {rows}x{cols}: relative difference {err:.2e}");
+            assert!(err < 1e-5, "{cpu_type:?} {rows}x{cols}: {err:.3e}");
+            // The fused norm, and norm + SwiGLU over [gate; up] halves.
+            let norm_weight: Vec<f32> = (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
+            let eps = 1e-5;
+            let mut normed = vec![0.0f32; cols];
+            tl_engine::model::norm::rms_norm(&x, &norm_weight, eps, &mut normed);
+            let mut want = vec![0.0f32; rows];
+            cpu.forward(&normed, &mut want).unwrap();
+            let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
+            let norm = Epilogue::Norm {
+                weight: nb.all(),
+                eps,
+            };
+            gemv(&gpu, &matrix, xb.all(), y.all(), norm).unwrap();
+            gpu.download(y.all(), &mut got).unwrap();
+            let err = relative_error(&got, &want);
+            eprintln!("{cpu_type:?} {rows}x{cols} with the norm: relative difference {err:.2e}");
+            assert!(err < 1e-5, "{cpu_type:?} {rows}x{cols} norm: {err:.3e}");
+            if rows % 2 == 0 {
+                let half = rows / 2;
+                let (gate, up) = want.split_at_mut(half);
+                tl_engine::model::activation::swiglu_in_place(gate, up);
+                let norm = Epilogue::NormSwiglu {
+                    weight: nb.all(),
+                    eps,
+                };
+                gemv(&gpu, &matrix, xb.all(), y.all(), norm).unwrap();
+                let mut got = vec![0.0f32; half];
+                gpu.download(y.span(0, half).unwrap(), &mut got).unwrap();
+                let err = relative_error(&got, &want[..half]);
+                eprintln!("{cpu_type:?} {rows}x{cols} with norm and SwiGLU: relative difference {err:.2e}");
+                assert!(err < 1e-5, "{cpu_type:?} {rows}x{cols} swiglu: {err:.3e}");
+            }
+            // The prompt path: Q8-rounded f16 activations × f16 weights in cuBLAS.
+            let tokens = 5;
+            let xs: Vec<f32> = (0..tokens * cols)
+                .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
+                .collect();
+            let mut want = vec![0.0f32; tokens * rows];
+            cpu.forward(&xs, &mut want).unwrap();
+            let xsb = Buffer::from_host(&gpu, &xs).unwrap();
+            let x16: Buffer<u16> = Buffer::zeros(&gpu, tokens * cols).unwrap();
+            let w16: Buffer<u16> = Buffer::zeros(&gpu, rows * cols).unwrap();
+            let ys = Buffer::from_host(&gpu, &vec![f32::NAN; tokens * rows]).unwrap();
+            tl_cuda::ops::rows::to_f16(&gpu, xsb.all(), None, true, x16.all(), tokens, cols)
+                .unwrap();
+            tl_cuda::ops::rows::dequantize_f16(&gpu, &matrix, w16.all()).unwrap();
+            tl_cuda::ops::blas::gemm_f16(
+                &gpu,
+                w16.all(),
+                x16.all(),
+                ys.all(),
+                tokens,
+                rows,
+                cols,
+                false,
+            )
+            .unwrap();
+            let mut got = vec![0.0f32; tokens * rows];
+            gpu.download(ys.all(), &mut got).unwrap();
+            let err = relative_error(&got, &want);
+            eprintln!("{cpu_type:?} {rows}x{cols}, {tokens} rows through the GEMM: relative difference {err:.2e}");
+            assert!(err < 1e-3, "{cpu_type:?} {rows}x{cols} GEMM: {err:.3e}");
+        }
+    }
 }

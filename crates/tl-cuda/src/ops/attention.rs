@@ -113,77 +113,65 @@ pub fn rope_store_kv(
     }
 }
 
-/// Attention of one query (`heads × head_dim`) over positions `0..=*last`,
-/// split over `splits` blocks per head; `partial` is scratch of
-/// [`decode_partial_len`] values.
+/// Causal attention with llama.cpp's small-batch CPU arithmetic (f16 query,
+/// f16 running output; see attention.cu) for `rows` query rows, row r at
+/// position `*start + r`, rows `q_stride` floats apart; `out` is
+/// `[row][heads × head_dim]`. The CPU backend uses it below [`TILED_MIN_ROWS`]
+/// rows, and so does the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_decode(
+pub fn attention_f16_accumulator(
     gpu: &Gpu,
     h: Heads,
     q: Span<'_, f32>,
+    q_stride: usize,
+    rows: usize,
     cache: LayerCache<'_>,
-    last: Span<'_, i32>,
-    splits: usize,
-    partial: Span<'_, f32>,
+    start: Span<'_, i32>,
     out: Span<'_, f32>,
 ) -> Result<()> {
     h.check()?;
     cache.check(&h)?;
-    q.require(h.q_width(), "query")?;
-    out.require(h.q_width(), "attention output")?;
-    partial.require(decode_partial_len(h, splits), "attention scratch")?;
-    last.require(1, "last position")?;
-    let split_args = [
+    if rows == 0 {
+        return Ok(());
+    }
+    q.require((rows - 1) * q_stride + h.q_width(), "queries")?;
+    out.require(rows * h.q_width(), "attention output")?;
+    start.require(1, "start position")?;
+    let args = [
         q.into(),
+        Arg::I32(int(q_stride, "query stride")?),
         cache.keys.into(),
         cache.values.into(),
-        last.into(),
+        start.into(),
         Arg::I32(int(h.heads, "heads")?),
         Arg::I32(int(h.kv_heads, "kv heads")?),
         Arg::I32(int(h.head_dim, "head dim")?),
         Arg::I32(int(cache.capacity, "capacity")?),
         Arg::F32(h.scale()),
-        partial.into(),
-    ];
-    let grid = (int(h.heads, "heads")? as u32, int(splits, "splits")? as u32);
-    // SAFETY: matches attention_decode_split's signature; positions read are
-    // 0..=*last < capacity (the host keeps it so), partial holds heads × splits
-    // × (head_dim + 2) values.
-    unsafe {
-        gpu.launch(
-            "attention_decode_split",
-            grid,
-            (WARPS * 32) as u32,
-            0,
-            &split_args,
-        )?
-    };
-    let merge_args = [
-        partial.into(),
-        Arg::I32(splits as i32),
-        Arg::I32(h.head_dim as i32),
         out.into(),
     ];
-    // SAFETY: matches attention_decode_merge(const float*, int, int, float*);
-    // reads the partials written above and writes heads × head_dim values.
+    let blocks = int(rows * h.heads, "rows × heads")? as u32;
+    // SAFETY: matches attention_f16_accumulator's signature; queries and output
+    // are checked for `rows` rows, and positions read stay below *start + rows
+    // <= capacity (the host checks room before every pass).
     unsafe {
         gpu.launch(
-            "attention_decode_merge",
-            (h.heads as u32, 1),
-            h.head_dim as u32,
+            "attention_f16_accumulator",
+            (blocks, 1),
+            (WARPS * 32) as u32,
             0,
-            &merge_args,
+            &args,
         )
     }
 }
 
-/// Scratch values [`attention_decode`] needs.
-pub fn decode_partial_len(h: Heads, splits: usize) -> usize {
-    h.heads * splits * (h.head_dim + 2)
-}
+/// Batches of at least this many rows use the f32 path ([`attention_prefill`]),
+/// as llama.cpp's CPU code (and our CPU backend) does.
+pub const TILED_MIN_ROWS: usize = 64;
 
-/// Causal attention of `rows` query rows (row r at position `*start + r`, rows
-/// `q_stride` floats apart) over the cache; `out` is f16 `[row][heads × head_dim]`.
+/// Causal attention in f32 (for [`TILED_MIN_ROWS`] rows or more) of `rows` query
+/// rows (row r at position `*start + r`, rows
+/// `q_stride` floats apart) over the cache; `out` is `[row][heads × head_dim]`.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_prefill(
     gpu: &Gpu,
@@ -193,7 +181,7 @@ pub fn attention_prefill(
     rows: usize,
     cache: LayerCache<'_>,
     start: Span<'_, i32>,
-    out: Span<'_, u16>,
+    out: Span<'_, f32>,
 ) -> Result<()> {
     h.check()?;
     cache.check(&h)?;

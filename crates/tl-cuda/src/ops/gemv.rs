@@ -15,9 +15,10 @@ const SHARED_LIMIT: usize = 48 * 1024;
 /// Bytes of shared memory x takes when staged: Q8 blocks (values, scale and
 /// sum per block) for quantized weights, f32 for float weights.
 fn staged_bytes(weight_type: WeightType, cols: usize) -> usize {
-    match weight_type {
-        WeightType::Q4_0 | WeightType::Q4_1 | WeightType::Q8_0 => cols + cols / 32 * 8,
-        WeightType::F32 | WeightType::F16 | WeightType::Bf16 => cols * 4,
+    if weight_type.is_quantized() {
+        cols + cols / 32 * 8
+    } else {
+        cols * 4
     }
 }
 

@@ -1,8 +1,8 @@
-//! Row-wise steps (norms, SwiGLU, conversions), dequantization, embedding
+//! Row-wise steps (GEMM inputs in f16, SwiGLU), dequantization, embedding
 //! lookup and argmax.
 
 use crate::buffer::Span;
-use crate::error::Result;
+use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
 use crate::matrix::DeviceMatrix;
 use crate::ops::{blocks_for, int};
@@ -14,63 +14,60 @@ fn stride_blocks(gpu: &Gpu, n: usize) -> u32 {
     blocks_for(n, THREADS as usize).min((gpu.info().multiprocessors * 16) as u32)
 }
 
-/// `out[r] = f16(rmsnorm(x[r]) · weight)` for `rows` rows of `weight.len()` values.
-pub fn rms_norm_f16(
+/// The f16 input of a prefill GEMM: `rows` rows of `cols` values of x, each
+/// normalised first when `norm` gives (weight, eps), and passed through
+/// llama.cpp's Q8 block rounding when `q8` (for quantized weights, so the GEMM
+/// sees the activations the CPU backend's matmul sees).
+pub fn to_f16(
     gpu: &Gpu,
     x: Span<'_, f32>,
-    weight: Span<'_, f32>,
-    eps: f32,
+    norm: Option<(Span<'_, f32>, f32)>,
+    q8: bool,
     out: Span<'_, u16>,
     rows: usize,
+    cols: usize,
 ) -> Result<()> {
-    out.require(rows * weight.len(), "norm output")?;
-    rms_norm("rms_norm_f16", gpu, x, weight, eps, out.into(), rows)
-}
-
-/// `out[r] = rmsnorm(x[r]) · weight` in f32.
-pub fn rms_norm_f32(
-    gpu: &Gpu,
-    x: Span<'_, f32>,
-    weight: Span<'_, f32>,
-    eps: f32,
-    out: Span<'_, f32>,
-    rows: usize,
-) -> Result<()> {
-    out.require(rows * weight.len(), "norm output")?;
-    rms_norm("rms_norm_f32", gpu, x, weight, eps, out.into(), rows)
-}
-
-/// Launches one of the norm kernels; the caller has checked that `out` holds
-/// `rows × weight.len()` values of the kernel's output type.
-fn rms_norm(
-    kernel: &str,
-    gpu: &Gpu,
-    x: Span<'_, f32>,
-    weight: Span<'_, f32>,
-    eps: f32,
-    out: Arg,
-    rows: usize,
-) -> Result<()> {
-    let cols = weight.len();
-    x.require(rows * cols, "norm input")?;
+    x.require(rows * cols, "GEMM input")?;
+    out.require(rows * cols, "f16 GEMM input")?;
+    if q8 && !cols.is_multiple_of(32) {
+        return Err(CudaError::Unsupported(format!(
+            "Q8 rounding needs rows of whole 32-value blocks; these have {cols}"
+        )));
+    }
+    let (weight, eps) = match norm {
+        Some((weight, eps)) => {
+            weight.require(cols, "norm weight")?;
+            (weight.into(), eps)
+        }
+        None => (Arg::Ptr(0), 0.0),
+    };
     let args = [
         x.into(),
-        weight.into(),
+        weight,
         Arg::F32(eps),
-        out,
+        Arg::I32(i32::from(q8)),
+        out.into(),
         Arg::I32(int(cols, "cols")?),
     ];
-    // SAFETY: matches rms_norm_f16/_f32(const float*, const float*, float,
-    // u16*/float*, int); one block per row reads and writes `cols` values of
-    // rows the input span and (checked by the caller) the output hold.
-    unsafe { gpu.launch(kernel, (int(rows, "rows")? as u32, 1), THREADS, 0, &args) }
+    // SAFETY: matches rows_to_f16(const float*, const float*, float, int, u16*,
+    // int); one block per row reads `cols` values of x (and of the norm weight,
+    // or none when null) and writes `cols` values of out, all checked above.
+    unsafe {
+        gpu.launch(
+            "rows_to_f16",
+            (int(rows, "rows")? as u32, 1),
+            THREADS,
+            0,
+            &args,
+        )
+    }
 }
 
-/// `out[r][i] = f16(silu(gate_up[r][i]) · gate_up[r][width + i])`.
-pub fn swiglu_f16(
+/// `out[r][i] = silu(gate_up[r][i]) · gate_up[r][width + i]`.
+pub fn swiglu(
     gpu: &Gpu,
     gate_up: Span<'_, f32>,
-    out: Span<'_, u16>,
+    out: Span<'_, f32>,
     rows: usize,
     width: usize,
 ) -> Result<()> {
@@ -82,26 +79,17 @@ pub fn swiglu_f16(
         Arg::I32(int(rows, "rows")?),
         Arg::I32(int(width, "width")?),
     ];
-    // SAFETY: matches swiglu_f16(const float*, u16*, int, int); indices stay
+    // SAFETY: matches swiglu(const float*, float*, int, int); indices stay
     // below rows·width (out) and rows·2·width (input), both checked.
     unsafe {
         gpu.launch(
-            "swiglu_f16",
+            "swiglu",
             (stride_blocks(gpu, rows * width), 1),
             THREADS,
             0,
             &args,
         )
     }
-}
-
-/// `out[i] = f16(x[i])` for the first `n` values.
-pub fn f32_to_f16(gpu: &Gpu, x: Span<'_, f32>, out: Span<'_, u16>, n: usize) -> Result<()> {
-    x.require(n, "conversion input")?;
-    out.require(n, "conversion output")?;
-    let args = [x.into(), out.into(), Arg::U64(n as u64)];
-    // SAFETY: matches f32_to_f16(const float*, u16*, u64); n checked on both.
-    unsafe { gpu.launch("f32_to_f16", (stride_blocks(gpu, n), 1), THREADS, 0, &args) }
 }
 
 /// Dequantizes the whole matrix into `out` (rows × cols f16).

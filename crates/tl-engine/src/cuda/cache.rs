@@ -2,7 +2,7 @@
 //! step's buffers, and the decode step recorded as a CUDA graph (which bakes in
 //! these buffers' addresses, so it belongs to the sequence).
 
-use tl_cuda::ops::attention::{decode_partial_len, Heads, LayerCache};
+use tl_cuda::ops::attention::{Heads, LayerCache};
 use tl_cuda::{Buffer, Gpu, Graph};
 
 use crate::error::Result;
@@ -17,7 +17,6 @@ pub struct StepBuffers {
     pub x: Buffer<f32>,
     pub qkv: Buffer<f32>,
     pub attention: Buffer<f32>,
-    pub partial: Buffer<f32>,
     pub hidden: Buffer<f32>,
     pub logits: Buffer<f32>,
     /// The argmax of the logits.
@@ -36,7 +35,7 @@ pub struct CudaCache {
 }
 
 impl CudaCache {
-    pub(crate) fn new(gpu: &Gpu, c: &ModelConfig, capacity: usize, splits: usize) -> Result<Self> {
+    pub(crate) fn new(gpu: &Gpu, c: &ModelConfig, capacity: usize) -> Result<Self> {
         let heads = heads_of(c);
         let layer_len = heads.cache_len(capacity);
         let total = layer_len * c.block_count;
@@ -48,7 +47,6 @@ impl CudaCache {
             x: Buffer::zeros(gpu, c.embedding_length)?,
             qkv: Buffer::zeros(gpu, qkv_width)?,
             attention: Buffer::zeros(gpu, q_width)?,
-            partial: Buffer::zeros(gpu, decode_partial_len(heads, splits))?,
             hidden: Buffer::zeros(gpu, c.feed_forward_length)?,
             logits: Buffer::zeros(gpu, c.vocab_size)?,
             next: Buffer::zeros(gpu, 1)?,

@@ -1,8 +1,11 @@
 //! The llama architecture on an NVIDIA GPU. Weights stay in their GGUF quantized
-//! form on the device; a decode step is eight launches per block (fused QKV with
-//! its norm, RoPE + cache write, two attention passes, output projection + residual,
+//! form on the device; a decode step is six launches per block (fused QKV with
+//! its norm, RoPE + cache write, attention, output projection + residual,
 //! gate/up with norm and SwiGLU, down + residual) recorded once as a CUDA graph
 //! and replayed; a prompt runs in batches through dequantize → cuBLAS GEMM.
+//! Activations meet quantized weights as Q8 blocks and attention follows the CPU
+//! backend's small/large batch rule, so both backends compute the same numbers
+//! up to the order of float additions.
 //! The host waits for the device once per pass, to read the result.
 
 mod cache;
@@ -44,7 +47,6 @@ pub struct CudaModel {
     output: Option<DeviceMatrix>,
     rope: Buffer<f32>,
     max_positions: usize,
-    splits: usize,
     weight_bytes: usize,
     prefill: Mutex<Option<PrefillBuffers>>,
     use_graphs: bool,
@@ -80,10 +82,6 @@ impl CudaModel {
             max_positions,
         )?;
         let rope = Buffer::from_host(&gpu, &table.cos_sin_flat())?;
-        // Enough blocks to fill the GPU twice over across the heads.
-        let splits = (2 * gpu.info().multiprocessors)
-            .div_ceil(config.head_count)
-            .clamp(1, 64);
         Ok(CudaModel {
             weight_bytes: up.bytes(),
             gpu,
@@ -94,7 +92,6 @@ impl CudaModel {
             output,
             rope,
             max_positions,
-            splits,
             prefill: Mutex::new(None),
             use_graphs: std::env::var_os("TL_CUDA_GRAPHS").is_none_or(|v| v != "0"),
         })
@@ -125,7 +122,7 @@ impl CudaModel {
                 self.max_positions
             )));
         }
-        CudaCache::new(&self.gpu, &self.config, capacity, self.splits)
+        CudaCache::new(&self.gpu, &self.config, capacity)
     }
 
     fn heads(&self) -> Heads {
@@ -230,14 +227,14 @@ impl CudaModel {
                 s.position.all(),
                 kv,
             )?;
-            attention_ops::attention_decode(
+            attention_ops::attention_f16_accumulator(
                 gpu,
                 self.heads(),
                 s.qkv.span(0, q_width)?,
+                q_width,
+                1,
                 kv,
                 s.position.all(),
-                self.splits,
-                s.partial.all(),
                 s.attention.all(),
             )?;
             gemv(
@@ -295,29 +292,30 @@ impl CudaModel {
         row_ops::embed(gpu, &self.embedding, p.ids.all(), n, p.x.all())?;
         for (layer, b) in self.blocks.iter().enumerate() {
             let kv = cache.layer(layer)?;
-            row_ops::rms_norm_f16(
-                gpu,
-                p.x.all(),
-                b.attention_norm.all(),
-                eps,
-                p.normed.all(),
-                n,
-            )?;
-            self.matmul(&b.qkv, p.normed.all(), p.qkv.all(), n, false, p)?;
+            let attention_norm = Some((b.attention_norm.all(), eps));
+            self.matmul(&b.qkv, p.x.all(), attention_norm, p.qkv.all(), n, false, p)?;
+            let heads = self.heads();
             attention_ops::rope_store_kv(
                 gpu,
-                self.heads(),
+                heads,
                 p.qkv.all(),
                 n,
                 self.rope.all(),
                 p.start.all(),
                 kv,
             )?;
-            attention_ops::attention_prefill(
+            let (q, q_stride) = (p.qkv.all(), b.qkv.rows());
+            // The CPU backend's rule: small batches take the f16-accumulator path.
+            let attend = if n < attention_ops::TILED_MIN_ROWS {
+                attention_ops::attention_f16_accumulator
+            } else {
+                attention_ops::attention_prefill
+            };
+            attend(
                 gpu,
-                self.heads(),
-                p.qkv.all(),
-                b.qkv.rows(),
+                heads,
+                q,
+                q_stride,
                 n,
                 kv,
                 p.start.all(),
@@ -326,22 +324,24 @@ impl CudaModel {
             self.matmul(
                 &b.attention_output,
                 p.attention.all(),
+                None,
                 p.x.all(),
                 n,
                 true,
                 p,
             )?;
-            row_ops::rms_norm_f16(
-                gpu,
+            let feed_forward_norm = Some((b.feed_forward_norm.all(), eps));
+            self.matmul(
+                &b.gate_up,
                 p.x.all(),
-                b.feed_forward_norm.all(),
-                eps,
-                p.normed.all(),
+                feed_forward_norm,
+                p.gate_up.all(),
                 n,
+                false,
+                p,
             )?;
-            self.matmul(&b.gate_up, p.normed.all(), p.gate_up.all(), n, false, p)?;
-            row_ops::swiglu_f16(gpu, p.gate_up.all(), p.hidden.all(), n, ffn)?;
-            self.matmul(&b.down, p.hidden.all(), p.x.all(), n, true, p)?;
+            row_ops::swiglu(gpu, p.gate_up.all(), p.hidden.all(), n, ffn)?;
+            self.matmul(&b.down, p.hidden.all(), None, p.x.all(), n, true, p)?;
         }
         let rows = match which {
             None => 0..0,
@@ -367,27 +367,26 @@ impl CudaModel {
         Ok(())
     }
 
-    /// `y (+)= W·x` for `n` rows through a dequantized f16 copy of W.
+    /// `y (+)= W·x` for `n` rows (x normalised first when `norm` says so),
+    /// through cuBLAS on f16 copies of x and W. For quantized W, x is rounded
+    /// to Q8 blocks first, as the CPU backend's (and llama.cpp's) matmul does.
+    #[allow(clippy::too_many_arguments)]
     fn matmul(
         &self,
         w: &DeviceMatrix,
-        x: tl_cuda::Span<'_, u16>,
+        x: tl_cuda::Span<'_, f32>,
+        norm: Option<(tl_cuda::Span<'_, f32>, f32)>,
         y: tl_cuda::Span<'_, f32>,
         n: usize,
         accumulate: bool,
         p: &PrefillBuffers,
     ) -> Result<()> {
+        let (rows, cols) = (w.rows(), w.cols());
+        let q8 = w.weight_type().is_quantized();
+        row_ops::to_f16(&self.gpu, x, norm, q8, p.gemm_input.all(), n, cols)?;
         row_ops::dequantize_f16(&self.gpu, w, p.weights.all())?;
-        blas::gemm_f16(
-            &self.gpu,
-            p.weights.all(),
-            x,
-            y,
-            n,
-            w.rows(),
-            w.cols(),
-            accumulate,
-        )?;
+        let (weights, input) = (p.weights.all(), p.gemm_input.all());
+        blas::gemm_f16(&self.gpu, weights, input, y, n, rows, cols, accumulate)?;
         Ok(())
     }
 }

@@ -13,14 +13,13 @@ pub struct PrefillBuffers {
     pub ids: Buffer<u32>,
     pub start: Buffer<i32>,
     pub x: Buffer<f32>,
-    /// The normalised residual stream in f16 (a GEMM input).
-    pub normed: Buffer<u16>,
+    /// The input of the GEMM being run, in f16.
+    pub gemm_input: Buffer<u16>,
     pub qkv: Buffer<f32>,
-    /// Attention output in f16 (a GEMM input).
-    pub attention: Buffer<u16>,
+    pub attention: Buffer<f32>,
     pub gate_up: Buffer<f32>,
-    /// SwiGLU output in f16 (a GEMM input).
-    pub hidden: Buffer<u16>,
+    /// SwiGLU output.
+    pub hidden: Buffer<f32>,
     /// One weight matrix dequantized to f16 for the GEMM.
     pub weights: Buffer<u16>,
     /// Logits of one row.
@@ -40,11 +39,12 @@ impl PrefillBuffers {
         .map(|m| m.rows() * m.cols())
         .max()
         .unwrap_or(0);
+        let widest_input = c.embedding_length.max(q_width).max(c.feed_forward_length);
         Ok(PrefillBuffers {
             ids: Buffer::zeros(gpu, rows)?,
             start: Buffer::zeros(gpu, 1)?,
             x: Buffer::zeros(gpu, rows * c.embedding_length)?,
-            normed: Buffer::zeros(gpu, rows * c.embedding_length)?,
+            gemm_input: Buffer::zeros(gpu, rows * widest_input)?,
             qkv: Buffer::zeros(gpu, rows * block.qkv.rows())?,
             attention: Buffer::zeros(gpu, rows * q_width)?,
             gate_up: Buffer::zeros(gpu, rows * block.gate_up.rows())?,
