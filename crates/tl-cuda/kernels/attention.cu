@@ -46,16 +46,18 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
     }
 }
 
-#define TILE_POSITIONS 256
+#define TILE_POSITIONS 64
 
 // Σ q·k over head_dim f16 pairs, summed as ggml_vec_dot_f16 does on AVX2: lane L
 // keeps the running FMA of elements L, L+32, ... (the CPU's accumulator
 // (L/8, L%8)), then the lanes combine in the CPU's order: +16, +8, +4, then
 // pairs (+1) and the two pairs (+2). Every lane gets the sum.
-__device__ __forceinline__ float dot_f16_like_cpu(const u16* q16, const u16* k, int head_dim) {
+template <int PER_LANE>
+__device__ __forceinline__ float dot_f16_like_cpu(const float* q, const u16* k) {
     const int lane = threadIdx.x % WARP;
     float acc = 0.0f;
-    for (int i = 0; i < head_dim; i += WARP) acc = fmaf(h2f(q16[i + lane]), h2f(k[i + lane]), acc);
+#pragma unroll
+    for (int j = 0; j < PER_LANE; ++j) acc = fmaf(q[j], h2f(k[j * WARP + lane]), acc);
     acc += __shfl_down_sync(FULL_MASK, acc, 16);
     acc += __shfl_down_sync(FULL_MASK, acc, 8);
     acc += __shfl_down_sync(FULL_MASK, acc, 4);
@@ -64,40 +66,41 @@ __device__ __forceinline__ float dot_f16_like_cpu(const u16* q16, const u16* k, 
     return __shfl_sync(FULL_MASK, acc, 0);
 }
 
-// Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
-// (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
-// f32, online softmax over the positions in order with the running output kept
-// in f16 (rounded after every rescale and every multiply-add). One block per
-// (row, head): its warps compute a tile of scores in parallel, then warp 0 walks
-// the tile in order (the only part that must be sequential).
-extern "C" __global__ void attention_f16_accumulator(const float* q, int q_stride,
-                                                     const u16* k_cache, const u16* v_cache,
-                                                     const int* start, int heads, int kv_heads,
-                                                     int head_dim, int capacity, float scale,
-                                                     float* out) {
+// One (row, head) of attention_f16_accumulator; PER_LANE = head_dim / 32.
+template <int PER_LANE>
+__device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* k_cache,
+                                       const u16* v_cache, const int* start, int heads,
+                                       int kv_heads, int capacity, float scale, float* out,
+                                       u16* v_tile, float* scores) {
+    const int head_dim = PER_LANE * WARP;
     const int row = blockIdx.x / heads, head = blockIdx.x % heads;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int warps = blockDim.x / WARP;
     const int visible = *start + row + 1;
-    const int per_lane = head_dim / WARP;
     const int kv_head = head / (heads / kv_heads);
     const u16* keys = k_cache + (u64)kv_head * capacity * head_dim;
     const u16* values = v_cache + (u64)kv_head * capacity * head_dim;
-    __shared__ u16 q16[MAX_HEAD_DIM];
-    __shared__ float scores[TILE_POSITIONS];
+    // The query rounded to f16 (held as the f32 of each half), lane's elements.
     const float* qr = q + (u64)row * q_stride + head * head_dim;
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q16[d] = f2h(qr[d]);
-    __syncthreads();
+    float q16[PER_LANE];
+#pragma unroll
+    for (int j = 0; j < PER_LANE; ++j) q16[j] = h2f(f2h(qr[j * WARP + lane]));
     float m = -__int_as_float(0x7f800000), sum = 0.0f;
-    u16 acc[MAX_HEAD_DIM / WARP];
-    for (int j = 0; j < per_lane; ++j) acc[j] = 0;
+    float acc[PER_LANE];  // f16 values, held as f32
+#pragma unroll
+    for (int j = 0; j < PER_LANE; ++j) acc[j] = 0.0f;
     for (int base = 0; base < visible; base += TILE_POSITIONS) {
         const int count = min(TILE_POSITIONS, visible - base);
+        // All warps: the tile's scores, and its values staged in shared memory.
         for (int i = warp; i < count; i += warps) {
-            const float dot = dot_f16_like_cpu(q16, keys + (u64)(base + i) * head_dim, head_dim);
+            const float dot = dot_f16_like_cpu<PER_LANE>(q16, keys + (u64)(base + i) * head_dim);
             if (lane == 0) scores[i] = dot * scale;
         }
+        const uint4* src = (const uint4*)(values + (u64)base * head_dim);
+        uint4* dst = (uint4*)v_tile;
+        for (int i = threadIdx.x; i < count * head_dim / 8; i += blockDim.x) dst[i] = src[i];
         __syncthreads();
+        // Warp 0: the positions in order.
         if (warp == 0) {
             for (int i = 0; i < count; ++i) {
                 const float score = scores[i];
@@ -105,13 +108,15 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
                 if (score > m) {
                     old_scale = expf(m - score);
                     m = score;
-                    for (int j = 0; j < per_lane; ++j) acc[j] = f2h(h2f(acc[j]) * old_scale);
+#pragma unroll
+                    for (int j = 0; j < PER_LANE; ++j) acc[j] = h2f(f2h(acc[j] * old_scale));
                 } else {
                     weight = expf(score - m);
                 }
-                const u16* vp = values + (u64)(base + i) * head_dim;
-                for (int j = 0; j < per_lane; ++j)
-                    acc[j] = f2h(fmaf(h2f(vp[lane + j * WARP]), weight, h2f(acc[j])));
+                const u16* vp = v_tile + i * head_dim;
+#pragma unroll
+                for (int j = 0; j < PER_LANE; ++j)
+                    acc[j] = h2f(f2h(fmaf(h2f(vp[j * WARP + lane]), weight, acc[j])));
                 sum = fmaf(sum, old_scale, weight);
             }
         }
@@ -120,7 +125,34 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
     if (warp == 0) {
         const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
         float* o = out + (u64)row * heads * head_dim + head * head_dim;
-        for (int j = 0; j < per_lane; ++j) o[lane + j * WARP] = h2f(acc[j]) * inverse;
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j) o[j * WARP + lane] = acc[j] * inverse;
+    }
+}
+
+// Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
+// (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
+// f32, online softmax over the positions in order with the running output kept
+// in f16 (rounded after every rescale and every multiply-add). One block per
+// (row, head): its warps compute a tile of scores and stage the tile's values
+// in shared memory, then warp 0 walks the tile in order (the only part that
+// must be sequential).
+extern "C" __global__ void attention_f16_accumulator(const float* q, int q_stride,
+                                                     const u16* k_cache, const u16* v_cache,
+                                                     const int* start, int heads, int kv_heads,
+                                                     int head_dim, int capacity, float scale,
+                                                     float* out) {
+    __shared__ __align__(16) u16 v_tile[TILE_POSITIONS * MAX_HEAD_DIM];
+    __shared__ float scores[TILE_POSITIONS];
+    switch (head_dim / WARP) {
+        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
     }
 }
 
