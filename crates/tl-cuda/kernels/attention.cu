@@ -46,7 +46,7 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
     }
 }
 
-#define TILE_POSITIONS 64
+#define TILE_POSITIONS 1024
 
 // Σ q·k over head_dim f16 pairs, summed as ggml_vec_dot_f16 does on AVX2: lane L
 // keeps the running FMA of elements L, L+32, ... (the CPU's accumulator
@@ -66,12 +66,31 @@ __device__ __forceinline__ float dot_f16_like_cpu(const float* q, const u16* k) 
     return __shfl_sync(FULL_MASK, acc, 0);
 }
 
+// Shared state of one attention_f16_accumulator block.
+struct F16AccumulatorTile {
+    float scores[TILE_POSITIONS];
+    float old_scale[TILE_POSITIONS];  // the factor the running output is scaled by first
+    float weight[TILE_POSITIONS];     // the value's weight
+    float chunk_max[TILE_POSITIONS / WARP];
+    float max_after;
+    float sum;
+};
+
 // One (row, head) of attention_f16_accumulator; PER_LANE = head_dim / 32.
+//
+// The CPU walks the positions in order: on a new maximum it rescales the f16
+// running output by exp(old max − score), else it weights the value by
+// exp(score − max); then output = f16(output + value·weight). Which branch a
+// position takes, and its factors, depend only on the running maximum of the
+// scores before it, a prefix max computed here in parallel. What stays
+// sequential is each output element's own chain of f16 roundings, so every
+// thread walks the positions for one element, reading factors from shared
+// memory; the sum of weights is the same recurrence on one thread.
 template <int PER_LANE>
 __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* k_cache,
                                        const u16* v_cache, const int* start, int heads,
                                        int kv_heads, int capacity, float scale, float* out,
-                                       u16* v_tile, float* scores) {
+                                       F16AccumulatorTile& t) {
     const int head_dim = PER_LANE * WARP;
     const int row = blockIdx.x / heads, head = blockIdx.x % heads;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -80,79 +99,104 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
     const int kv_head = head / (heads / kv_heads);
     const u16* keys = k_cache + (u64)kv_head * capacity * head_dim;
     const u16* values = v_cache + (u64)kv_head * capacity * head_dim;
+    const float minus_infinity = -__int_as_float(0x7f800000);
     // The query rounded to f16 (held as the f32 of each half), lane's elements.
     const float* qr = q + (u64)row * q_stride + head * head_dim;
     float q16[PER_LANE];
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) q16[j] = h2f(f2h(qr[j * WARP + lane]));
-    float m = -__int_as_float(0x7f800000), sum = 0.0f;
-    float acc[PER_LANE];  // f16 values, held as f32
-#pragma unroll
-    for (int j = 0; j < PER_LANE; ++j) acc[j] = 0.0f;
+    const int dim = threadIdx.x;  // the output element this thread owns, if < head_dim
+    float acc = 0.0f;             // an f16 value, held as f32
+    float max_before = minus_infinity;
+    if (threadIdx.x == 0) t.sum = 0.0f;
     for (int base = 0; base < visible; base += TILE_POSITIONS) {
         const int count = min(TILE_POSITIONS, visible - base);
-        // All warps: the tile's scores, and its values staged in shared memory.
         for (int i = warp; i < count; i += warps) {
             const float dot = dot_f16_like_cpu<PER_LANE>(q16, keys + (u64)(base + i) * head_dim);
-            if (lane == 0) scores[i] = dot * scale;
+            if (lane == 0) t.scores[i] = dot * scale;
         }
-        const uint4* src = (const uint4*)(values + (u64)base * head_dim);
-        uint4* dst = (uint4*)v_tile;
-        for (int i = threadIdx.x; i < count * head_dim / 8; i += blockDim.x) dst[i] = src[i];
         __syncthreads();
-        // Warp 0: the positions in order.
-        if (warp == 0) {
-            for (int i = 0; i < count; ++i) {
-                const float score = scores[i];
-                float old_scale = 1.0f, weight = 1.0f;
-                if (score > m) {
-                    old_scale = expf(m - score);
-                    m = score;
+        // Prefix max: within each chunk of 32 positions by shuffles (the
+        // exclusive max goes to old_scale for now), then across chunks.
+        for (int c = warp; c * WARP < count; c += warps) {
+            const int i = c * WARP + lane;
+            float inclusive = i < count ? t.scores[i] : minus_infinity;
 #pragma unroll
-                    for (int j = 0; j < PER_LANE; ++j) acc[j] = h2f(f2h(acc[j] * old_scale));
-                } else {
-                    weight = expf(score - m);
-                }
-                const u16* vp = v_tile + i * head_dim;
-#pragma unroll
-                for (int j = 0; j < PER_LANE; ++j)
-                    acc[j] = h2f(f2h(fmaf(h2f(vp[j * WARP + lane]), weight, acc[j])));
-                sum = fmaf(sum, old_scale, weight);
+            for (int o = 1; o < WARP; o <<= 1) {
+                const float other = __shfl_up_sync(FULL_MASK, inclusive, o);
+                if (lane >= o) inclusive = fmaxf(inclusive, other);
+            }
+            const float exclusive = __shfl_up_sync(FULL_MASK, inclusive, 1);
+            if (i < count) t.old_scale[i] = lane == 0 ? minus_infinity : exclusive;
+            if (lane == WARP - 1) t.chunk_max[c] = inclusive;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float running = max_before;
+            for (int c = 0; c * WARP < count; ++c) {
+                const float chunk = t.chunk_max[c];
+                t.chunk_max[c] = running;  // the max before chunk c
+                running = fmaxf(running, chunk);
+            }
+            t.max_after = running;
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < count; i += blockDim.x) {
+            const float before = fmaxf(t.chunk_max[i / WARP], t.old_scale[i]);
+            const float score = t.scores[i];
+            if (score > before) {
+                t.old_scale[i] = expf(before - score);
+                t.weight[i] = 1.0f;
+            } else {
+                t.old_scale[i] = 1.0f;
+                t.weight[i] = expf(score - before);
             }
         }
         __syncthreads();
+        if (dim < head_dim) {
+            const u16* v = values + (u64)base * head_dim + dim;
+#pragma unroll 8
+            for (int i = 0; i < count; ++i) {
+                const float value = h2f(v[(u64)i * head_dim]);
+                const float s = t.old_scale[i];
+                if (s != 1.0f) acc = h2f(f2h(acc * s));
+                acc = h2f(f2h(fmaf(value, t.weight[i], acc)));
+            }
+        }
+        if (threadIdx.x == blockDim.x - 1) {
+            float sum = t.sum;
+            for (int i = 0; i < count; ++i) sum = fmaf(sum, t.old_scale[i], t.weight[i]);
+            t.sum = sum;
+        }
+        max_before = t.max_after;
+        __syncthreads();
     }
-    if (warp == 0) {
-        const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
-        float* o = out + (u64)row * heads * head_dim + head * head_dim;
-#pragma unroll
-        for (int j = 0; j < PER_LANE; ++j) o[j * WARP + lane] = acc[j] * inverse;
+    if (dim < head_dim) {
+        const float inverse = t.sum == 0.0f ? 0.0f : 1.0f / t.sum;
+        out[(u64)row * heads * head_dim + head * head_dim + dim] = acc * inverse;
     }
 }
 
 // Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
 // (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
 // f32, online softmax over the positions in order with the running output kept
-// in f16 (rounded after every rescale and every multiply-add). One block per
-// (row, head): its warps compute a tile of scores and stage the tile's values
-// in shared memory, then warp 0 walks the tile in order (the only part that
-// must be sequential).
+// in f16 (rounded after every rescale and every multiply-add). One block of 256
+// threads per (row, head); see attend_f16_accumulator for how it is spread.
 extern "C" __global__ void attention_f16_accumulator(const float* q, int q_stride,
                                                      const u16* k_cache, const u16* v_cache,
                                                      const int* start, int heads, int kv_heads,
                                                      int head_dim, int capacity, float scale,
                                                      float* out) {
-    __shared__ __align__(16) u16 v_tile[TILE_POSITIONS * MAX_HEAD_DIM];
-    __shared__ float scores[TILE_POSITIONS];
+    __shared__ F16AccumulatorTile tile;
     switch (head_dim / WARP) {
-        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
-        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
-        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
-        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
-        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
-        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
-        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
-        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, v_tile, scores); break;
+        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
     }
 }
 

@@ -354,7 +354,7 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
         kv_heads: 2,
         head_dim: 64,
     };
-    let capacity = 700;
+    let capacity = 2600;
     let mut seed = 7u64;
     let mut unit = move || {
         seed = seed
@@ -379,7 +379,14 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
     };
     let q_width = h.heads * h.head_dim;
     let scale = 1.0 / (h.head_dim as f32).sqrt();
-    for (start, rows) in [(0usize, 1usize), (40, 1), (255, 1), (600, 1), (10, 63)] {
+    for (start, rows) in [
+        (0usize, 1usize),
+        (40, 1),
+        (255, 1),
+        (600, 1),
+        (2300, 1),
+        (10, 63),
+    ] {
         let q: Vec<f32> = (0..rows * q_width).map(|_| unit() * 3.0).collect();
         let qb = Buffer::from_host(&gpu, &q).unwrap();
         let sb = Buffer::from_host(&gpu, &[start as i32]).unwrap();
