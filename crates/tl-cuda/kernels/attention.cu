@@ -46,32 +46,45 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
     }
 }
 
-#define TILE_POSITIONS 1024
+// Positions per tile of attention_f16_accumulator: as many as 32 KB of f16
+// values hold (256 for heads of 64), at most 512.
+#define TILE_VALUE_HALVES 16384
+#define MAX_TILE_POSITIONS 512
 
-// Σ q·k over head_dim f16 pairs, summed as ggml_vec_dot_f16 does on AVX2: lane L
-// keeps the running FMA of elements L, L+32, ... (the CPU's accumulator
-// (L/8, L%8)), then the lanes combine in the CPU's order: +16, +8, +4, then
-// pairs (+1) and the two pairs (+2). Every lane gets the sum.
+// Σ q·k over head_dim f16 pairs for `n` (up to 4) consecutive keys, summed as
+// ggml_vec_dot_f16 does on AVX2: lane L keeps the running FMA of elements L,
+// L+32, ... (the CPU's accumulator (L/8, L%8)), then the lanes combine in the
+// CPU's order: +16, +8, +4, then pairs (+1) and the two pairs (+2). The four
+// keys' loads are in flight together. dots[p] is valid in every lane.
 template <int PER_LANE>
-__device__ __forceinline__ float dot_f16_like_cpu(const float* q, const u16* k) {
+__device__ __forceinline__ void dot4_f16_like_cpu(const float* q, const u16* k, int n, float* dots) {
     const int lane = threadIdx.x % WARP;
-    float acc = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int j = 0; j < PER_LANE; ++j) acc = fmaf(q[j], h2f(k[j * WARP + lane]), acc);
-    acc += __shfl_down_sync(FULL_MASK, acc, 16);
-    acc += __shfl_down_sync(FULL_MASK, acc, 8);
-    acc += __shfl_down_sync(FULL_MASK, acc, 4);
-    acc += __shfl_down_sync(FULL_MASK, acc, 1);
-    acc += __shfl_down_sync(FULL_MASK, acc, 2);
-    return __shfl_sync(FULL_MASK, acc, 0);
+    for (int j = 0; j < PER_LANE; ++j) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p)
+            if (p < n) acc[p] = fmaf(q[j], h2f(k[p * PER_LANE * WARP + j * WARP + lane]), acc[p]);
+    }
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+        float a = acc[p];
+        a += __shfl_down_sync(FULL_MASK, a, 16);
+        a += __shfl_down_sync(FULL_MASK, a, 8);
+        a += __shfl_down_sync(FULL_MASK, a, 4);
+        a += __shfl_down_sync(FULL_MASK, a, 1);
+        a += __shfl_down_sync(FULL_MASK, a, 2);
+        dots[p] = __shfl_sync(FULL_MASK, a, 0);
+    }
 }
 
 // Shared state of one attention_f16_accumulator block.
 struct F16AccumulatorTile {
-    float scores[TILE_POSITIONS];
-    float old_scale[TILE_POSITIONS];  // the factor the running output is scaled by first
-    float weight[TILE_POSITIONS];     // the value's weight
-    float chunk_max[TILE_POSITIONS / WARP];
+    __align__(16) u16 values[TILE_VALUE_HALVES];         // the tile's values, [position][head_dim]
+    float scores[MAX_TILE_POSITIONS];
+    float old_scale[MAX_TILE_POSITIONS];  // the factor the running output is scaled by first
+    float weight[MAX_TILE_POSITIONS];     // the value's weight
+    float chunk_max[MAX_TILE_POSITIONS / WARP];
     float max_after;
     float sum;
 };
@@ -92,6 +105,7 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
                                        int kv_heads, int capacity, float scale, float* out,
                                        F16AccumulatorTile& t) {
     const int head_dim = PER_LANE * WARP;
+    const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
     const int row = blockIdx.x / heads, head = blockIdx.x % heads;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int warps = blockDim.x / WARP;
@@ -109,12 +123,22 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
     float acc = 0.0f;             // an f16 value, held as f32
     float max_before = minus_infinity;
     if (threadIdx.x == 0) t.sum = 0.0f;
-    for (int base = 0; base < visible; base += TILE_POSITIONS) {
-        const int count = min(TILE_POSITIONS, visible - base);
-        for (int i = warp; i < count; i += warps) {
-            const float dot = dot_f16_like_cpu<PER_LANE>(q16, keys + (u64)(base + i) * head_dim);
-            if (lane == 0) t.scores[i] = dot * scale;
+    for (int base = 0; base < visible; base += tile) {
+        const int count = min(tile, visible - base);
+        // Scores, four positions per warp at a time so their loads overlap.
+        for (int i = warp * 4; i < count; i += warps * 4) {
+            float dots[4];
+            dot4_f16_like_cpu<PER_LANE>(q16, keys + (u64)(base + i) * head_dim, min(4, count - i), dots);
+            if (lane == 0) {
+#pragma unroll
+                for (int p = 0; p < 4; ++p)
+                    if (i + p < count) t.scores[i + p] = dots[p] * scale;
+            }
         }
+        // The tile's values into shared memory, 16 bytes per thread per step.
+        const uint4* src = (const uint4*)(values + (u64)base * head_dim);
+        uint4* dst = (uint4*)t.values;
+        for (int i = threadIdx.x; i < count * head_dim / 8; i += blockDim.x) dst[i] = src[i];
         __syncthreads();
         // Prefix max: within each chunk of 32 positions by shuffles (the
         // exclusive max goes to old_scale for now), then across chunks.
@@ -154,13 +178,24 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
         }
         __syncthreads();
         if (dim < head_dim) {
-            const u16* v = values + (u64)base * head_dim + dim;
-#pragma unroll 8
-            for (int i = 0; i < count; ++i) {
-                const float value = h2f(v[(u64)i * head_dim]);
-                const float s = t.old_scale[i];
-                if (s != 1.0f) acc = h2f(f2h(acc * s));
-                acc = h2f(f2h(fmaf(value, t.weight[i], acc)));
+            // Eight positions' inputs are read before their chain runs, so the
+            // shared-memory reads overlap the dependent roundings.
+            for (int i0 = 0; i0 < count; i0 += 8) {
+                float value[8], s[8], w[8];
+#pragma unroll
+                for (int k = 0; k < 8; ++k) {
+                    const int i = min(i0 + k, count - 1);
+                    value[k] = h2f(t.values[i * head_dim + dim]);
+                    s[k] = t.old_scale[i];
+                    w[k] = t.weight[i];
+                }
+#pragma unroll
+                for (int k = 0; k < 8; ++k) {
+                    if (i0 + k < count) {
+                        if (s[k] != 1.0f) acc = h2f(f2h(acc * s[k]));
+                        acc = h2f(f2h(fmaf(value[k], w[k], acc)));
+                    }
+                }
             }
         }
         if (threadIdx.x == blockDim.x - 1) {
@@ -180,7 +215,7 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
 // Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
 // (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
 // f32, online softmax over the positions in order with the running output kept
-// in f16 (rounded after every rescale and every multiply-add). One block of 256
+// in f16 (rounded after every rescale and every multiply-add). One block of 512
 // threads per (row, head); see attend_f16_accumulator for how it is spread.
 extern "C" __global__ void attention_f16_accumulator(const float* q, int q_stride,
                                                      const u16* k_cache, const u16* v_cache,

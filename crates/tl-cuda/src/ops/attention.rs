@@ -7,9 +7,9 @@ use crate::ops::{blocks_for, int};
 
 /// Warps per block of the attention kernels (`ATTN_WARPS` in attention.cu).
 const WARPS: usize = 4;
-/// Threads per (row, head) of the f16-accumulator kernel: one per output
-/// element of the largest head.
-const F16_ACCUMULATOR_THREADS: u32 = 256;
+/// Threads per (row, head) of the f16-accumulator kernel: at least one per
+/// output element of the largest head; the rest help compute scores.
+const F16_ACCUMULATOR_THREADS: u32 = 512;
 /// The largest head the kernels hold in registers (`MAX_HEAD_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
 
