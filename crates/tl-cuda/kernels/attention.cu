@@ -178,24 +178,11 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
         }
         __syncthreads();
         if (dim < head_dim) {
-            // Eight positions' inputs are read before their chain runs, so the
-            // shared-memory reads overlap the dependent roundings.
-            for (int i0 = 0; i0 < count; i0 += 8) {
-                float value[8], s[8], w[8];
-#pragma unroll
-                for (int k = 0; k < 8; ++k) {
-                    const int i = min(i0 + k, count - 1);
-                    value[k] = h2f(t.values[i * head_dim + dim]);
-                    s[k] = t.old_scale[i];
-                    w[k] = t.weight[i];
-                }
-#pragma unroll
-                for (int k = 0; k < 8; ++k) {
-                    if (i0 + k < count) {
-                        if (s[k] != 1.0f) acc = h2f(f2h(acc * s[k]));
-                        acc = h2f(f2h(fmaf(value[k], w[k], acc)));
-                    }
-                }
+            for (int i = 0; i < count; ++i) {
+                const float value = h2f(t.values[i * head_dim + dim]);
+                const float s = t.old_scale[i];
+                if (s != 1.0f) acc = h2f(f2h(acc * s));
+                acc = h2f(f2h(fmaf(value, t.weight[i], acc)));
             }
         }
         if (threadIdx.x == blockDim.x - 1) {
