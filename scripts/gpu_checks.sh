@@ -94,5 +94,5 @@ for t in r["results"]:
     print(f'{name:32} {t["test"]:14} {t["tokens_per_second_median"]:10.1f} tok/s  [{t["tokens_per_second_min"]:.1f}, {t["tokens_per_second_max"]:.1f}]  {t["milliseconds_median"]:8.2f} ms  syncs/token {t["syncs_per_token"]:.3f}')
 PY
 done
-grep -h "worst relative\|identical greedy\|test result" "$OUT"/*.log
+grep -h "CPU vs CPU\|GPU vs CPU\|identical to the CPU\|test result" "$OUT"/*.log
 exit $status
