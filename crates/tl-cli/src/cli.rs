@@ -232,6 +232,12 @@ pub struct BenchArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+
+    /// After each test's timed runs, run it once more timing every GPU kernel on
+    /// its own, and print where the device time goes (per token). The profiled
+    /// run waits for each kernel, so its total is above the test's time.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// `tl perplexity`.

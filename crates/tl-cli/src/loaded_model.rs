@@ -70,8 +70,12 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
     }
     if verbose {
         let config = model.config();
+        let copies = match model.f16_copy_bytes() {
+            0 => String::new(),
+            bytes => format!(" (+{:.1} MB of f16 copies for prompts)", bytes as f64 / 1e6),
+        };
         eprintln!(
-            "loaded {} on {} in {:.0} ms: {} ({} blocks, {} hidden, {}/{} heads), {:.1} MB of weights, context {context}",
+            "loaded {} on {} in {:.0} ms: {} ({} blocks, {} hidden, {}/{} heads), {:.1} MB of weights{copies}, context {context}",
             path.display(),
             model.device_name(),
             started.elapsed().as_secs_f64() * 1000.0,

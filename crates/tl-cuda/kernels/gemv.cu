@@ -1,5 +1,6 @@
 // Matrix × vector for one token (decode): y = W·x, one warp per row, the warp's
-// lanes striding over the row's 16-value units. Variants fold in the step before
+// lanes taking the row's blocks of 32 weights (16-value units for float types)
+// in turn. Variants fold in the step before
 // or after the product so a block's decode step needs fewer launches:
 //   plain      y[r]  = W[r]·x
 //   residual   y[r] += W[r]·x                     (attention output, MLP down)
@@ -8,13 +9,16 @@
 //
 // Each block first stages x in shared memory (normalised when asked). For the
 // quantized weight types x is staged as llama.cpp's Q8_0/Q8_1 blocks (int8
-// values, f16-rounded scale, and for Q8_1 the scaled sum), exactly as the CPU
+// values, f16-rounded scale, Q8_1's scaled sum, the integer sum), exactly as the CPU
 // backend quantizes it, and rows are integer dot products (dp4a): the GPU then
 // computes the CPU's numbers up to the order of float additions, and reads a
 // quarter of the activation bytes. Float weights (F32/F16/BF16) use f32 x.
 // Rows are a grid-stride loop, so a block stages x once for many rows.
 
 #define GEMV_WARPS 8
+// Blocks of 32 weights each lane has in flight per row: all their loads are
+// issued before any is used, so a warp waits for memory about once per row.
+#define GEMV_UNROLL 4
 
 // Stages x (normalised when norm_weight != 0) as f32 in shared memory.
 __device__ void stage_f32(const float* x, const float* norm_weight, float eps, int cols,
@@ -24,84 +28,143 @@ __device__ void stage_f32(const float* x, const float* norm_weight, float eps, i
     __syncthreads();
 }
 
-// Stages x as Q8 blocks: xq[cols] int8, xd[cols/32] the f16-rounded scale d,
-// xsum[cols/32] the f16-rounded d·Σq (Q8_1's s). d = amax/127 and the values
-// are rounded half-to-even after multiplying by 127/amax, as llama.cpp's AVX2
-// quantize_row_q8_0/q8_1 (and our CPU backend) do.
-__device__ void stage_q8(const float* x, const float* norm_weight, float eps, int cols, i8* xq,
-                         float* xd, float* xsum, double* scratch) {
+// x as Q8 blocks in shared memory: the int8 values, and per block of 32 the
+// f16-rounded scale d, the f16-rounded d·Σq (Q8_1's s) and the exact Σq.
+struct StagedQ8 {
+    const i8* q;
+    const float* d;
+    const float* s;
+    const int* sum;
+};
+
+// Stages x as Q8 blocks, one warp per block (see quantize_q8_lane). Layout in
+// `shared`: q[cols] (16-byte aligned), then d, s and sum, cols/32 each.
+__device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps, int cols,
+                             void* shared, double* scratch) {
     const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
-    for (int b = threadIdx.x; b < cols / 32; b += blockDim.x) {
-        float v[32];
-        int q[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = staged_input(x, norm_weight, scale, b * 32 + i);
-        const float d = quantize_q8_block(v, q);
-        int sum = 0;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            xq[b * 32 + i] = (i8)q[i];
-            sum += q[i];
+    const int blocks = cols / 32;
+    i8* xq = (i8*)shared;
+    float* xd = (float*)(xq + cols);
+    float* xs = xd + blocks;
+    int* xsum = (int*)(xs + blocks);
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    for (int b = warp; b < blocks; b += blockDim.x / WARP) {
+        float d;
+        const int q = quantize_q8_lane(staged_input(x, norm_weight, scale, b * 32 + lane), &d);
+        xq[b * 32 + lane] = (i8)q;
+        const int sum = warp_sum_int(q);
+        if (lane == 0) {
+            xd[b] = h2f(f2h(d));
+            xs[b] = h2f(f2h(d * (float)sum));
+            xsum[b] = sum;
         }
-        xd[b] = h2f(f2h(d));
-        xsum[b] = h2f(f2h(d * (float)sum));
     }
     __syncthreads();
+    StagedQ8 staged = {xq, xd, xs, xsum};
+    return staged;
 }
 
-// Σ over one 16-value unit of a quantized row against Q8 x.
+// The bytes of one block of 32 weights: Q4 blocks are 16 bytes of quants, Q8_0
+// blocks 32; the scale is one f16 d (Q4_0, Q8_0) or d and m (Q4_1).
 template <int T>
-__device__ __forceinline__ float unit_dot_q8(const u8* qs, const u8* sc, u64 row, int cols,
-                                             int unit, const i8* xq, const float* xd,
-                                             const float* xsum) {
-    const int block = unit >> 1, half = unit & 1;
-    const u64 bi = row * (u64)(cols / 32) + block;
+struct WeightBlock {
+    uint4 lo, hi;  // hi: Q8_0 only
+    u32 scale;
+};
+
+template <int T>
+__device__ __forceinline__ WeightBlock<T> load_block(const u8* qs, const u8* sc, u64 block) {
+    WeightBlock<T> w;
     if (T == TYPE_Q8_0) {
-        const int4 w = *(const int4*)(qs + row * (u64)cols + (u64)unit * 16);
-        const int* xv = (const int*)(xq + unit * 16);
-        int sumi = __dp4a(w.x, xv[0], 0);
-        sumi = __dp4a(w.y, xv[1], sumi);
-        sumi = __dp4a(w.z, xv[2], sumi);
-        sumi = __dp4a(w.w, xv[3], sumi);
-        return h2f(((const u16*)sc)[bi]) * xd[block] * (float)sumi;
+        const uint4* p = (const uint4*)(qs + block * 32);
+        w.lo = p[0];
+        w.hi = p[1];
+        w.scale = ((const u16*)sc)[block];
     } else {
-        const uint2 w = *(const uint2*)(qs + row * (u64)(cols / 2) + (u64)unit * 8);
-        const int* lo = (const int*)(xq + block * 32 + half * 8);
-        const int* hi = (const int*)(xq + block * 32 + 16 + half * 8);
-        int sumi = __dp4a((int)(w.x & 0x0f0f0f0fu), lo[0], 0);
-        sumi = __dp4a((int)(w.y & 0x0f0f0f0fu), lo[1], sumi);
-        sumi = __dp4a((int)((w.x >> 4) & 0x0f0f0f0fu), hi[0], sumi);
-        sumi = __dp4a((int)((w.y >> 4) & 0x0f0f0f0fu), hi[1], sumi);
-        if (T == TYPE_Q4_0) {
-            int xs = __dp4a(0x01010101, lo[0], 0);
-            xs = __dp4a(0x01010101, lo[1], xs);
-            xs = __dp4a(0x01010101, hi[0], xs);
-            xs = __dp4a(0x01010101, hi[1], xs);
-            return h2f(((const u16*)sc)[bi]) * xd[block] * (float)(sumi - 8 * xs);
-        } else {
-            const float d = h2f(((const u16*)sc)[2 * bi]), m = h2f(((const u16*)sc)[2 * bi + 1]);
-            return d * xd[block] * (float)sumi + (half == 0 ? m * xsum[block] : 0.0f);
+        w.lo = *(const uint4*)(qs + block * 16);
+        w.scale = T == TYPE_Q4_1 ? ((const u32*)sc)[block] : ((const u16*)sc)[block];
+    }
+    return w;
+}
+
+// Σ w·x over one block of 32 against staged Q8 x block `b`.
+template <int T>
+__device__ __forceinline__ float block_dot(const WeightBlock<T>& w, const StagedQ8& x, int b) {
+    const int4 lo = *(const int4*)(x.q + b * 32);
+    const int4 hi = *(const int4*)(x.q + b * 32 + 16);
+    int sumi;
+    if (T == TYPE_Q8_0) {
+        sumi = __dp4a((int)w.lo.x, lo.x, 0);
+        sumi = __dp4a((int)w.lo.y, lo.y, sumi);
+        sumi = __dp4a((int)w.lo.z, lo.z, sumi);
+        sumi = __dp4a((int)w.lo.w, lo.w, sumi);
+        sumi = __dp4a((int)w.hi.x, hi.x, sumi);
+        sumi = __dp4a((int)w.hi.y, hi.y, sumi);
+        sumi = __dp4a((int)w.hi.z, hi.z, sumi);
+        sumi = __dp4a((int)w.hi.w, hi.w, sumi);
+        return h2f((u16)w.scale) * x.d[b] * (float)sumi;
+    }
+    // Byte j of a Q4 block: value j in the low nibble, value j + 16 in the high.
+    const u32 m = 0x0f0f0f0fu;
+    sumi = __dp4a((int)(w.lo.x & m), lo.x, 0);
+    sumi = __dp4a((int)(w.lo.y & m), lo.y, sumi);
+    sumi = __dp4a((int)(w.lo.z & m), lo.z, sumi);
+    sumi = __dp4a((int)(w.lo.w & m), lo.w, sumi);
+    sumi = __dp4a((int)((w.lo.x >> 4) & m), hi.x, sumi);
+    sumi = __dp4a((int)((w.lo.y >> 4) & m), hi.y, sumi);
+    sumi = __dp4a((int)((w.lo.z >> 4) & m), hi.z, sumi);
+    sumi = __dp4a((int)((w.lo.w >> 4) & m), hi.w, sumi);
+    if (T == TYPE_Q4_0) return h2f((u16)w.scale) * x.d[b] * (float)(sumi - 8 * x.sum[b]);
+    const float d = h2f((u16)(w.scale & 0xffff)), mn = h2f((u16)(w.scale >> 16));
+    return d * x.d[b] * (float)sumi + mn * x.s[b];
+}
+
+// Σ over NR quantized rows (rows[i]) against staged Q8 x, each lane taking
+// blocks lane, lane + 32, ...; the sums are complete in every lane.
+template <int T, int NR>
+__device__ __forceinline__ void rows_dot_q8(const u8* qs, const u8* sc, const u64* rows,
+                                            int cols, const StagedQ8& x, float* out) {
+    const int lane = threadIdx.x % WARP;
+    const int blocks = cols / 32;
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
+    for (int base = lane; base < blocks; base += GEMV_UNROLL * WARP) {
+        WeightBlock<T> w[NR][GEMV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; ++u) {
+            const int b = base + u * WARP;
+#pragma unroll
+            for (int r = 0; r < NR; ++r)
+                if (b < blocks) w[r][u] = load_block<T>(qs, sc, rows[r] * blocks + b);
+        }
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; ++u) {
+            const int b = base + u * WARP;
+#pragma unroll
+            for (int r = 0; r < NR; ++r)
+                if (b < blocks) acc[r] += block_dot<T>(w[r][u], x, b);
         }
     }
+#pragma unroll
+    for (int r = 0; r < NR; ++r) out[r] = warp_sum(acc[r]);
 }
 
-template <int T>
-__device__ __forceinline__ float row_dot(const u8* qs, const u8* sc, u64 row, int cols,
-                                         const float* xf, const i8* xq, const float* xd,
-                                         const float* xsum) {
+// Σ over NR float rows against f32 x, lanes striding over 16-value units.
+template <int T, int NR>
+__device__ __forceinline__ void rows_dot_f(const u8* qs, const u64* rows, int cols,
+                                           const float* xf, float* out) {
     const int lane = threadIdx.x % WARP;
-    const int units = cols / 16;
-    float acc = 0.0f;
-    for (int u = lane; u < units; u += WARP) {
-        if (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0)
-            acc += unit_dot_q8<T>(qs, sc, row, cols, u, xq, xd, xsum);
-        else
-            acc += unit_dot<T>(qs, sc, row, cols, u, xf);
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        float acc = 0.0f;
+        for (int u = lane; u < cols / 16; u += WARP) acc += unit_dot<T>(qs, 0, rows[r], cols, u, xf);
+        out[r] = warp_sum(acc);
     }
-    return warp_sum(acc);
 }
 
-// MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu.
+// MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu. Each warp takes one
+// output row at a time (for swiglu its gate and up rows together).
 template <int T, int MODE>
 __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
                      float eps, float* y, int rows, int cols) {
@@ -109,22 +172,28 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
     __shared__ double scratch[32];
     const float* weight = MODE >= 2 ? norm_weight : 0;
     const bool quantized = T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0;
-    float* xf = (float*)shared;
-    float* xd = (float*)shared;
-    float* xsum = xd + cols / 32;
-    i8* xq = (i8*)(xsum + cols / 32);
+    const float* xf = (const float*)shared;
+    StagedQ8 xq;
     if (quantized)
-        stage_q8(x, weight, eps, cols, xq, xd, xsum, scratch);
+        xq = stage_q8(x, weight, eps, cols, shared, scratch);
     else
-        stage_f32(x, weight, eps, cols, xf, scratch);
+        stage_f32(x, weight, eps, cols, (float*)shared, scratch);
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    constexpr int NR = MODE == 3 ? 2 : 1;
     for (int r = blockIdx.x * GEMV_WARPS + warp; r < rows; r += gridDim.x * GEMV_WARPS) {
-        const float dot = row_dot<T>(qs, sc, (u64)r, cols, xf, xq, xd, xsum);
-        if (MODE == 3) {
-            const float up = row_dot<T>(qs, sc, (u64)(r + rows), cols, xf, xq, xd, xsum);
-            if (lane == 0) y[r] = silu(dot) * up;
-        } else if (lane == 0) {
-            y[r] = MODE == 1 ? y[r] + dot : dot;
+        u64 picked[NR];
+        picked[0] = (u64)r;
+        if (NR == 2) picked[NR - 1] = (u64)(r + rows);
+        float dot[NR];
+        if (quantized)
+            rows_dot_q8<T, NR>(qs, sc, picked, cols, xq, dot);
+        else
+            rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
+        if (lane == 0) {
+            if (MODE == 3)
+                y[r] = silu(dot[0]) * dot[NR - 1];
+            else
+                y[r] = MODE == 1 ? y[r] + dot[0] : dot[0];
         }
     }
 }

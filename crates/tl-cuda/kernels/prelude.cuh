@@ -79,16 +79,20 @@ __device__ __forceinline__ float staged_input(const float* x, const float* weigh
 }
 
 // llama.cpp's Q8 quantization of one block of 32 values (AVX2
-// quantize_row_q8_0/q8_1, and our CPU backend): d = amax/127, values rounded
-// half to even after multiplying by 127/amax. Writes q, returns d unrounded.
-__device__ __forceinline__ float quantize_q8_block(const float* v, int* q) {
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(v[i]));
+// quantize_row_q8_0/q8_1, and our CPU backend), spread over a warp: lane i
+// holds value i. d = amax/127 and the values are rounded half to even after
+// multiplying by 127/amax. Returns this lane's q; *d gets d unrounded.
+__device__ __forceinline__ int quantize_q8_lane(float v, float* d) {
+    const float amax = warp_max(fabsf(v));
     const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+    *d = amax / 127.0f;
+    return __float2int_rn(v * inverse);
+}
+
+__device__ __forceinline__ int warp_sum_int(int v) {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) q[i] = __float2int_rn(v[i] * inverse);
-    return amax / 127.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
 }
 
 __device__ __forceinline__ float silu(float g) {

@@ -122,6 +122,15 @@ impl<'a, T> Span<'a, T> {
         self.len == 0
     }
 
+    /// The same bytes seen as values of `U` (as many whole ones as fit).
+    pub(crate) fn reinterpret<U>(self) -> Span<'a, U> {
+        Span {
+            ptr: self.ptr,
+            len: self.len * size_of::<T>() / size_of::<U>().max(1),
+            _buffer: PhantomData,
+        }
+    }
+
     /// The device address, for a kernel argument.
     pub(crate) fn address(&self) -> u64 {
         self.ptr

@@ -16,6 +16,10 @@ const SOURCES: &[(&str, &str)] = &[
     ("gemv.cu", include_str!("../kernels/gemv.cu")),
     ("rows.cu", include_str!("../kernels/rows.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
+    (
+        "flash_attention.cu",
+        include_str!("../kernels/flash_attention.cu"),
+    ),
 ];
 
 /// All kernels as one translation unit, with `#line` markers so compiler
@@ -135,6 +139,9 @@ mod tests {
             for kernel in [
                 "gemv_norm_swiglu_q4_0",
                 "attention_f16_accumulator",
+                "attention_flash_64",
+                "attention_flash_128",
+                "profile_spin",
                 "argmax",
             ] {
                 assert!(ptx.contains(kernel), "{kernel} missing from the {arch} PTX");

@@ -17,6 +17,7 @@ use crate::buffer::Span;
 use crate::compile;
 use crate::error::{CudaError, Result};
 use crate::libraries;
+use crate::profile::{KernelTime, Profile};
 
 /// What the device reports about itself.
 #[derive(Debug, Clone)]
@@ -66,6 +67,8 @@ pub struct Gpu {
     blas: CudaBlas,
     info: DeviceInfo,
     syncs: AtomicU64,
+    /// Open while `tl bench --profile` times kernels one by one.
+    profile: std::sync::Mutex<Option<Profile>>,
 }
 
 impl Gpu {
@@ -107,6 +110,7 @@ impl Gpu {
             blas,
             info,
             syncs: AtomicU64::new(0),
+            profile: Default::default(),
         })
     }
 
@@ -165,6 +169,15 @@ impl Gpu {
         .map_err(|e| CudaError::driver("copying to the GPU", e))
     }
 
+    /// Device memory not in use (bytes).
+    pub fn memory_free(&self) -> Result<usize> {
+        let (free, _total) = self
+            .context
+            .mem_get_info()
+            .map_err(|e| CudaError::driver("reading free memory", e))?;
+        Ok(free)
+    }
+
     /// Device memory in use on the whole device (bytes).
     pub fn memory_used(&self) -> Result<usize> {
         let (free, total) = self
@@ -172,6 +185,64 @@ impl Gpu {
             .mem_get_info()
             .map_err(|e| CudaError::driver("reading free memory", e))?;
         Ok(total - free)
+    }
+
+    /// Starts timing every launch on its own (see `profile`); graph capture
+    /// is not possible while a profile is open.
+    pub fn start_profile(&self) {
+        *self.profile.lock().unwrap_or_else(|p| p.into_inner()) = Some(Profile::default());
+    }
+
+    /// Whether a profile is open.
+    pub fn is_profiling(&self) -> bool {
+        self.profile
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Closes the profile and returns its kernel times, longest first (empty
+    /// when none was open).
+    pub fn finish_profile(&self) -> Vec<KernelTime> {
+        let profile = self
+            .profile
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        profile.map(Profile::into_times).unwrap_or_default()
+    }
+
+    /// Runs `queue`, which queues one kernel named `kernel`, timing it when a
+    /// profile is open.
+    pub(crate) fn timed(
+        &self,
+        kernel: impl FnOnce() -> String,
+        queue: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let mut guard = self.profile.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_mut() {
+            Some(profile) => {
+                self.queue_spin()?;
+                profile.time(&self.stream, kernel(), queue)
+            }
+            None => {
+                drop(guard);
+                queue()
+            }
+        }
+    }
+
+    /// Queues `profile_spin` for long enough that the host queues the timed
+    /// kernel and its events before the GPU gets to them.
+    fn queue_spin(&self) -> Result<()> {
+        const SPIN_NANOSECONDS: i64 = 50_000;
+        let function = self.function("profile_spin")?;
+        let mut builder = self.stream.launch_builder(&function);
+        builder.arg(&SPIN_NANOSECONDS);
+        // SAFETY: profile_spin takes one long long and touches no memory.
+        unsafe { builder.launch(LaunchConfig::for_num_elems(1)) }
+            .map(|_| ())
+            .map_err(|e| CudaError::driver("launching profile_spin", e))
     }
 
     fn function(&self, name: &str) -> Result<CudaFunction> {
@@ -216,11 +287,19 @@ impl Gpu {
             block_dim: (block, 1, 1),
             shared_mem_bytes: shared_bytes,
         };
-        // SAFETY: the caller guarantees the arguments match the kernel and the
-        // memory they address (this function's contract).
-        unsafe { builder.launch(config) }
-            .map(|_| ())
-            .map_err(|e| CudaError::driver(format!("launching {kernel}"), e))
+        let name = || {
+            format!(
+                "{kernel} <<<{}x{}, {block}>>>",
+                config.grid_dim.0, config.grid_dim.1
+            )
+        };
+        self.timed(name, || {
+            // SAFETY: the caller guarantees the arguments match the kernel and
+            // the memory they address (this function's contract).
+            unsafe { builder.launch(config) }
+                .map(|_| ())
+                .map_err(|e| CudaError::driver(format!("launching {kernel}"), e))
+        })
     }
 }
 

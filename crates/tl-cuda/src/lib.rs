@@ -17,6 +17,8 @@ pub use gpu::{DeviceInfo, Gpu};
 pub mod graph;
 pub mod matrix;
 pub mod ops;
+pub mod profile;
 
 pub use graph::Graph;
 pub use matrix::{DeviceMatrix, WeightType};
+pub use profile::KernelTime;

@@ -79,6 +79,9 @@ pub struct DeviceMatrix {
     cols: usize,
     quants: Buffer<u8>,
     scales: Buffer<u8>,
+    /// The matrix dequantized to f16 for prompt GEMMs, when kept (see
+    /// [`DeviceMatrix::keep_f16_copy`]).
+    f16_copy: Option<Buffer<u16>>,
 }
 
 impl DeviceMatrix {
@@ -118,6 +121,7 @@ impl DeviceMatrix {
             cols,
             quants: Buffer::from_host(gpu, &quants)?,
             scales: Buffer::from_host(gpu, &scales)?,
+            f16_copy: None,
         })
     }
 
@@ -144,9 +148,40 @@ impl DeviceMatrix {
         self.cols
     }
 
-    /// Bytes held on the device.
+    /// Bytes held on the device (without the f16 copy).
     pub fn bytes(&self) -> usize {
         self.quants.bytes() + self.scales.bytes()
+    }
+
+    /// The matrix as row-major f16 values, when available without work: an
+    /// F16 matrix's own values, or the copy [`DeviceMatrix::keep_f16_copy`] made.
+    pub fn f16_values(&self) -> Option<Span<'_, u16>> {
+        match (&self.f16_copy, self.weight_type) {
+            (Some(copy), _) => Some(copy.all()),
+            (None, WeightType::F16) => Some(self.quants.all().reinterpret()),
+            (None, _) => None,
+        }
+    }
+
+    /// Bytes an f16 copy of this matrix would take (0 for F16 matrices, which
+    /// need none).
+    pub fn f16_copy_bytes(&self) -> usize {
+        match self.weight_type {
+            WeightType::F16 => 0,
+            _ => self.rows * self.cols * 2,
+        }
+    }
+
+    /// Dequantizes the matrix once into a kept f16 copy, so prompt GEMMs need
+    /// not dequantize it every time (memory for speed; nothing for F16).
+    pub fn keep_f16_copy(&mut self, gpu: &Gpu) -> Result<()> {
+        if self.f16_copy_bytes() == 0 || self.f16_copy.is_some() {
+            return Ok(());
+        }
+        let copy = Buffer::zeros(gpu, self.rows * self.cols)?;
+        crate::ops::rows::dequantize_f16(gpu, self, copy.all())?;
+        self.f16_copy = Some(copy);
+        Ok(())
     }
 
     pub(crate) fn quants(&self) -> Span<'_, u8> {

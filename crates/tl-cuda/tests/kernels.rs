@@ -5,7 +5,8 @@
 
 use half::{bf16, f16};
 use tl_cuda::ops::attention::{
-    attention_f16_accumulator, attention_prefill, rope_store_kv, Heads, LayerCache,
+    attention_f16_accumulator, attention_f32, attention_flash, flash_supported, rope_store_kv,
+    Heads, LayerCache,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::{blas, rows};
@@ -560,8 +561,9 @@ fn rope_cache_write_and_attention_match_the_reference() {
                 position,
                 rows_now,
             );
-            // Both paths on every batch: f32 within float rounding of the
-            // reference, the f16 accumulator within f16 rounding.
+            // Every path on every batch: f32 within float rounding of the
+            // reference, the others within f16 rounding (tensor cores: f16
+            // query and softmax weights; the accumulator path: f16 output).
             type Attend = fn(
                 &Gpu,
                 Heads,
@@ -572,10 +574,18 @@ fn rope_cache_write_and_attention_match_the_reference() {
                 Span<'_, i32>,
                 Span<'_, f32>,
             ) -> tl_cuda::Result<()>;
-            let paths: [(&str, Attend, f64); 2] = [
-                ("f32", attention_prefill, 1e-4),
+            let mut paths: Vec<(&str, Attend, f64)> = vec![
+                ("f32", attention_f32, 1e-4),
                 ("f16 accumulator", attention_f16_accumulator, 5e-3),
             ];
+            if flash_supported(&gpu, h.head_dim) {
+                paths.push(("tensor cores", attention_flash, 2e-3));
+            } else {
+                eprintln!(
+                    "skipping tensor-core attention for heads of {}: needs compute capability 8.0+",
+                    h.head_dim
+                );
+            }
             for (name, attend, tolerance) in paths {
                 let out = poisoned_f32(&gpu, rows_now * q_width);
                 attend(
@@ -590,6 +600,10 @@ fn rope_cache_write_and_attention_match_the_reference() {
                 )
                 .unwrap();
                 let err = relative_error(&download(&gpu, &out, rows_now * q_width), &want);
+                eprintln!(
+                    "attention, {name}, heads of {}: {rows_now} rows at {position}: relative error {err:.2e}",
+                    h.head_dim
+                );
                 assert!(
                     err < tolerance,
                     "{name}: {rows_now} rows at {position}: {err}"

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+pub use tl_cuda::KernelTime;
 use tl_gguf::GgufFile;
 
 use crate::cuda::{CudaCache, CudaModel};
@@ -124,6 +125,15 @@ impl Backend {
         }
     }
 
+    /// Bytes of f16 weight copies kept on the GPU for prompt GEMMs (0 on the
+    /// CPU, or when the GPU had no room for them).
+    pub fn f16_copy_bytes(&self) -> usize {
+        match self {
+            Backend::Cpu(_) => 0,
+            Backend::Cuda(m) => m.f16_copy_bytes(),
+        }
+    }
+
     pub fn max_positions(&self) -> usize {
         match self {
             Backend::Cpu(m) => m.max_positions(),
@@ -160,6 +170,22 @@ impl Backend {
         match self {
             Backend::Cpu(_) => None,
             Backend::Cuda(m) => m.gpu().memory_used().ok(),
+        }
+    }
+
+    /// Starts timing each GPU kernel on its own (nothing on the CPU); see
+    /// [`tl_cuda::profile`]. Decode steps run without graph replay meanwhile.
+    pub fn start_profile(&self) {
+        if let Backend::Cuda(m) = self {
+            m.gpu().start_profile();
+        }
+    }
+
+    /// The kernel times since `start_profile`, longest first (empty on the CPU).
+    pub fn finish_profile(&self) -> Vec<KernelTime> {
+        match self {
+            Backend::Cpu(_) => Vec::new(),
+            Backend::Cuda(m) => m.gpu().finish_profile(),
         }
     }
 

@@ -73,8 +73,14 @@ fn relative_error(got: &[f32], want: &[f32]) -> f64 {
     (diff / norm).sqrt()
 }
 
+/// Prompt tokens: 24 (below the 64 rows where attention switches to the
+/// prompt path), unless `len` says otherwise.
+fn prompt_of(vocab: usize, len: u32) -> Vec<u32> {
+    (0..len).map(|i| (i * 7919 + 13) % vocab as u32).collect()
+}
+
 fn prompt(vocab: usize) -> Vec<u32> {
-    (0..24u32).map(|i| (i * 7919 + 13) % vocab as u32).collect()
+    prompt_of(vocab, 24)
 }
 
 /// A copy of `path` with `blk.0.attn_norm.weight` (F32) scaled by `1 + 1e-6`:
@@ -132,8 +138,13 @@ fn run_prompt(
 /// Per-pass relative logit errors of `other` against `reference` over the
 /// prompt (one pass, or token by token when `stepwise`) and `STEPS` tokens
 /// chosen by the reference's argmax; and how often the argmaxes agree.
-fn compare_greedy_run(reference: &Backend, other: &Backend, stepwise: bool) -> (Vec<f64>, usize) {
-    let tokens = prompt(reference.config().vocab_size);
+fn compare_greedy_run(
+    reference: &Backend,
+    other: &Backend,
+    prompt_len: u32,
+    stepwise: bool,
+) -> (Vec<f64>, usize) {
+    let tokens = prompt_of(reference.config().vocab_size, prompt_len);
     let mut reference_cache = reference.new_cache(CONTEXT).unwrap();
     let mut other_cache = other.new_cache(CONTEXT).unwrap();
     let mut want = run_prompt(reference, &mut reference_cache, &tokens, stepwise);
@@ -179,21 +190,23 @@ fn gpu_logits_match_the_cpu_over_a_greedy_run() {
             )
             .unwrap(),
         );
-        let (floor, floor_argmax) = compare_greedy_run(&cpu, &nudged, false);
-        let (floor_median, floor_worst) = summary(&floor);
-        eprintln!(
-            "{}: CPU vs CPU with one norm vector × (1 + 1e-6): median {floor_median:.2e}, worst {floor_worst:.2e}, same argmax {floor_argmax}/{STEPS}",
-            path.display()
-        );
-        for stepwise in [false, true] {
-            let (errors, same_argmax) = compare_greedy_run(&cpu, &cuda, stepwise);
-            let (median, worst) = summary(&errors);
+        // 24 prompt tokens in one pass and one by one (the small-batch
+        // attention), and 100 in one pass (the prompt path: GEMMs and
+        // tensor-core attention).
+        for (prompt_len, stepwise) in [(24, false), (24, true), (100, false)] {
+            let (floor, floor_argmax) = compare_greedy_run(&cpu, &nudged, prompt_len, stepwise);
+            let (floor_median, floor_worst) = summary(&floor);
             let how = if stepwise {
                 "token by token"
             } else {
                 "in one pass"
             };
-            let name = format!("{} (prompt {how})", path.display());
+            let name = format!("{} (prompt of {prompt_len} {how})", path.display());
+            eprintln!(
+                "{name}: CPU vs CPU with one norm vector × (1 + 1e-6): median {floor_median:.2e}, worst {floor_worst:.2e}, same argmax {floor_argmax}/{STEPS}"
+            );
+            let (errors, same_argmax) = compare_greedy_run(&cpu, &cuda, prompt_len, stepwise);
+            let (median, worst) = summary(&errors);
             eprintln!("{name}: GPU vs CPU: median {median:.2e}, worst {worst:.2e}, same argmax {same_argmax}/{STEPS}");
             if median > (2.0 * floor_median).max(1e-2) || worst > (2.0 * floor_worst).max(1e-2) {
                 failures.push(format!(

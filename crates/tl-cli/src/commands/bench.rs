@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 use tl_engine::model::Logits;
 use tl_engine::sampler::rng::Xoshiro256StarStar;
-use tl_engine::Backend;
+use tl_engine::{Backend, KernelTime, SequenceCache};
 
 use crate::cli::BenchArgs;
 use crate::loaded_model;
@@ -27,6 +27,49 @@ struct TestResult {
     tokens_per_second_max: f64,
     milliseconds_median: f64,
     syncs_per_token: f64,
+    /// Device time per kernel in one extra, profiled run (`--profile`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    profile: Vec<KernelRow>,
+}
+
+/// One kernel's share of a profiled run.
+#[derive(Debug, Serialize)]
+struct KernelRow {
+    kernel: String,
+    launches_per_token: f64,
+    microseconds_per_launch: f64,
+    microseconds_per_token: f64,
+}
+
+impl KernelRow {
+    fn new(time: &KernelTime, tokens: usize) -> Self {
+        let tokens = tokens.max(1) as f64;
+        let launches = time.launches.max(1) as f64;
+        KernelRow {
+            kernel: time.kernel.clone(),
+            launches_per_token: time.launches as f64 / tokens,
+            microseconds_per_launch: time.total_ms * 1000.0 / launches,
+            microseconds_per_token: time.total_ms * 1000.0 / tokens,
+        }
+    }
+}
+
+/// Runs `once` with every kernel timed on its own (when `wanted`), returning the
+/// per-token rows.
+fn profiled(
+    backend: &Backend,
+    wanted: bool,
+    tokens: usize,
+    once: impl FnOnce() -> Result<()>,
+) -> Result<Vec<KernelRow>> {
+    if !wanted {
+        return Ok(Vec::new());
+    }
+    backend.start_profile();
+    let ran = once();
+    let times = backend.finish_profile();
+    ran?;
+    Ok(times.iter().map(|t| KernelRow::new(t, tokens)).collect())
 }
 
 #[derive(Debug, Serialize)]
@@ -107,7 +150,13 @@ fn prompt_test(
             syncs += backend.syncs() - before;
         }
     }
-    Ok(summarise(format!("pp{tokens}"), tokens, 0, &times, syncs))
+    let mut result = summarise(format!("pp{tokens}"), tokens, 0, &times, syncs);
+    result.profile = profiled(backend, args.profile, tokens, || {
+        cache.truncate(0);
+        backend.forward(&prompt, 0, &mut cache, Logits::Last)?;
+        Ok(())
+    })?;
+    Ok(result)
 }
 
 /// Times greedy decoding of `--generate` tokens after `--depth` tokens.
@@ -117,20 +166,28 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
     let mut cache = backend.new_cache(context)?;
     let mut times = Vec::new();
     let mut syncs = 0;
-    for rep in 0..=args.reps {
+    // Fills the cache to the depth; returns the first token and its position.
+    let fill = |cache: &mut SequenceCache| -> Result<(u32, usize)> {
         cache.truncate(0);
-        let (mut token, mut position) = if args.depth > 0 {
-            backend.forward(&history, 0, &mut cache, Logits::Last)?;
-            (history[args.depth - 1], args.depth)
+        if args.depth > 0 {
+            backend.forward(&history, 0, cache, Logits::Last)?;
+            Ok((history[args.depth - 1], args.depth))
         } else {
-            (history[0], 0)
-        };
-        let before = backend.syncs();
-        let started = Instant::now();
+            Ok((history[0], 0))
+        }
+    };
+    let generate = |cache: &mut SequenceCache, (mut token, mut position): (u32, usize)| {
         for _ in 0..args.generate {
-            token = backend.forward_greedy(token, position, &mut cache)?;
+            token = backend.forward_greedy(token, position, cache)?;
             position += 1;
         }
+        anyhow::Ok(())
+    };
+    for rep in 0..=args.reps {
+        let start = fill(&mut cache)?;
+        let before = backend.syncs();
+        let started = Instant::now();
+        generate(&mut cache, start)?;
         let elapsed = started.elapsed().as_secs_f64();
         if rep > 0 {
             times.push(elapsed);
@@ -147,6 +204,10 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
     if args.depth > 0 {
         result.test = format!("tg{} @ d{}", args.generate, args.depth);
     }
+    let start = fill(&mut cache)?;
+    result.profile = profiled(backend, args.profile, args.generate, || {
+        generate(&mut cache, start)
+    })?;
     Ok(result)
 }
 
@@ -165,6 +226,7 @@ fn summarise(test: String, tokens: usize, depth: usize, times: &[f64], syncs: u6
         tokens_per_second_max: rates.last().copied().unwrap_or(0.0),
         milliseconds_median: median(&sorted_times) * 1000.0,
         syncs_per_token: syncs as f64 / (tokens * times.len()).max(1) as f64,
+        profile: Vec::new(),
     }
 }
 
@@ -199,6 +261,32 @@ fn print_table(report: &Report) {
             r.tokens_per_second_max,
             r.milliseconds_median,
             r.syncs_per_token
+        );
+    }
+    for r in report.results.iter().filter(|r| !r.profile.is_empty()) {
+        print_profile(r);
+    }
+}
+
+/// The profiled run of one test: kernels by device time per token.
+fn print_profile(r: &TestResult) {
+    let total: f64 = r.profile.iter().map(|k| k.microseconds_per_token).sum();
+    println!();
+    println!(
+        "profile of {} (one run, each kernel timed alone): {total:.1} µs of device time per token",
+        r.test
+    );
+    println!();
+    println!("| kernel | launches/token | µs/launch | µs/token | share |");
+    println!("|---|---:|---:|---:|---:|");
+    for k in &r.profile {
+        println!(
+            "| {} | {:.2} | {:.2} | {:.1} | {:.1}% |",
+            k.kernel,
+            k.launches_per_token,
+            k.microseconds_per_launch,
+            k.microseconds_per_token,
+            100.0 * k.microseconds_per_token / total.max(f64::MIN_POSITIVE)
         );
     }
 }

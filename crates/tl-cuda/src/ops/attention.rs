@@ -168,13 +168,22 @@ pub fn attention_f16_accumulator(
     }
 }
 
-/// Batches of at least this many rows use the f32 path ([`attention_prefill`]),
-/// as llama.cpp's CPU code (and our CPU backend) does.
+/// Batches of at least this many rows use the prompt path ([`attention_prefill`]),
+/// as llama.cpp's CPU code (and our CPU backend) switches to its tiled f32 path.
 pub const TILED_MIN_ROWS: usize = 64;
 
-/// Causal attention in f32 (for [`TILED_MIN_ROWS`] rows or more) of `rows` query
-/// rows (row r at position `*start + r`, rows
-/// `q_stride` floats apart) over the cache; `out` is `[row][heads × head_dim]`.
+/// Query rows per block of the tensor-core kernel (`FLASH_ROWS`).
+const FLASH_ROWS: usize = 64;
+
+/// Whether [`attention_flash`] runs on this GPU for heads of `head_dim`: it
+/// needs tensor-core mma (compute capability 8.0 or later) and is built for
+/// heads of 64 and 128 values.
+pub fn flash_supported(gpu: &Gpu, head_dim: usize) -> bool {
+    gpu.info().compute_capability.0 >= 8 && matches!(head_dim, 64 | 128)
+}
+
+/// Causal attention for a prompt batch: [`attention_flash`] where the GPU and
+/// head size allow, else [`attention_f32`].
 #[allow(clippy::too_many_arguments)]
 pub fn attention_prefill(
     gpu: &Gpu,
@@ -186,15 +195,31 @@ pub fn attention_prefill(
     start: Span<'_, i32>,
     out: Span<'_, f32>,
 ) -> Result<()> {
+    if flash_supported(gpu, h.head_dim) {
+        attention_flash(gpu, h, q, q_stride, rows, cache, start, out)
+    } else {
+        attention_f32(gpu, h, q, q_stride, rows, cache, start, out)
+    }
+}
+
+/// Checks the spans of a batch attention call and builds the kernels' common
+/// argument list.
+#[allow(clippy::too_many_arguments)]
+fn batch_args(
+    h: Heads,
+    q: Span<'_, f32>,
+    q_stride: usize,
+    rows: usize,
+    cache: LayerCache<'_>,
+    start: Span<'_, i32>,
+    out: Span<'_, f32>,
+) -> Result<Vec<Arg>> {
     h.check()?;
     cache.check(&h)?;
-    if rows == 0 {
-        return Ok(());
-    }
     q.require((rows - 1) * q_stride + h.q_width(), "queries")?;
     out.require(rows * h.q_width(), "attention output")?;
     start.require(1, "start position")?;
-    let args = [
+    Ok(vec![
         q.into(),
         Arg::I32(int(q_stride, "query stride")?),
         cache.keys.into(),
@@ -207,7 +232,27 @@ pub fn attention_prefill(
         Arg::I32(int(cache.capacity, "capacity")?),
         Arg::F32(h.scale()),
         out.into(),
-    ];
+    ])
+}
+
+/// Causal attention in f32 throughout (the CPU's tiled path's precision) of
+/// `rows` query rows (row r at position `*start + r`, rows `q_stride` floats
+/// apart) over the cache; `out` is `[row][heads × head_dim]`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_f32(
+    gpu: &Gpu,
+    h: Heads,
+    q: Span<'_, f32>,
+    q_stride: usize,
+    rows: usize,
+    cache: LayerCache<'_>,
+    start: Span<'_, i32>,
+    out: Span<'_, f32>,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let args = batch_args(h, q, q_stride, rows, cache, start, out)?;
     // SAFETY: matches attention_prefill's signature; queries and output are
     // checked for `rows` rows, and positions read stay below *start + rows <=
     // capacity (the host checks room before every pass).
@@ -216,6 +261,49 @@ pub fn attention_prefill(
             "attention_prefill",
             (blocks_for(rows * h.heads, WARPS), 1),
             (WARPS * 32) as u32,
+            0,
+            &args,
+        )
+    }
+}
+
+/// The same attention on tensor cores (flash_attention.cu): queries and
+/// softmax weights rounded to f16, scores, softmax and output in f32. Errors
+/// where [`flash_supported`] is false.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_flash(
+    gpu: &Gpu,
+    h: Heads,
+    q: Span<'_, f32>,
+    q_stride: usize,
+    rows: usize,
+    cache: LayerCache<'_>,
+    start: Span<'_, i32>,
+    out: Span<'_, f32>,
+) -> Result<()> {
+    if !flash_supported(gpu, h.head_dim) {
+        return Err(CudaError::Unsupported(format!(
+            "tensor-core attention needs compute capability 8.0+ and heads of 64 or 128 values (this is {}.{} with {})",
+            gpu.info().compute_capability.0,
+            gpu.info().compute_capability.1,
+            h.head_dim
+        )));
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    let mut args = batch_args(h, q, q_stride, rows, cache, start, out)?;
+    args.remove(8); // the kernel is specialised for its head size
+    let kernel = format!("attention_flash_{}", h.head_dim);
+    // SAFETY: matches attention_flash_<D>'s signature (D = head_dim, so the
+    // head-size argument is left out); queries and output are checked for
+    // `rows` rows, and the kernel reads cache positions below *start + rows <=
+    // capacity (the host checks room before every pass).
+    unsafe {
+        gpu.launch(
+            &kernel,
+            (blocks_for(rows, FLASH_ROWS), int(h.heads, "heads")? as u32),
+            128,
             0,
             &args,
         )

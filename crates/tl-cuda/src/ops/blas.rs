@@ -37,30 +37,33 @@ pub fn gemm_f16(
     // Column-major view: Yᵀ (out × tokens) = Wᵀᵀ · Xᵀ, where W row-major is a
     // column-major (in × out) matrix used transposed and X row-major is a
     // column-major (in × tokens) matrix.
-    // SAFETY: the three spans hold the sizes checked above, the handle's stream
-    // is our stream, and alpha/beta are live locals read during the call.
-    unsafe {
-        cudarc::cublas::result::gemm_ex(
-            *gpu.blas().handle(),
-            cublasOperation_t::CUBLAS_OP_T,
-            cublasOperation_t::CUBLAS_OP_N,
-            m,
-            n,
-            k,
-            &alpha as *const f32 as *const c_void,
-            w.address() as *const c_void,
-            cudaDataType::CUDA_R_16F,
-            k,
-            x.address() as *const c_void,
-            cudaDataType::CUDA_R_16F,
-            k,
-            &beta as *const f32 as *const c_void,
-            y.address() as *mut c_void,
-            cudaDataType::CUDA_R_32F,
-            m,
-            cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-        )
-    }
-    .map_err(|e| CudaError::blas("gemm_f16", e))
+    let name = || format!("cublas gemm_f16 {out_features}x{in_features} x{tokens}");
+    gpu.timed(name, || {
+        // SAFETY: the three spans hold the sizes checked above, the handle's stream
+        // is our stream, and alpha/beta are live locals read during the call.
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *gpu.blas().handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                m,
+                n,
+                k,
+                &alpha as *const f32 as *const c_void,
+                w.address() as *const c_void,
+                cudaDataType::CUDA_R_16F,
+                k,
+                x.address() as *const c_void,
+                cudaDataType::CUDA_R_16F,
+                k,
+                &beta as *const f32 as *const c_void,
+                y.address() as *mut c_void,
+                cudaDataType::CUDA_R_32F,
+                m,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| CudaError::blas("gemm_f16", e))
+    })
 }

@@ -12,11 +12,12 @@ const WARPS: usize = 8;
 /// Shared memory the kernels may use without raising the launch limit.
 const SHARED_LIMIT: usize = 48 * 1024;
 
-/// Bytes of shared memory x takes when staged: Q8 blocks (values, scale and
-/// sum per block) for quantized weights, f32 for float weights.
+/// Bytes of shared memory x takes when staged: Q8 blocks (values, then scale,
+/// scaled sum and integer sum per block) for quantized weights, f32 for float
+/// weights.
 fn staged_bytes(weight_type: WeightType, cols: usize) -> usize {
     if weight_type.is_quantized() {
-        cols + cols / 32 * 8
+        cols + cols / 32 * 12
     } else {
         cols * 4
     }

@@ -2,7 +2,9 @@
 //! form on the device; a decode step is six launches per block (fused QKV with
 //! its norm, RoPE + cache write, attention, output projection + residual,
 //! gate/up with norm and SwiGLU, down + residual) recorded once as a CUDA graph
-//! and replayed; a prompt runs in batches through dequantize → cuBLAS GEMM.
+//! and replayed; a prompt runs in batches through cuBLAS f16 GEMMs (on f16
+//! copies of the weights kept at load time when the device has room, else
+//! dequantized per GEMM) and tensor-core flash attention.
 //! Activations meet quantized weights as Q8 blocks and attention follows the CPU
 //! backend's small/large batch rule, so both backends compute the same numbers
 //! up to the order of float additions.
@@ -48,6 +50,8 @@ pub struct CudaModel {
     rope: Buffer<f32>,
     max_positions: usize,
     weight_bytes: usize,
+    /// Bytes of f16 weight copies kept for prompt GEMMs (0: dequantized per GEMM).
+    f16_copy_bytes: usize,
     prefill: Mutex<Option<PrefillBuffers>>,
     use_graphs: bool,
 }
@@ -64,9 +68,10 @@ impl CudaModel {
             config.vocab_size,
             config.embedding_length,
         )?;
-        let blocks = (0..config.block_count)
+        let mut blocks = (0..config.block_count)
             .map(|i| up.block(&config, i))
             .collect::<Result<Vec<_>>>()?;
+        let f16_copy_bytes = weights::keep_f16_copies(&gpu, &mut blocks)?;
         let output_norm = up.vector(names::OUTPUT_NORM, config.embedding_length)?;
         let output = up.output(&config)?;
         let freq_factors = if up.has(names::ROPE_FREQS) {
@@ -84,6 +89,7 @@ impl CudaModel {
         let rope = Buffer::from_host(&gpu, &table.cos_sin_flat())?;
         Ok(CudaModel {
             weight_bytes: up.bytes(),
+            f16_copy_bytes,
             gpu,
             config,
             embedding,
@@ -112,6 +118,12 @@ impl CudaModel {
 
     pub fn max_positions(&self) -> usize {
         self.max_positions
+    }
+
+    /// Bytes of f16 weight copies kept for prompt GEMMs (0 when the device had
+    /// no room, or `TL_CUDA_F16_WEIGHTS=0`).
+    pub fn f16_copy_bytes(&self) -> usize {
+        self.f16_copy_bytes
     }
 
     /// A fresh cache for up to `capacity` positions.
@@ -187,6 +199,8 @@ impl CudaModel {
         self.gpu
             .upload(&[position as i32], cache.step.position.all())?;
         match &cache.graph {
+            // A profile times launches one by one, which a replay would skip.
+            _ if self.gpu.is_profiling() => self.record_decode(cache)?,
             Some(graph) => graph.replay()?,
             None => {
                 // The first step runs eagerly (loading every kernel it uses);
@@ -384,8 +398,14 @@ impl CudaModel {
         let (rows, cols) = (w.rows(), w.cols());
         let q8 = w.weight_type().is_quantized();
         row_ops::to_f16(&self.gpu, x, norm, q8, p.gemm_input.all(), n, cols)?;
-        row_ops::dequantize_f16(&self.gpu, w, p.weights.all())?;
-        let (weights, input) = (p.weights.all(), p.gemm_input.all());
+        let weights = match w.f16_values() {
+            Some(values) => values,
+            None => {
+                row_ops::dequantize_f16(&self.gpu, w, p.weights.all())?;
+                p.weights.all()
+            }
+        };
+        let input = p.gemm_input.all();
         blas::gemm_f16(&self.gpu, weights, input, y, n, rows, cols, accumulate)?;
         Ok(())
     }

@@ -20,7 +20,8 @@ pub struct PrefillBuffers {
     pub gate_up: Buffer<f32>,
     /// SwiGLU output.
     pub hidden: Buffer<f32>,
-    /// One weight matrix dequantized to f16 for the GEMM.
+    /// One weight matrix dequantized to f16 for the GEMM (when no f16 copies
+    /// are kept).
     pub weights: Buffer<u16>,
     /// Logits of one row.
     pub logits: Buffer<f32>,
@@ -36,6 +37,7 @@ impl PrefillBuffers {
             &block.down,
         ]
         .iter()
+        .filter(|m| m.f16_values().is_none())
         .map(|m| m.rows() * m.cols())
         .max()
         .unwrap_or(0);

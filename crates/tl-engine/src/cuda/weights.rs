@@ -155,3 +155,44 @@ fn weight_type_of(name: &str, ggml_type: GgmlType) -> Result<WeightType> {
         }
     })
 }
+
+impl BlockWeights {
+    /// The block's matrices, for work done to each.
+    pub fn matrices_mut(&mut self) -> [&mut DeviceMatrix; 4] {
+        [
+            &mut self.qkv,
+            &mut self.attention_output,
+            &mut self.gate_up,
+            &mut self.down,
+        ]
+    }
+}
+
+/// Device memory to leave free after keeping f16 copies: room for caches and
+/// prompt buffers.
+fn reserve_bytes(total: usize) -> usize {
+    (2usize << 30).max(total / 10)
+}
+
+/// Keeps an f16 copy of every block matrix for prompt GEMMs when the device has
+/// room for them and `TL_CUDA_F16_WEIGHTS` is not `0`, so a prompt does not
+/// dequantize each matrix in every pass. Returns the bytes the copies take (0
+/// when none were made).
+pub fn keep_f16_copies(gpu: &Gpu, blocks: &mut [BlockWeights]) -> Result<usize> {
+    if std::env::var_os("TL_CUDA_F16_WEIGHTS").is_some_and(|v| v == "0") {
+        return Ok(0);
+    }
+    let needed: usize = blocks
+        .iter_mut()
+        .flat_map(|b| b.matrices_mut())
+        .map(|m| m.f16_copy_bytes())
+        .sum();
+    let free = gpu.memory_free()?;
+    if needed == 0 || free < needed + reserve_bytes(gpu.info().total_memory) {
+        return Ok(0);
+    }
+    for matrix in blocks.iter_mut().flat_map(|b| b.matrices_mut()) {
+        matrix.keep_f16_copy(gpu)?;
+    }
+    Ok(needed)
+}
