@@ -6,6 +6,8 @@
 //   residual   y[r] += W[r]·x                     (attention output, MLP down)
 //   norm       y[r]  = W[r]·rmsnorm(x)            (fused QKV, output head)
 //   swiglu     y[r]  = silu(W[r]·n) · (W[r+half]·n), n = rmsnorm(x)  (gate|up)
+//   norm_rope  norm, then RoPE on the query and key rows and the keys and
+//              values written to the cache                       (fused QKV)
 //
 // Each block first stages x in shared memory (normalised when asked). For the
 // quantized weight types x is staged as llama.cpp's Q8_0/Q8_1 blocks (int8
@@ -37,26 +39,62 @@ struct StagedQ8 {
     const int* sum;
 };
 
-// Stages x as Q8 blocks, one warp per block (see quantize_q8_lane). Layout in
-// `shared`: q[cols] (16-byte aligned), then d, s and sum, cols/32 each.
+// Values of x each thread loads before using any: staging waits for memory
+// once per batch rather than once per value.
+#define STAGE_BATCH 8
+
+// rmsnorm's 1 / sqrt(mean(x²) + eps) (f64 sum of squares, as rms_scale), with
+// each thread's loads batched.
+__device__ float rms_scale_batched(const float* x, int n, float eps, double* scratch) {
+    double s = 0.0;
+    for (int i0 = threadIdx.x; i0 < n; i0 += STAGE_BATCH * blockDim.x) {
+        float v[STAGE_BATCH];
+#pragma unroll
+        for (int j = 0; j < STAGE_BATCH; ++j) {
+            const int i = i0 + j * blockDim.x;
+            v[j] = i < n ? x[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < STAGE_BATCH; ++j) s += (double)(v[j] * v[j]);
+    }
+    const double total = block_sum_f64(s, scratch);
+    return 1.0f / sqrtf((float)(total / (double)n) + eps);
+}
+
+// Stages x as Q8 blocks, one warp per block (see quantize_q8_lane): thread t
+// takes values t, t + blockDim, ..., which puts block b on warp b % warps with
+// lane i holding value i. Layout in `shared`: q[cols] (16-byte aligned), then
+// d, s and sum, cols/32 each.
 __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps, int cols,
                              void* shared, double* scratch) {
-    const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
+    const float scale = norm_weight ? rms_scale_batched(x, cols, eps, scratch) : 1.0f;
     const int blocks = cols / 32;
     i8* xq = (i8*)shared;
     float* xd = (float*)(xq + cols);
     float* xs = xd + blocks;
     int* xsum = (int*)(xs + blocks);
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    for (int b = warp; b < blocks; b += blockDim.x / WARP) {
-        float d;
-        const int q = quantize_q8_lane(staged_input(x, norm_weight, scale, b * 32 + lane), &d);
-        xq[b * 32 + lane] = (i8)q;
-        const int sum = warp_sum_int(q);
-        if (lane == 0) {
-            xd[b] = h2f(f2h(d));
-            xs[b] = h2f(f2h(d * (float)sum));
-            xsum[b] = sum;
+    const int lane = threadIdx.x % WARP;
+    for (int i0 = threadIdx.x; i0 < cols; i0 += STAGE_BATCH * blockDim.x) {
+        float v[STAGE_BATCH];
+#pragma unroll
+        for (int j = 0; j < STAGE_BATCH; ++j) {
+            const int i = i0 + j * blockDim.x;
+            v[j] = i < cols ? staged_input(x, norm_weight, scale, i) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < STAGE_BATCH; ++j) {
+            const int i = i0 + j * blockDim.x;
+            if (i - lane >= cols) break;  // whole warps leave together
+            float d;
+            const int q = quantize_q8_lane(v[j], &d);
+            xq[i] = (i8)q;
+            const int sum = warp_sum_int(q);
+            if (lane == 0) {
+                const int b = i / 32;
+                xd[b] = h2f(f2h(d));
+                xs[b] = h2f(f2h(d * (float)sum));
+                xsum[b] = sum;
+            }
         }
     }
     __syncthreads();
@@ -163,13 +201,53 @@ __device__ __forceinline__ void rows_dot_f(const u8* qs, const u64* rows, int co
     }
 }
 
-// MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu. Each warp takes one
-// output row at a time (for swiglu its gate and up rows together).
+// RoPE and the K/V cache write folded into the fused QKV projection (decode):
+// rows [0, q_width) are queries, then keys, then values, each head's adjacent
+// pairs rotated as rope_store_kv does (same arithmetic).
+struct RopeStore {
+    const float2* cos_sin;  // [position][head_dim/2] (cos, sin)
+    const int* position;
+    int q_width, kv_width, head_dim, capacity;
+    u16* k_cache;  // [kv_head][capacity][head_dim]
+    u16* v_cache;
+};
+
+// Rotates the pair of rows (r, r + 1) of the QKV output `y` in place (queries),
+// or writes it to the cache (keys rotated, values as they are).
+__device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0, float x1) {
+    const int pos = *rope.position;
+    const int pairs = rope.head_dim / 2;
+    const int within = r % rope.head_dim;
+    if (r >= rope.q_width + rope.kv_width) {  // values
+        const int v = r - rope.q_width - rope.kv_width;
+        const u64 at = ((u64)(v / rope.head_dim) * rope.capacity + pos) * rope.head_dim + within;
+        rope.v_cache[at] = f2h(x0);
+        rope.v_cache[at + 1] = f2h(x1);
+        return;
+    }
+    const float2 cs = rope.cos_sin[(u64)pos * pairs + within / 2];
+    const float r0 = fmaf(x0, cs.x, -(x1 * cs.y)), r1 = fmaf(x0, cs.y, x1 * cs.x);
+    if (r < rope.q_width) {
+        y[r] = r0;
+        y[r + 1] = r1;
+    } else {
+        const int k = r - rope.q_width;
+        const u64 at = ((u64)(k / rope.head_dim) * rope.capacity + pos) * rope.head_dim + within;
+        rope.k_cache[at] = f2h(r0);
+        rope.k_cache[at + 1] = f2h(r1);
+    }
+}
+
+// MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu, 4: norm + RoPE + cache
+// write. Each warp takes one output row at a time (for swiglu its gate and up
+// rows together); a block's warps take consecutive rows, so with RoPE each pair
+// of rows is in one block.
 template <int T, int MODE>
 __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
-                     float eps, float* y, int rows, int cols) {
+                     float eps, float* y, int rows, int cols, RopeStore rope) {
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
+    __shared__ float pair_rows[GEMV_WARPS];
     const float* weight = MODE >= 2 ? norm_weight : 0;
     const bool quantized = T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0;
     const float* xf = (const float*)shared;
@@ -180,16 +258,28 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         stage_f32(x, weight, eps, cols, (float*)shared, scratch);
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     constexpr int NR = MODE == 3 ? 2 : 1;
-    for (int r = blockIdx.x * GEMV_WARPS + warp; r < rows; r += gridDim.x * GEMV_WARPS) {
-        u64 picked[NR];
-        picked[0] = (u64)r;
-        if (NR == 2) picked[NR - 1] = (u64)(r + rows);
+    for (int base = blockIdx.x * GEMV_WARPS; base < rows; base += gridDim.x * GEMV_WARPS) {
+        const int r = base + warp;
         float dot[NR];
-        if (quantized)
-            rows_dot_q8<T, NR>(qs, sc, picked, cols, xq, dot);
-        else
-            rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
-        if (lane == 0) {
+        if (r < rows) {
+            u64 picked[NR];
+            picked[0] = (u64)r;
+            if (NR == 2) picked[NR - 1] = (u64)(r + rows);
+            if (quantized)
+                rows_dot_q8<T, NR>(qs, sc, picked, cols, xq, dot);
+            else
+                rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
+        }
+        if (MODE == 4) {
+            // Whole blocks reach these barriers: the loop bound is per block.
+            if (lane == 0) pair_rows[warp] = r < rows ? dot[0] : 0.0f;
+            __syncthreads();
+            const int pair = threadIdx.x;
+            if (pair < GEMV_WARPS / 2 && base + 2 * pair + 1 < rows)
+                rope_store_pair(rope, y, base + 2 * pair, pair_rows[2 * pair],
+                                pair_rows[2 * pair + 1]);
+            __syncthreads();
+        } else if (lane == 0 && r < rows) {
             if (MODE == 3)
                 y[r] = silu(dot[0]) * dot[NR - 1];
             else
@@ -197,25 +287,39 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         }
     }
 }
+
+__device__ __forceinline__ RopeStore no_rope() {
+    RopeStore none = {0, 0, 0, 0, 0, 0, 0, 0};
+    return none;
+}
+
 #define GEMV_KERNELS(NAME, T)                                                               \
     extern "C" __global__ void gemv_##NAME(const u8* qs, const u8* sc, const float* x,       \
                                             float* y, int rows, int cols) {                  \
-        gemv<T, 0>(qs, sc, x, 0, 0.0f, y, rows, cols);                                      \
+        gemv<T, 0>(qs, sc, x, 0, 0.0f, y, rows, cols, no_rope());                                      \
     }                                                                                       \
     extern "C" __global__ void gemv_residual_##NAME(const u8* qs, const u8* sc,             \
                                                      const float* x, float* y, int rows,     \
                                                      int cols) {                             \
-        gemv<T, 1>(qs, sc, x, 0, 0.0f, y, rows, cols);                                      \
+        gemv<T, 1>(qs, sc, x, 0, 0.0f, y, rows, cols, no_rope());                                      \
     }                                                                                       \
     extern "C" __global__ void gemv_norm_##NAME(const u8* qs, const u8* sc, const float* x,  \
                                                  const float* norm_weight, float eps,        \
                                                  float* y, int rows, int cols) {             \
-        gemv<T, 2>(qs, sc, x, norm_weight, eps, y, rows, cols);                             \
+        gemv<T, 2>(qs, sc, x, norm_weight, eps, y, rows, cols, no_rope());                             \
     }                                                                                       \
     extern "C" __global__ void gemv_norm_swiglu_##NAME(                                     \
         const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps,     \
         float* y, int rows, int cols) {                                                      \
-        gemv<T, 3>(qs, sc, x, norm_weight, eps, y, rows, cols);                             \
+        gemv<T, 3>(qs, sc, x, norm_weight, eps, y, rows, cols, no_rope());                  \
+    }                                                                                       \
+    extern "C" __global__ void gemv_norm_rope_##NAME(                                       \
+        const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps,     \
+        float* y, int rows, int cols, const float2* cos_sin, const int* position,            \
+        int q_width, int kv_width, int head_dim, int capacity, u16* k_cache, u16* v_cache) {  \
+        RopeStore rope = {cos_sin, position, q_width, kv_width,                              \
+                          head_dim, capacity, k_cache, v_cache};                             \
+        gemv<T, 4>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);                       \
     }
 
 GEMV_KERNELS(f32, TYPE_F32)

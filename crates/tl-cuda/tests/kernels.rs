@@ -636,3 +636,64 @@ fn a_recorded_graph_replays_the_same_work() {
         assert!(err < 1e-3, "replay: {err}");
     }
 }
+
+/// The QKV projection with RoPE and the cache write folded in gives what the
+/// separate steps give: the projection with its norm, then `rope_store_kv`.
+#[test]
+fn qkv_projection_with_rope_matches_the_separate_steps() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(8);
+    let h = Heads {
+        heads: 6,
+        kv_heads: 2,
+        head_dim: 64,
+    };
+    let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
+    let (rows, cols, capacity) = (q_width + 2 * kv_width, 320, 40);
+    let table: Vec<f32> = (0..capacity * h.head_dim / 2)
+        .flat_map(|i| {
+            let angle = (i / (h.head_dim / 2)) as f32 * 0.29 / (1 + i % (h.head_dim / 2)) as f32;
+            [angle.cos(), angle.sin()]
+        })
+        .collect();
+    let tb = Buffer::from_host(&gpu, &table).unwrap();
+    for t in TYPES {
+        let (bytes, _) = random_matrix(&mut rng, t, rows, cols);
+        let m = DeviceMatrix::upload(&gpu, t, rows, cols, &bytes).unwrap();
+        let x = Buffer::from_host(&gpu, &rng.vec(cols)).unwrap();
+        let norm = Buffer::from_host(&gpu, &rng.vec(cols)).unwrap();
+        let position = Buffer::from_host(&gpu, &[(rng.next() % capacity as u64) as i32]).unwrap();
+        let caches: Vec<Buffer<u16>> = (0..4)
+            .map(|_| poisoned_f16(&gpu, h.cache_len(capacity)))
+            .collect();
+        let layer = |i: usize| LayerCache {
+            keys: caches[2 * i].all(),
+            values: caches[2 * i + 1].all(),
+            capacity,
+        };
+        let (separate, fused) = (poisoned_f32(&gpu, rows), poisoned_f32(&gpu, rows));
+        let weight = norm.all();
+        gemv(&gpu, &m, x.all(), separate.all(), Epilogue::Norm { weight, eps: 1e-5 }).unwrap();
+        rope_store_kv(&gpu, h, separate.all(), 1, tb.all(), position.all(), layer(0)).unwrap();
+        let epilogue = Epilogue::NormRope {
+            weight,
+            eps: 1e-5,
+            heads: h,
+            cos_sin: tb.all(),
+            position: position.all(),
+            cache: layer(1),
+        };
+        gemv(&gpu, &m, x.all(), fused.all(), epilogue).unwrap();
+        let want = download(&gpu, &separate, q_width);
+        let got = download(&gpu, &fused, q_width);
+        assert!(relative_error(&got, &want) < 1e-6, "{t:?}: queries");
+        for i in 0..2 {
+            let (a, b) = (
+                download(&gpu, &caches[i], h.cache_len(capacity)),
+                download(&gpu, &caches[2 + i], h.cache_len(capacity)),
+            );
+            // Same bits everywhere: the written position in both, NaN elsewhere.
+            assert_eq!(a, b, "{t:?}: cache {i}");
+        }
+    }
+}

@@ -39,11 +39,11 @@ impl Heads {
         Ok(())
     }
 
-    fn q_width(&self) -> usize {
+    pub(crate) fn q_width(&self) -> usize {
         self.heads * self.head_dim
     }
 
-    fn kv_width(&self) -> usize {
+    pub(crate) fn kv_width(&self) -> usize {
         self.kv_heads * self.head_dim
     }
 
@@ -66,7 +66,7 @@ pub struct LayerCache<'a> {
 }
 
 impl LayerCache<'_> {
-    fn check(&self, h: &Heads) -> Result<()> {
+    pub(crate) fn check(&self, h: &Heads) -> Result<()> {
         self.keys.require(h.cache_len(self.capacity), "key cache")?;
         self.values
             .require(h.cache_len(self.capacity), "value cache")

@@ -4,6 +4,7 @@ use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
 use crate::matrix::{DeviceMatrix, WeightType};
+use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::{blocks_for, int};
 
 /// Warps (rows in flight) per block; matches `GEMV_WARPS` in gemv.cu.
@@ -35,6 +36,18 @@ pub enum Epilogue<'a> {
     /// `y = silu(W_top·n) · (W_bottom·n)` with `n = rmsnorm(x)·weight`; W stacks
     /// the gate rows over the up rows and y has half as many rows as W.
     NormSwiglu { weight: Span<'a, f32>, eps: f32 },
+    /// The fused QKV projection of one token: `y = W·rmsnorm(x)·weight`, then
+    /// RoPE at `*position` on the query rows (left in y) and the key rows, and
+    /// the keys and values written to the cache at `*position` (their rows of
+    /// y are left unwritten). As `rope_store_kv` for one row.
+    NormRope {
+        weight: Span<'a, f32>,
+        eps: f32,
+        heads: Heads,
+        cos_sin: Span<'a, f32>,
+        position: Span<'a, i32>,
+        cache: LayerCache<'a>,
+    },
 }
 
 /// Runs `y (op)= W·x` for one vector `x` of `W.cols()` values.
@@ -60,6 +73,9 @@ pub fn gemv(
         Epilogue::NormSwiglu { weight, eps } => {
             (format!("gemv_norm_swiglu_{suffix}"), Some((weight, eps)))
         }
+        Epilogue::NormRope { weight, eps, .. } => {
+            (format!("gemv_norm_rope_{suffix}"), Some((weight, eps)))
+        }
     };
     let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
     let shared = staged_bytes(w.weight_type(), cols);
@@ -81,10 +97,22 @@ pub fn gemv(
         Arg::I32(int(out_rows, "rows")?),
         Arg::I32(int(cols, "cols")?),
     ]);
+    if let Epilogue::NormRope {
+        heads,
+        cos_sin,
+        position,
+        cache,
+        ..
+    } = epilogue
+    {
+        args.extend(rope_args(heads, cos_sin, position, cache, rows)?);
+    }
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
     // x holds cols values, y out_rows, the norm weight cols, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
-    // upload), so every access is inside the spans.
+    // upload), so every access is inside the spans. With RoPE the table and
+    // caches hold `capacity` positions and the caller keeps *position below it
+    // (the host checks room before every step).
     unsafe {
         gpu.launch(
             &kernel,
@@ -94,4 +122,36 @@ pub fn gemv(
             &args,
         )
     }
+}
+
+/// The RoPE/cache arguments of `gemv_norm_rope_*`, after checking that the
+/// matrix is the fused QKV projection of these heads.
+fn rope_args(
+    heads: Heads,
+    cos_sin: Span<'_, f32>,
+    position: Span<'_, i32>,
+    cache: LayerCache<'_>,
+    rows: usize,
+) -> Result<Vec<Arg>> {
+    heads.check()?;
+    cache.check(&heads)?;
+    let (q_width, kv_width) = (heads.q_width(), heads.kv_width());
+    if rows != q_width + 2 * kv_width {
+        return Err(CudaError::Unsupported(format!(
+            "a QKV projection with RoPE needs {} rows; this matrix has {rows}",
+            q_width + 2 * kv_width
+        )));
+    }
+    cos_sin.require(cache.capacity * heads.head_dim, "rope table")?;
+    position.require(1, "position")?;
+    Ok(vec![
+        cos_sin.into(),
+        position.into(),
+        Arg::I32(int(q_width, "query width")?),
+        Arg::I32(int(kv_width, "key/value width")?),
+        Arg::I32(int(heads.head_dim, "head dim")?),
+        Arg::I32(int(cache.capacity, "capacity")?),
+        cache.keys.into(),
+        cache.values.into(),
+    ])
 }

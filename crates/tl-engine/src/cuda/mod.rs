@@ -1,7 +1,7 @@
 //! The llama architecture on an NVIDIA GPU. Weights stay in their GGUF quantized
-//! form on the device; a decode step is six launches per block (fused QKV with
-//! its norm, RoPE + cache write, attention, output projection + residual,
-//! gate/up with norm and SwiGLU, down + residual) recorded once as a CUDA graph
+//! form on the device; a decode step is five launches per block (fused QKV with
+//! its norm, RoPE and the cache write; attention; output projection + residual;
+//! gate/up with norm and SwiGLU; down + residual) recorded once as a CUDA graph
 //! and replayed; a prompt runs in batches through cuBLAS f16 GEMMs (on f16
 //! copies of the weights kept at load time when the device has room, else
 //! dequantized per GEMM) and tensor-core flash attention.
@@ -227,20 +227,15 @@ impl CudaModel {
         row_ops::embed(gpu, &self.embedding, s.token.all(), 1, s.x.all())?;
         for (layer, b) in self.blocks.iter().enumerate() {
             let kv = cache.layer(layer)?;
-            let norm = Epilogue::Norm {
+            let norm_rope = Epilogue::NormRope {
                 weight: b.attention_norm.all(),
                 eps,
+                heads: self.heads(),
+                cos_sin: self.rope.all(),
+                position: s.position.all(),
+                cache: kv,
             };
-            gemv(gpu, &b.qkv, s.x.all(), s.qkv.all(), norm)?;
-            attention_ops::rope_store_kv(
-                gpu,
-                self.heads(),
-                s.qkv.all(),
-                1,
-                self.rope.all(),
-                s.position.all(),
-                kv,
-            )?;
+            gemv(gpu, &b.qkv, s.x.all(), s.qkv.all(), norm_rope)?;
             attention_ops::attention_f16_accumulator(
                 gpu,
                 self.heads(),
