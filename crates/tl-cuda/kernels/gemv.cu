@@ -17,10 +17,11 @@
 // quarter of the activation bytes. Float weights (F32/F16/BF16) use f32 x.
 // Rows are a grid-stride loop, so a block stages x once for many rows.
 
-#define GEMV_WARPS 8
 // Blocks of 32 weights each lane has in flight per row: all their loads are
 // issued before any is used, so a warp waits for memory about once per row.
 #define GEMV_UNROLL 4
+// The largest block the host launches (registers are budgeted for it).
+#define GEMV_MAX_THREADS 512
 
 // Stages x (normalised when norm_weight != 0) as f32 in shared memory.
 __device__ void stage_f32(const float* x, const float* norm_weight, float eps, int cols,
@@ -61,40 +62,66 @@ __device__ float rms_scale_batched(const float* x, int n, float eps, double* scr
     return 1.0f / sqrtf((float)(total / (double)n) + eps);
 }
 
+// Quantizes values i0 + j·blockDim.x (j < STAGE_BATCH), held in v, into the
+// staged Q8 blocks; a warp's lanes hold one block.
+__device__ __forceinline__ void quantize_batch(const float* v, int i0, int cols, i8* xq,
+                                               float* xd, float* xs, int* xsum) {
+    const int lane = threadIdx.x % WARP;
+#pragma unroll
+    for (int j = 0; j < STAGE_BATCH; ++j) {
+        const int i = i0 + j * blockDim.x;
+        if (i - lane >= cols) break;  // whole warps leave together
+        float d;
+        const int q = quantize_q8_lane(v[j], &d);
+        xq[i] = (i8)q;
+        const int sum = warp_sum_int(q);
+        if (lane == 0) {
+            const int b = i / 32;
+            xd[b] = h2f(f2h(d));
+            xs[b] = h2f(f2h(d * (float)sum));
+            xsum[b] = sum;
+        }
+    }
+}
+
 // Stages x as Q8 blocks, one warp per block (see quantize_q8_lane): thread t
 // takes values t, t + blockDim, ..., which puts block b on warp b % warps with
 // lane i holding value i. Layout in `shared`: q[cols] (16-byte aligned), then
-// d, s and sum, cols/32 each.
+// d, s and sum, cols/32 each. A normalised x that fits one batch per thread is
+// read once (sum of squares and quantization from the same registers).
 __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps, int cols,
                              void* shared, double* scratch) {
-    const float scale = norm_weight ? rms_scale_batched(x, cols, eps, scratch) : 1.0f;
     const int blocks = cols / 32;
     i8* xq = (i8*)shared;
     float* xd = (float*)(xq + cols);
     float* xs = xd + blocks;
     int* xsum = (int*)(xs + blocks);
-    const int lane = threadIdx.x % WARP;
-    for (int i0 = threadIdx.x; i0 < cols; i0 += STAGE_BATCH * blockDim.x) {
-        float v[STAGE_BATCH];
+    if (norm_weight && cols <= STAGE_BATCH * (int)blockDim.x) {
+        float v[STAGE_BATCH], w[STAGE_BATCH];
+        double squares = 0.0;
 #pragma unroll
         for (int j = 0; j < STAGE_BATCH; ++j) {
-            const int i = i0 + j * blockDim.x;
-            v[j] = i < cols ? staged_input(x, norm_weight, scale, i) : 0.0f;
+            const int i = threadIdx.x + j * blockDim.x;
+            v[j] = i < cols ? x[i] : 0.0f;
+            w[j] = i < cols ? norm_weight[i] : 0.0f;
         }
 #pragma unroll
-        for (int j = 0; j < STAGE_BATCH; ++j) {
-            const int i = i0 + j * blockDim.x;
-            if (i - lane >= cols) break;  // whole warps leave together
-            float d;
-            const int q = quantize_q8_lane(v[j], &d);
-            xq[i] = (i8)q;
-            const int sum = warp_sum_int(q);
-            if (lane == 0) {
-                const int b = i / 32;
-                xd[b] = h2f(f2h(d));
-                xs[b] = h2f(f2h(d * (float)sum));
-                xsum[b] = sum;
+        for (int j = 0; j < STAGE_BATCH; ++j) squares += (double)(v[j] * v[j]);
+        const double total = block_sum_f64(squares, scratch);
+        const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+#pragma unroll
+        for (int j = 0; j < STAGE_BATCH; ++j) v[j] = (v[j] * scale) * w[j];
+        quantize_batch(v, threadIdx.x, cols, xq, xd, xs, xsum);
+    } else {
+        const float scale = norm_weight ? rms_scale_batched(x, cols, eps, scratch) : 1.0f;
+        for (int i0 = threadIdx.x; i0 < cols; i0 += STAGE_BATCH * blockDim.x) {
+            float v[STAGE_BATCH];
+#pragma unroll
+            for (int j = 0; j < STAGE_BATCH; ++j) {
+                const int i = i0 + j * blockDim.x;
+                v[j] = i < cols ? staged_input(x, norm_weight, scale, i) : 0.0f;
             }
+            quantize_batch(v, i0, cols, xq, xd, xs, xsum);
         }
     }
     __syncthreads();
@@ -157,32 +184,58 @@ __device__ __forceinline__ float block_dot(const WeightBlock<T>& w, const Staged
     return d * x.d[b] * (float)sumi + mn * x.s[b];
 }
 
+// The weights one lane loads at a time for NR rows: blocks base + u·32 of each
+// row, u < UNROLL (64 bytes of quants per lane and row, 32 per row of a pair,
+// to bound registers).
+template <int T, int NR>
+struct RowChunk {
+    static constexpr int UNROLL = (T == TYPE_Q8_0 ? GEMV_UNROLL / 2 : GEMV_UNROLL) / NR;
+    WeightBlock<T> w[NR][UNROLL];
+};
+
+template <int T, int NR>
+__device__ __forceinline__ void load_chunk(const u8* qs, const u8* sc, const u64* rows,
+                                           int blocks, int base, RowChunk<T, NR>& chunk) {
+#pragma unroll
+    for (int u = 0; u < RowChunk<T, NR>::UNROLL; ++u) {
+        const int b = base + u * WARP;
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+            if (b < blocks) chunk.w[r][u] = load_block<T>(qs, sc, rows[r] * blocks + b);
+    }
+}
+
+template <int T, int NR>
+__device__ __forceinline__ void dot_chunk(const RowChunk<T, NR>& chunk, const StagedQ8& x,
+                                          int blocks, int base, float* acc) {
+#pragma unroll
+    for (int u = 0; u < RowChunk<T, NR>::UNROLL; ++u) {
+        const int b = base + u * WARP;
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+            if (b < blocks) acc[r] += block_dot<T>(chunk.w[r][u], x, b);
+    }
+}
+
 // Σ over NR quantized rows (rows[i]) against staged Q8 x, each lane taking
-// blocks lane, lane + 32, ...; the sums are complete in every lane.
+// blocks lane, lane + 32, ...; `first` holds the lane's first chunk, loaded
+// earlier (before staging, so the two waits overlap). The sums are complete in
+// every lane.
 template <int T, int NR>
 __device__ __forceinline__ void rows_dot_q8(const u8* qs, const u8* sc, const u64* rows,
-                                            int cols, const StagedQ8& x, float* out) {
+                                            int cols, const StagedQ8& x,
+                                            const RowChunk<T, NR>& first, float* out) {
     const int lane = threadIdx.x % WARP;
     const int blocks = cols / 32;
+    constexpr int STEP = RowChunk<T, NR>::UNROLL * WARP;
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
-    for (int base = lane; base < blocks; base += GEMV_UNROLL * WARP) {
-        WeightBlock<T> w[NR][GEMV_UNROLL];
-#pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; ++u) {
-            const int b = base + u * WARP;
-#pragma unroll
-            for (int r = 0; r < NR; ++r)
-                if (b < blocks) w[r][u] = load_block<T>(qs, sc, rows[r] * blocks + b);
-        }
-#pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; ++u) {
-            const int b = base + u * WARP;
-#pragma unroll
-            for (int r = 0; r < NR; ++r)
-                if (b < blocks) acc[r] += block_dot<T>(w[r][u], x, b);
-        }
+    dot_chunk<T, NR>(first, x, blocks, lane, acc);
+    for (int base = lane + STEP; base < blocks; base += STEP) {
+        RowChunk<T, NR> chunk;
+        load_chunk<T, NR>(qs, sc, rows, blocks, base, chunk);
+        dot_chunk<T, NR>(chunk, x, blocks, base, acc);
     }
 #pragma unroll
     for (int r = 0; r < NR; ++r) out[r] = warp_sum(acc[r]);
@@ -247,35 +300,58 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
                      float eps, float* y, int rows, int cols, RopeStore rope) {
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
-    __shared__ float pair_rows[GEMV_WARPS];
+    __shared__ float pair_rows[32];
     const float* weight = MODE >= 2 ? norm_weight : 0;
     const bool quantized = T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0;
     const float* xf = (const float*)shared;
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    constexpr int NR = MODE == 3 ? 2 : 1;
+    // The weight rows of output row r (for swiglu: gate and up).
+    auto rows_of = [&](int r, u64* picked) {
+        picked[0] = (u64)r;
+        if (NR == 2) picked[NR - 1] = (u64)(r + rows);
+    };
+    // Each row's first weights are requested one row ahead: the first row's
+    // before x is staged, the next row's before this row's products, so a warp
+    // rarely waits for memory.
+    const int warps = blockDim.x / WARP;  // rows in flight per block
+    const int first_base = blockIdx.x * warps, stride = gridDim.x * warps;
+    RowChunk<T, NR> chunk;
+    if (quantized && first_base + warp < rows) {
+        u64 picked[NR];
+        rows_of(first_base + warp, picked);
+        load_chunk<T, NR>(qs, sc, picked, cols / 32, lane, chunk);
+    }
     StagedQ8 xq;
     if (quantized)
         xq = stage_q8(x, weight, eps, cols, shared, scratch);
     else
         stage_f32(x, weight, eps, cols, (float*)shared, scratch);
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    constexpr int NR = MODE == 3 ? 2 : 1;
-    for (int base = blockIdx.x * GEMV_WARPS; base < rows; base += gridDim.x * GEMV_WARPS) {
+    for (int base = first_base; base < rows; base += stride) {
         const int r = base + warp;
+        RowChunk<T, NR> next;
+        if (quantized && r + stride < rows) {
+            u64 picked[NR];
+            rows_of(r + stride, picked);
+            load_chunk<T, NR>(qs, sc, picked, cols / 32, lane, next);
+        }
         float dot[NR];
         if (r < rows) {
             u64 picked[NR];
-            picked[0] = (u64)r;
-            if (NR == 2) picked[NR - 1] = (u64)(r + rows);
-            if (quantized)
-                rows_dot_q8<T, NR>(qs, sc, picked, cols, xq, dot);
-            else
+            rows_of(r, picked);
+            if (quantized) {
+                rows_dot_q8<T, NR>(qs, sc, picked, cols, xq, chunk, dot);
+                chunk = next;
+            } else {
                 rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
+            }
         }
         if (MODE == 4) {
             // Whole blocks reach these barriers: the loop bound is per block.
             if (lane == 0) pair_rows[warp] = r < rows ? dot[0] : 0.0f;
             __syncthreads();
             const int pair = threadIdx.x;
-            if (pair < GEMV_WARPS / 2 && base + 2 * pair + 1 < rows)
+            if (pair < warps / 2 && base + 2 * pair + 1 < rows)
                 rope_store_pair(rope, y, base + 2 * pair, pair_rows[2 * pair],
                                 pair_rows[2 * pair + 1]);
             __syncthreads();
@@ -294,26 +370,26 @@ __device__ __forceinline__ RopeStore no_rope() {
 }
 
 #define GEMV_KERNELS(NAME, T)                                                               \
-    extern "C" __global__ void gemv_##NAME(const u8* qs, const u8* sc, const float* x,       \
+    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_##NAME(const u8* qs, const u8* sc, const float* x,       \
                                             float* y, int rows, int cols) {                  \
         gemv<T, 0>(qs, sc, x, 0, 0.0f, y, rows, cols, no_rope());                                      \
     }                                                                                       \
-    extern "C" __global__ void gemv_residual_##NAME(const u8* qs, const u8* sc,             \
+    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_residual_##NAME(const u8* qs, const u8* sc,             \
                                                      const float* x, float* y, int rows,     \
                                                      int cols) {                             \
         gemv<T, 1>(qs, sc, x, 0, 0.0f, y, rows, cols, no_rope());                                      \
     }                                                                                       \
-    extern "C" __global__ void gemv_norm_##NAME(const u8* qs, const u8* sc, const float* x,  \
+    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_norm_##NAME(const u8* qs, const u8* sc, const float* x,  \
                                                  const float* norm_weight, float eps,        \
                                                  float* y, int rows, int cols) {             \
         gemv<T, 2>(qs, sc, x, norm_weight, eps, y, rows, cols, no_rope());                             \
     }                                                                                       \
-    extern "C" __global__ void gemv_norm_swiglu_##NAME(                                     \
+    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_norm_swiglu_##NAME(                                     \
         const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps,     \
         float* y, int rows, int cols) {                                                      \
         gemv<T, 3>(qs, sc, x, norm_weight, eps, y, rows, cols, no_rope());                  \
     }                                                                                       \
-    extern "C" __global__ void gemv_norm_rope_##NAME(                                       \
+    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_norm_rope_##NAME(                                       \
         const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps,     \
         float* y, int rows, int cols, const float2* cos_sin, const int* position,            \
         int q_width, int kv_width, int head_dim, int capacity, u16* k_cache, u16* v_cache) {  \

@@ -7,8 +7,19 @@ use crate::matrix::{DeviceMatrix, WeightType};
 use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::{blocks_for, int};
 
-/// Warps (rows in flight) per block; matches `GEMV_WARPS` in gemv.cu.
-const WARPS: usize = 8;
+/// Warps (rows in flight) per block: 16 unless `TL_GEMV_WARPS` (2 to 16,
+/// even; `GEMV_MAX_THREADS` in gemv.cu is 16 warps) says otherwise (a tuning
+/// knob for measurements).
+fn warps_per_block() -> usize {
+    static WARPS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *WARPS.get_or_init(|| {
+        std::env::var("TL_GEMV_WARPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| (2..=16).contains(&n) && n % 2 == 0)
+            .unwrap_or(16)
+    })
+}
 
 /// Shared memory the kernels may use without raising the launch limit.
 const SHARED_LIMIT: usize = 48 * 1024;
@@ -22,6 +33,19 @@ fn staged_bytes(weight_type: WeightType, cols: usize) -> usize {
     } else {
         cols * 4
     }
+}
+
+/// The most GEMV blocks per multiprocessor: 1 unless `TL_GEMV_BLOCKS_PER_SM`
+/// says otherwise (a tuning knob for measurements).
+fn blocks_per_multiprocessor() -> usize {
+    static BLOCKS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BLOCKS.get_or_init(|| {
+        std::env::var("TL_GEMV_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(1)
+    })
 }
 
 /// What the product is combined with.
@@ -91,7 +115,9 @@ pub fn gemv(
         args.push(Arg::F32(eps));
     }
     // Each block stages x once for many rows; a few blocks per multiprocessor suffice.
-    let blocks = blocks_for(out_rows, WARPS).min((gpu.info().multiprocessors * 8).max(1) as u32);
+    let warps = warps_per_block();
+    let cap = gpu.info().multiprocessors * blocks_per_multiprocessor();
+    let blocks = blocks_for(out_rows, warps).min(cap.max(1) as u32);
     args.extend([
         y.into(),
         Arg::I32(int(out_rows, "rows")?),
@@ -117,7 +143,7 @@ pub fn gemv(
         gpu.launch(
             &kernel,
             (blocks, 1),
-            (WARPS * 32) as u32,
+            (warps * 32) as u32,
             shared as u32,
             &args,
         )
