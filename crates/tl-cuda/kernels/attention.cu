@@ -210,6 +210,8 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
                                                      int head_dim, int capacity, float scale,
                                                      float* out) {
     __shared__ F16AccumulatorTile tile;
+    allow_next_kernel();
+    wait_for_previous_kernel();
     switch (head_dim / WARP) {
         case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
         case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;

@@ -322,6 +322,8 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         rows_of(first_base + warp, picked);
         load_chunk<T, NR>(qs, sc, picked, cols / 32, lane, chunk);
     }
+    allow_next_kernel();
+    wait_for_previous_kernel();
     StagedQ8 xq;
     if (quantized)
         xq = stage_q8(x, weight, eps, cols, shared, scratch);

@@ -11,6 +11,24 @@ typedef unsigned long long u64;
 #define WARP 32
 #define FULL_MASK 0xffffffffu
 
+// Programmatic dependent launch (sm_90+). A kernel the host launches as a
+// dependent may start while the kernel before it in the stream still runs: it
+// may read what nothing earlier writes (weights) at once, but must call
+// wait_for_previous_kernel() before touching anything else. Every kernel the
+// host launches that way calls it; elsewhere it returns at once. A kernel calls
+// allow_next_kernel() to let the next one start early.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_kernel() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

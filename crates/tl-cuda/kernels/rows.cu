@@ -54,6 +54,8 @@ __device__ void dequantize_f16(const u8* qs, const u8* sc, u16* out, int rows, i
 template <int T>
 __device__ void embed(const u8* qs, const u8* sc, const u32* ids, int vocab, float* out,
                       int cols) {
+    allow_next_kernel();
+    wait_for_previous_kernel();
     const u32 id = ids[blockIdx.x];
     float* o = out + (u64)blockIdx.x * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x)
@@ -82,6 +84,8 @@ ROW_KERNELS(q8_0, TYPE_Q8_0)
 extern "C" __global__ void argmax(const float* x, int n, u32* out) {
     __shared__ float best_value[32];
     __shared__ int best_index[32];
+    allow_next_kernel();
+    wait_for_previous_kernel();
     float value = -__int_as_float(0x7f800000);
     int index = n;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::sys::{
+    CUdevice_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig,
+};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
 };
@@ -69,6 +71,8 @@ pub struct Gpu {
     syncs: AtomicU64,
     /// Open while `tl bench --profile` times kernels one by one.
     profile: std::sync::Mutex<Option<Profile>>,
+    /// Whether `launch_dependent` uses programmatic dependent launch.
+    dependent_launches: bool,
 }
 
 impl Gpu {
@@ -108,9 +112,11 @@ impl Gpu {
             module,
             functions: Default::default(),
             blas,
-            info,
+            info: info.clone(),
             syncs: AtomicU64::new(0),
             profile: Default::default(),
+            dependent_launches: info.compute_capability.0 >= 9
+                && std::env::var_os("TL_CUDA_PDL").is_none_or(|v| v != "0"),
         })
     }
 
@@ -256,6 +262,85 @@ impl Gpu {
             .map_err(|e| CudaError::driver(format!("finding kernel {name}"), e))?;
         functions.insert(name.to_owned(), f.clone());
         Ok(f)
+    }
+
+    /// Launches `kernel` as a programmatic dependent of the kernel before it
+    /// (sm_90+, unless `TL_CUDA_PDL=0`): it may start while that one finishes,
+    /// which hides most of the gap between two kernels of a decode step. The
+    /// kernel must call `wait_for_previous_kernel()` before touching any memory
+    /// but its read-only inputs. Elsewhere this is [`Gpu::launch`].
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`].
+    pub(crate) unsafe fn launch_dependent(
+        &self,
+        kernel: &str,
+        grid: (u32, u32),
+        block: u32,
+        shared_bytes: u32,
+        args: &[Arg],
+    ) -> Result<()> {
+        if !self.dependent_launches {
+            // SAFETY: the caller upholds `launch`'s contract.
+            return unsafe { self.launch(kernel, grid, block, shared_bytes, args) };
+        }
+        let function = self.function(kernel)?;
+        // Each argument's bytes in an 8-byte slot; the kernel reads 4 or 8.
+        let mut slots: Vec<u64> = args
+            .iter()
+            .map(|arg| match *arg {
+                Arg::Ptr(p) => p,
+                Arg::I32(v) => u64::from(v as u32),
+                Arg::F32(v) => u64::from(v.to_bits()),
+            })
+            .collect();
+        let mut params: Vec<*mut std::ffi::c_void> = slots
+            .iter_mut()
+            .map(|slot| slot as *mut u64 as *mut std::ffi::c_void)
+            .collect();
+        let mut attribute = CUlaunchAttribute {
+            id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            // SAFETY: an all-zero union is a valid value for every member.
+            value: unsafe { std::mem::zeroed() },
+        };
+        attribute.value.programmaticStreamSerializationAllowed = 1;
+        let config = CUlaunchConfig {
+            gridDimX: grid.0.max(1),
+            gridDimY: grid.1.max(1),
+            gridDimZ: 1,
+            blockDimX: block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: shared_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: 1,
+        };
+        let name = || {
+            format!(
+                "{kernel} <<<{}x{}, {block}>>>",
+                config.gridDimX, config.gridDimY
+            )
+        };
+        self.context
+            .bind_to_thread()
+            .map_err(|e| CudaError::driver("binding the context", e))?;
+        self.timed(name, || {
+            // SAFETY: `params` points at one live slot per kernel parameter, in
+            // order, holding the values the caller vouched for (this function's
+            // contract); the config and its attribute outlive the call.
+            unsafe {
+                cudarc::driver::sys::cuLaunchKernelEx(
+                    &config,
+                    function.cu_function(),
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            }
+            .result()
+            .map_err(|e| CudaError::driver(format!("launching {kernel}"), e))
+        })
     }
 
     /// Launches `kernel` on the stream.

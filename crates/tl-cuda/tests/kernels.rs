@@ -673,8 +673,24 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
         };
         let (separate, fused) = (poisoned_f32(&gpu, rows), poisoned_f32(&gpu, rows));
         let weight = norm.all();
-        gemv(&gpu, &m, x.all(), separate.all(), Epilogue::Norm { weight, eps: 1e-5 }).unwrap();
-        rope_store_kv(&gpu, h, separate.all(), 1, tb.all(), position.all(), layer(0)).unwrap();
+        gemv(
+            &gpu,
+            &m,
+            x.all(),
+            separate.all(),
+            Epilogue::Norm { weight, eps: 1e-5 },
+        )
+        .unwrap();
+        rope_store_kv(
+            &gpu,
+            h,
+            separate.all(),
+            1,
+            tb.all(),
+            position.all(),
+            layer(0),
+        )
+        .unwrap();
         let epilogue = Epilogue::NormRope {
             weight,
             eps: 1e-5,

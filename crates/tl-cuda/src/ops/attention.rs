@@ -157,8 +157,9 @@ pub fn attention_f16_accumulator(
     // SAFETY: matches attention_f16_accumulator's signature; queries and output
     // are checked for `rows` rows, and positions read stay below *start + rows
     // <= capacity (the host checks room before every pass).
+    // The kernel waits for the previous one before its first dependent access.
     unsafe {
-        gpu.launch(
+        gpu.launch_dependent(
             "attention_f16_accumulator",
             (blocks, 1),
             F16_ACCUMULATOR_THREADS,

@@ -139,8 +139,9 @@ pub fn gemv(
     // upload), so every access is inside the spans. With RoPE the table and
     // caches hold `capacity` positions and the caller keeps *position below it
     // (the host checks room before every step).
+    // The kernel waits for the previous one before its first dependent access.
     unsafe {
-        gpu.launch(
+        gpu.launch_dependent(
             &kernel,
             (blocks, 1),
             (warps * 32) as u32,

@@ -130,7 +130,8 @@ pub fn embed(
     ];
     // SAFETY: matches embed_<type>(const u8*, const u8*, const u32*, int, float*, int);
     // one block per id; the kernel checks each id against the vocabulary.
-    unsafe { gpu.launch(&kernel, (int(n, "tokens")? as u32, 1), THREADS, 0, &args) }
+    // The kernel waits for the previous one before its first dependent access.
+    unsafe { gpu.launch_dependent(&kernel, (int(n, "tokens")? as u32, 1), THREADS, 0, &args) }
 }
 
 /// Writes the index of the largest of the first `n` values of x into `out[0]`.
@@ -139,5 +140,6 @@ pub fn argmax(gpu: &Gpu, x: Span<'_, f32>, n: usize, out: Span<'_, u32>) -> Resu
     out.require(1, "argmax output")?;
     let args = [x.into(), Arg::I32(int(n, "n")?), out.into()];
     // SAFETY: matches argmax(const float*, int, u32*); reads n values, writes one.
-    unsafe { gpu.launch("argmax", (1, 1), 1024, 0, &args) }
+    // The kernel waits for the previous one before its first dependent access.
+    unsafe { gpu.launch_dependent("argmax", (1, 1), 1024, 0, &args) }
 }
