@@ -184,61 +184,71 @@ __device__ __forceinline__ float block_dot(const WeightBlock<T>& w, const Staged
     return d * x.d[b] * (float)sumi + mn * x.s[b];
 }
 
-// The weights one lane loads at a time for NR rows: blocks base + u·32 of each
-// row, u < UNROLL (64 bytes of quants per lane and row, 32 per row of a pair,
-// to bound registers).
-template <int T, int NR>
+// The weights one lane loads at a time for NR rows: blocks base + u·LPR of
+// each row, u < UNROLL (64 bytes of quants per lane and row, 32 per row of a
+// pair, to bound registers). LPR is the number of lanes sharing a row.
+template <int T, int NR, int LPR>
 struct RowChunk {
     static constexpr int UNROLL = (T == TYPE_Q8_0 ? GEMV_UNROLL / 2 : GEMV_UNROLL) / NR;
     WeightBlock<T> w[NR][UNROLL];
 };
 
-template <int T, int NR>
+template <int T, int NR, int LPR>
 __device__ __forceinline__ void load_chunk(const u8* qs, const u8* sc, const u64* rows,
-                                           int blocks, int base, RowChunk<T, NR>& chunk) {
+                                           int blocks, int base, RowChunk<T, NR, LPR>& chunk) {
 #pragma unroll
-    for (int u = 0; u < RowChunk<T, NR>::UNROLL; ++u) {
-        const int b = base + u * WARP;
+    for (int u = 0; u < RowChunk<T, NR, LPR>::UNROLL; ++u) {
+        const int b = base + u * LPR;
 #pragma unroll
         for (int r = 0; r < NR; ++r)
             if (b < blocks) chunk.w[r][u] = load_block<T>(qs, sc, rows[r] * blocks + b);
     }
 }
 
-template <int T, int NR>
-__device__ __forceinline__ void dot_chunk(const RowChunk<T, NR>& chunk, const StagedQ8& x,
+template <int T, int NR, int LPR>
+__device__ __forceinline__ void dot_chunk(const RowChunk<T, NR, LPR>& chunk, const StagedQ8& x,
                                           int blocks, int base, float* acc) {
 #pragma unroll
-    for (int u = 0; u < RowChunk<T, NR>::UNROLL; ++u) {
-        const int b = base + u * WARP;
+    for (int u = 0; u < RowChunk<T, NR, LPR>::UNROLL; ++u) {
+        const int b = base + u * LPR;
 #pragma unroll
         for (int r = 0; r < NR; ++r)
             if (b < blocks) acc[r] += block_dot<T>(chunk.w[r][u], x, b);
     }
 }
 
-// Σ over NR quantized rows (rows[i]) against staged Q8 x, each lane taking
-// blocks lane, lane + 32, ...; `first` holds the lane's first chunk, loaded
-// earlier (before staging, so the two waits overlap). The sums are complete in
-// every lane.
-template <int T, int NR>
+// Sum over aligned groups of LPR lanes; every lane of a group gets it.
+template <int LPR>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+// Σ over NR quantized rows (rows[i]) against staged Q8 x, the LPR lanes of this
+// lane's group taking blocks sub, sub + LPR, ...; `first` holds the lane's
+// first chunk, loaded earlier (before staging, so the two waits overlap).
+// Every lane of the warp must call this (the sums are shuffles); lanes of a
+// row that does not exist pass valid = false and get 0.
+template <int T, int NR, int LPR>
 __device__ __forceinline__ void rows_dot_q8(const u8* qs, const u8* sc, const u64* rows,
                                             int cols, const StagedQ8& x,
-                                            const RowChunk<T, NR>& first, float* out) {
-    const int lane = threadIdx.x % WARP;
-    const int blocks = cols / 32;
-    constexpr int STEP = RowChunk<T, NR>::UNROLL * WARP;
+                                            const RowChunk<T, NR, LPR>& first, bool valid,
+                                            float* out) {
+    const int sub = threadIdx.x % LPR;
+    const int blocks = valid ? cols / 32 : 0;
+    constexpr int STEP = RowChunk<T, NR, LPR>::UNROLL * LPR;
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
-    dot_chunk<T, NR>(first, x, blocks, lane, acc);
-    for (int base = lane + STEP; base < blocks; base += STEP) {
-        RowChunk<T, NR> chunk;
-        load_chunk<T, NR>(qs, sc, rows, blocks, base, chunk);
-        dot_chunk<T, NR>(chunk, x, blocks, base, acc);
+    dot_chunk<T, NR, LPR>(first, x, blocks, sub, acc);
+    for (int base = sub + STEP; base < blocks; base += STEP) {
+        RowChunk<T, NR, LPR> chunk;
+        load_chunk<T, NR, LPR>(qs, sc, rows, blocks, base, chunk);
+        dot_chunk<T, NR, LPR>(chunk, x, blocks, base, acc);
     }
 #pragma unroll
-    for (int r = 0; r < NR; ++r) out[r] = warp_sum(acc[r]);
+    for (int r = 0; r < NR; ++r) out[r] = group_sum<LPR>(acc[r]);
 }
 
 // Σ over NR float rows against f32 x, lanes striding over 16-value units.
@@ -292,20 +302,21 @@ __device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0
 }
 
 // MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu, 4: norm + RoPE + cache
-// write. Each warp takes one output row at a time (for swiglu its gate and up
-// rows together); a block's warps take consecutive rows, so with RoPE each pair
-// of rows is in one block.
-template <int T, int MODE>
+// write. Each group of LPR lanes takes one output row at a time (for swiglu its
+// gate and up rows together; float types use whole warps); a block's groups
+// take consecutive rows, so with RoPE each pair of rows is in one block.
+template <int T, int MODE, int LPR>
 __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
                      float eps, float* y, int rows, int cols, RopeStore rope) {
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
-    __shared__ float pair_rows[32];
+    __shared__ float pair_rows[GEMV_MAX_THREADS / 8];
     const float* weight = MODE >= 2 ? norm_weight : 0;
     const bool quantized = T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0;
     const float* xf = (const float*)shared;
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     constexpr int NR = MODE == 3 ? 2 : 1;
+    constexpr int GROUPS = WARP / LPR;  // rows a warp takes at once
+    const int group = threadIdx.x / LPR, sub = threadIdx.x % LPR;
     // The weight rows of output row r (for swiglu: gate and up).
     auto rows_of = [&](int r, u64* picked) {
         picked[0] = (u64)r;
@@ -314,13 +325,13 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
     // Each row's first weights are requested one row ahead: the first row's
     // before x is staged, the next row's before this row's products, so a warp
     // rarely waits for memory.
-    const int warps = blockDim.x / WARP;  // rows in flight per block
-    const int first_base = blockIdx.x * warps, stride = gridDim.x * warps;
-    RowChunk<T, NR> chunk;
-    if (quantized && first_base + warp < rows) {
+    const int per_block = blockDim.x / WARP * GROUPS;  // rows in flight per block
+    const int first_base = blockIdx.x * per_block, stride = gridDim.x * per_block;
+    RowChunk<T, NR, LPR> chunk;
+    if (quantized && first_base + group < rows) {
         u64 picked[NR];
-        rows_of(first_base + warp, picked);
-        load_chunk<T, NR>(qs, sc, picked, cols / 32, lane, chunk);
+        rows_of(first_base + group, picked);
+        load_chunk<T, NR, LPR>(qs, sc, picked, cols / 32, sub, chunk);
     }
     allow_next_kernel();
     wait_for_previous_kernel();
@@ -330,34 +341,32 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
     else
         stage_f32(x, weight, eps, cols, (float*)shared, scratch);
     for (int base = first_base; base < rows; base += stride) {
-        const int r = base + warp;
-        RowChunk<T, NR> next;
-        if (quantized && r + stride < rows) {
-            u64 picked[NR];
-            rows_of(r + stride, picked);
-            load_chunk<T, NR>(qs, sc, picked, cols / 32, lane, next);
-        }
+        const int r = base + group;
         float dot[NR];
-        if (r < rows) {
-            u64 picked[NR];
-            rows_of(r, picked);
-            if (quantized) {
-                rows_dot_q8<T, NR>(qs, sc, picked, cols, xq, chunk, dot);
-                chunk = next;
-            } else {
-                rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
+        u64 picked[NR];
+        rows_of(r, picked);
+        if (quantized) {
+            RowChunk<T, NR, LPR> next;
+            if (r + stride < rows) {
+                u64 ahead[NR];
+                rows_of(r + stride, ahead);
+                load_chunk<T, NR, LPR>(qs, sc, ahead, cols / 32, sub, next);
             }
+            rows_dot_q8<T, NR, LPR>(qs, sc, picked, cols, xq, chunk, r < rows, dot);
+            chunk = next;
+        } else if (r < rows) {  // LPR is 32: r is the same in the whole warp
+            rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
         }
         if (MODE == 4) {
             // Whole blocks reach these barriers: the loop bound is per block.
-            if (lane == 0) pair_rows[warp] = r < rows ? dot[0] : 0.0f;
+            if (sub == 0) pair_rows[group] = r < rows ? dot[0] : 0.0f;
             __syncthreads();
             const int pair = threadIdx.x;
-            if (pair < warps / 2 && base + 2 * pair + 1 < rows)
+            if (pair < per_block / 2 && base + 2 * pair + 1 < rows)
                 rope_store_pair(rope, y, base + 2 * pair, pair_rows[2 * pair],
                                 pair_rows[2 * pair + 1]);
             __syncthreads();
-        } else if (lane == 0 && r < rows) {
+        } else if (sub == 0 && r < rows) {
             if (MODE == 3)
                 y[r] = silu(dot[0]) * dot[NR - 1];
             else
@@ -366,43 +375,25 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
     }
 }
 
-__device__ __forceinline__ RopeStore no_rope() {
-    RopeStore none = {0, 0, 0, 0, 0, 0, 0, 0};
-    return none;
-}
-
-#define GEMV_KERNELS(NAME, T)                                                               \
-    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_##NAME(const u8* qs, const u8* sc, const float* x,       \
-                                            float* y, int rows, int cols) {                  \
-        gemv<T, 0>(qs, sc, x, 0, 0.0f, y, rows, cols, no_rope());                                      \
-    }                                                                                       \
-    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_residual_##NAME(const u8* qs, const u8* sc,             \
-                                                     const float* x, float* y, int rows,     \
-                                                     int cols) {                             \
-        gemv<T, 1>(qs, sc, x, 0, 0.0f, y, rows, cols, no_rope());                                      \
-    }                                                                                       \
-    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_norm_##NAME(const u8* qs, const u8* sc, const float* x,  \
-                                                 const float* norm_weight, float eps,        \
-                                                 float* y, int rows, int cols) {             \
-        gemv<T, 2>(qs, sc, x, norm_weight, eps, y, rows, cols, no_rope());                             \
-    }                                                                                       \
-    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_norm_swiglu_##NAME(                                     \
-        const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps,     \
-        float* y, int rows, int cols) {                                                      \
-        gemv<T, 3>(qs, sc, x, norm_weight, eps, y, rows, cols, no_rope());                  \
-    }                                                                                       \
-    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_norm_rope_##NAME(                                       \
-        const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps,     \
-        float* y, int rows, int cols, const float2* cos_sin, const int* position,            \
-        int q_width, int kv_width, int head_dim, int capacity, u16* k_cache, u16* v_cache) {  \
+// The kernels gemv_<mode>_<type>_l<LPR>: float types with whole warps per row,
+// quantized types with 8, 16 or 32 lanes per row (the host picks by row length).
+#define GEMV_KERNEL(KIND, MODE, NAME, T, LPR)                                               \
+    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
+        gemv_##KIND##NAME##_l##LPR(const u8* qs, const u8* sc, const float* x,               \
+                                   const float* norm_weight, float eps, float* y, int rows,  \
+                                   int cols, const float2* cos_sin, const int* position,     \
+                                   int q_width, int kv_width, int head_dim, int capacity,    \
+                                   u16* k_cache, u16* v_cache) {                             \
         RopeStore rope = {cos_sin, position, q_width, kv_width,                              \
                           head_dim, capacity, k_cache, v_cache};                             \
-        gemv<T, 4>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);                       \
+        gemv<T, MODE, LPR>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);               \
     }
+#define GEMV_KERNELS(NAME, T, LPR)                 \
+    GEMV_KERNEL(, 0, NAME, T, LPR)                 \
+    GEMV_KERNEL(residual_, 1, NAME, T, LPR)        \
+    GEMV_KERNEL(norm_, 2, NAME, T, LPR)            \
+    GEMV_KERNEL(norm_swiglu_, 3, NAME, T, LPR)     \
+    GEMV_KERNEL(norm_rope_, 4, NAME, T, LPR)
 
-GEMV_KERNELS(f32, TYPE_F32)
-GEMV_KERNELS(f16, TYPE_F16)
-GEMV_KERNELS(bf16, TYPE_BF16)
-GEMV_KERNELS(q4_0, TYPE_Q4_0)
-GEMV_KERNELS(q4_1, TYPE_Q4_1)
-GEMV_KERNELS(q8_0, TYPE_Q8_0)
+// The instantiations are added per weight type by compile.rs: each type's GEMVs
+// are one translation unit, and the units compile in parallel.

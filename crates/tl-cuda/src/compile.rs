@@ -1,19 +1,25 @@
 //! Kernel sources and their compilation: the `.cu` files are embedded in the
-//! binary, concatenated into one translation unit, compiled by NVRTC for the GPU's
-//! architecture on first use, and the PTX is cached on disk keyed by a hash of the
-//! sources, the architecture and the NVRTC and driver versions, so later runs
-//! skip the compile.
+//! binary and grouped into translation units (the row, attention and lookup
+//! kernels; then the GEMV kernels of each weight type), which NVRTC compiles to
+//! machine code (CUBIN) for the GPU's architecture on first use, all units at
+//! once on separate threads. Each unit's CUBIN is cached on disk keyed by a hash
+//! of its source, the architecture and the NVRTC and driver versions, so later
+//! runs skip the compile.
 
+use std::ffi::{c_char, CString};
 use std::path::PathBuf;
 
+use cudarc::nvrtc::sys::nvrtcResult;
 use sha2::{Digest, Sha256};
 
 use crate::error::{CudaError, Result};
 
-/// The kernel sources, in the order they are concatenated.
-const SOURCES: &[(&str, &str)] = &[
-    ("prelude.cuh", include_str!("../kernels/prelude.cuh")),
-    ("gemv.cu", include_str!("../kernels/gemv.cu")),
+const PRELUDE: (&str, &str) = ("prelude.cuh", include_str!("../kernels/prelude.cuh"));
+const GEMV: (&str, &str) = ("gemv.cu", include_str!("../kernels/gemv.cu"));
+
+/// The kernels that are not GEMVs, in one unit.
+const COMMON: &[(&str, &str)] = &[
+    PRELUDE,
     ("rows.cu", include_str!("../kernels/rows.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     (
@@ -22,16 +28,56 @@ const SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// All kernels as one translation unit, with `#line` markers so compiler
-/// messages name the original file and line.
-pub fn kernel_source() -> String {
+/// GEMV instantiations, one unit per weight type: (unit name, the type's
+/// `TYPE_*` constant, lanes-per-row variants). Float types use whole warps per
+/// row; quantized types have 8, 16 and 32 (see `ops::gemv::lanes_per_row`).
+const GEMV_UNITS: &[(&str, &str, &[u32])] = &[
+    ("f32", "TYPE_F32", &[32]),
+    ("f16", "TYPE_F16", &[32]),
+    ("bf16", "TYPE_BF16", &[32]),
+    ("q4_0", "TYPE_Q4_0", &[8, 16, 32]),
+    ("q4_1", "TYPE_Q4_1", &[8, 16, 32]),
+    ("q8_0", "TYPE_Q8_0", &[8, 16, 32]),
+];
+
+/// A translation unit: its name and full source.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    pub name: String,
+    pub source: String,
+}
+
+/// Files concatenated with `#line` markers, so compiler messages name the
+/// original file and line.
+fn concatenated(files: &[(&str, &str)]) -> String {
     let mut out = String::new();
-    for (name, text) in SOURCES {
+    for (name, text) in files {
         out.push_str(&format!("#line 1 \"{name}\"\n"));
         out.push_str(text);
         out.push('\n');
     }
     out
+}
+
+/// Every translation unit.
+pub fn units() -> Vec<Unit> {
+    let mut units = vec![Unit {
+        name: "common".into(),
+        source: concatenated(COMMON),
+    }];
+    for (suffix, type_constant, lanes) in GEMV_UNITS {
+        let mut source = concatenated(&[PRELUDE, GEMV]);
+        for lanes in *lanes {
+            source.push_str(&format!(
+                "GEMV_KERNELS({suffix}, {type_constant}, {lanes})\n"
+            ));
+        }
+        units.push(Unit {
+            name: format!("gemv_{suffix}"),
+            source,
+        });
+    }
+    units
 }
 
 /// The NVRTC version as (major, minor).
@@ -40,56 +86,125 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
     // SAFETY: nvrtcVersion writes two ints through the pointers, which point at
     // live locals. The library's presence was checked by the caller.
     let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if status != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+    if status != nvrtcResult::NVRTC_SUCCESS {
         return Err(CudaError::driver("nvrtcVersion", status));
     }
     Ok((major, minor))
 }
 
-/// Compiles the kernels to PTX for `arch` (e.g. `sm_90`), with no cache.
-pub fn compile_ptx(arch: &str) -> Result<String> {
-    let options = cudarc::nvrtc::CompileOptions {
-        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
-        name: Some("tensorlogic.cu".into()),
-        ..Default::default()
+/// Compiles one unit to CUBIN for `arch` (e.g. `sm_90`), with no cache.
+pub fn compile_cubin(unit: &Unit, arch: &str) -> Result<Vec<u8>> {
+    let failed = |log: String| CudaError::Compile {
+        arch: arch.into(),
+        log: format!("{}: {log}", unit.name),
     };
-    match cudarc::nvrtc::compile_ptx_with_opts(kernel_source(), options) {
-        Ok(ptx) => Ok(ptx.to_src()),
-        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(CudaError::Compile {
-            arch: arch.into(),
-            log: log.to_string_lossy().into_owned(),
-        }),
-        Err(other) => Err(CudaError::Compile {
-            arch: arch.into(),
-            log: format!("{other:?}"),
-        }),
-    }
+    let source = CString::new(unit.source.as_str()).map_err(|e| failed(e.to_string()))?;
+    let name = CString::new(format!("{}.cu", unit.name)).map_err(|e| failed(e.to_string()))?;
+    let program = cudarc::nvrtc::result::create_program(&source, Some(&name))
+        .map_err(|e| failed(format!("{e:?}")))?;
+    let options = [format!("--gpu-architecture={arch}"), "--std=c++17".into()];
+    // SAFETY: `program` is a live program created above and destroyed below,
+    // used by this thread only; the options are owned strings.
+    let compiled = unsafe { cudarc::nvrtc::result::compile_program(program, &options) };
+    let result = match compiled {
+        // SAFETY: as above; the program compiled.
+        Ok(()) => unsafe { cubin_of(program) }.map_err(|e| failed(format!("{e:?}"))),
+        // SAFETY: as above; the log of a failed compile.
+        Err(_) => Err(failed(unsafe { program_log(program) })),
+    };
+    // SAFETY: the program is not used after this.
+    let _ = unsafe { cudarc::nvrtc::result::destroy_program(program) };
+    result
 }
 
-/// PTX for `arch`, from the disk cache when a matching entry exists, else
-/// compiled and stored. A cache that cannot be read or written only costs time.
-pub fn cached_ptx(arch: &str, driver_version: i32) -> Result<String> {
-    let key = cache_key(arch, driver_version)?;
-    let path = cache_dir().map(|dir| dir.join(format!("{key}.ptx")));
-    if let Some(path) = &path {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return Ok(text);
+/// The CUBIN of a compiled program.
+///
+/// # Safety
+/// `program` must be a live, successfully compiled NVRTC program.
+unsafe fn cubin_of(program: cudarc::nvrtc::sys::nvrtcProgram) -> Result<Vec<u8>> {
+    let mut size = 0usize;
+    // SAFETY: the caller guarantees a compiled program; `size` is a live local.
+    let status = unsafe { cudarc::nvrtc::sys::nvrtcGetCUBINSize(program, &mut size) };
+    if status != nvrtcResult::NVRTC_SUCCESS {
+        return Err(CudaError::driver("nvrtcGetCUBINSize", status));
+    }
+    let mut cubin = vec![0u8; size];
+    // SAFETY: `cubin` holds the `size` bytes NVRTC reported.
+    let status =
+        unsafe { cudarc::nvrtc::sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr() as *mut c_char) };
+    if status != nvrtcResult::NVRTC_SUCCESS {
+        return Err(CudaError::driver("nvrtcGetCUBIN", status));
+    }
+    Ok(cubin)
+}
+
+/// The compiler's messages for `program`.
+///
+/// # Safety
+/// `program` must be a live NVRTC program that was compiled.
+unsafe fn program_log(program: cudarc::nvrtc::sys::nvrtcProgram) -> String {
+    // SAFETY: the caller guarantees a live, compiled program.
+    match unsafe { cudarc::nvrtc::result::get_program_log(program) } {
+        Ok(log) => {
+            let bytes: Vec<u8> = log
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
         }
+        Err(e) => format!("(no compiler log: {e:?})"),
     }
-    let ptx = compile_ptx(arch)?;
-    if let Some(path) = &path {
-        store(path, &ptx);
-    }
-    Ok(ptx)
 }
 
-fn cache_key(arch: &str, driver_version: i32) -> Result<String> {
+/// Every unit's CUBIN for `arch`, each from the disk cache when a matching
+/// entry exists, else compiled (all missing units at once, one thread each)
+/// and stored. A cache that cannot be read or written only costs time.
+pub fn cached_cubins(arch: &str, driver_version: i32) -> Result<Vec<(String, Vec<u8>)>> {
     let (major, minor) = nvrtc_version()?;
+    let versions = format!("|{arch}|nvrtc {major}.{minor}|driver {driver_version}");
+    let dir = cache_dir();
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = units()
+            .into_iter()
+            .map(|unit| {
+                let path = dir.as_ref().map(|d| {
+                    d.join(format!(
+                        "{}-{}.cubin",
+                        unit.name,
+                        cache_key(&unit, &versions)
+                    ))
+                });
+                scope.spawn(move || -> Result<(String, Vec<u8>)> {
+                    if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
+                        return Ok((unit.name, bytes));
+                    }
+                    let cubin = compile_cubin(&unit, arch)?;
+                    if let Some(path) = &path {
+                        store(path, &cubin);
+                    }
+                    Ok((unit.name, cubin))
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|job| {
+                job.join().unwrap_or_else(|_| {
+                    Err(CudaError::Unsupported(
+                        "a kernel compile thread panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    })
+}
+
+fn cache_key(unit: &Unit, versions: &str) -> String {
     let mut hash = Sha256::new();
-    hash.update(kernel_source().as_bytes());
-    hash.update(format!("|{arch}|nvrtc {major}.{minor}|driver {driver_version}").as_bytes());
+    hash.update(unit.source.as_bytes());
+    hash.update(versions.as_bytes());
     let digest = hash.finalize();
-    Ok(digest.iter().take(16).map(|b| format!("{b:02x}")).collect())
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where compiled kernels are kept: `$TL_KERNEL_CACHE`, else the user's cache
@@ -102,13 +217,13 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// Writes through a temporary file and a rename, so a reader never sees half a file.
-fn store(path: &std::path::Path, text: &str) {
+fn store(path: &std::path::Path, bytes: &[u8]) {
     let Some(dir) = path.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
     let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&temporary, text).is_ok() && std::fs::rename(&temporary, path).is_err() {
+    if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, path).is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
 }
@@ -118,11 +233,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_source_file_is_in_the_translation_unit() {
-        let source = kernel_source();
-        for (name, _) in SOURCES {
-            assert!(source.contains(&format!("#line 1 \"{name}\"")), "{name}");
+    fn every_source_file_is_in_a_unit() {
+        let units = units();
+        for (name, _) in COMMON.iter().chain([&GEMV]) {
+            let marker = format!("#line 1 \"{name}\"");
+            assert!(units.iter().any(|u| u.source.contains(&marker)), "{name}");
         }
+        assert_eq!(units.len(), 1 + GEMV_UNITS.len());
     }
 
     /// NVRTC needs no GPU, so wherever libnvrtc is installed the kernels are
@@ -134,17 +251,35 @@ mod tests {
             eprintln!("skipped: libnvrtc is not installed here (pip install nvidia-cuda-nvrtc and add its lib folder to LD_LIBRARY_PATH to run this test)");
             return;
         }
+        let units = units();
+        let contains = |haystack: &[u8], needle: &str| {
+            haystack
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+        };
         for arch in ["sm_80", "sm_90"] {
-            let ptx = compile_ptx(arch).unwrap_or_else(|e| panic!("{e}"));
+            let cubins: Vec<Vec<u8>> = std::thread::scope(|scope| {
+                let jobs: Vec<_> = units
+                    .iter()
+                    .map(|unit| scope.spawn(move || compile_cubin(unit, arch)))
+                    .collect();
+                jobs.into_iter()
+                    .map(|j| j.join().unwrap().unwrap_or_else(|e| panic!("{e}")))
+                    .collect()
+            });
             for kernel in [
-                "gemv_norm_swiglu_q4_0",
+                "gemv_norm_swiglu_q4_0_l16",
+                "gemv_norm_rope_f16_l32",
                 "attention_f16_accumulator",
                 "attention_flash_64",
                 "attention_flash_128",
                 "profile_spin",
                 "argmax",
             ] {
-                assert!(ptx.contains(kernel), "{kernel} missing from the {arch} PTX");
+                assert!(
+                    cubins.iter().any(|c| contains(c, kernel)),
+                    "{kernel} missing from the {arch} CUBINs"
+                );
             }
         }
     }

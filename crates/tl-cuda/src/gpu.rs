@@ -64,7 +64,8 @@ impl<T> From<Span<'_, T>> for Arg {
 pub struct Gpu {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    module: Arc<CudaModule>,
+    /// The kernel units' modules (see `compile`).
+    modules: Vec<Arc<CudaModule>>,
     functions: std::sync::Mutex<HashMap<String, CudaFunction>>,
     blas: CudaBlas,
     info: DeviceInfo,
@@ -100,16 +101,20 @@ impl Gpu {
         let stream = context
             .new_stream()
             .map_err(|e| CudaError::driver("creating a stream", e))?;
-        let ptx = compile::cached_ptx(&info.arch(), info.driver_version)?;
-        let module = context
-            .load_module(Ptx::from_src(ptx))
-            .map_err(|e| CudaError::driver("loading the kernels", e))?;
+        let modules = compile::cached_cubins(&info.arch(), info.driver_version)?
+            .into_iter()
+            .map(|(name, cubin)| {
+                context
+                    .load_module(Ptx::from_binary(cubin))
+                    .map_err(|e| CudaError::driver(format!("loading the {name} kernels"), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let blas =
             CudaBlas::new(stream.clone()).map_err(|e| CudaError::blas("creating a handle", e))?;
         Ok(Gpu {
             context,
             stream,
-            module,
+            modules,
             functions: Default::default(),
             blas,
             info: info.clone(),
@@ -257,9 +262,10 @@ impl Gpu {
             return Ok(f.clone());
         }
         let f = self
-            .module
-            .load_function(name)
-            .map_err(|e| CudaError::driver(format!("finding kernel {name}"), e))?;
+            .modules
+            .iter()
+            .find_map(|module| module.load_function(name).ok())
+            .ok_or_else(|| CudaError::Unsupported(format!("no kernel named {name}")))?;
         functions.insert(name.to_owned(), f.clone());
         Ok(f)
     }

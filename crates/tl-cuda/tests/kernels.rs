@@ -204,6 +204,9 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
             (300, 2048),
             (1031, 160),
             (2, 5632),
+            // More rows than one sweep of the grid: blocks loop, prefetching.
+            (20000, 64),
+            (9000, 2048),
         ] {
             let (bytes, w) = random_matrix(&mut rng, t, rows, cols);
             let m = DeviceMatrix::upload(&gpu, t, rows, cols, &bytes).unwrap();
@@ -213,11 +216,13 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
             let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
             let eps = 1e-5;
             let mut normed = reference_norm(&x, &norm_weight, eps);
-            // Quantized weights meet Q8 activations; Q4_1 also uses the block
-            // sums rounded to f16, within 1e-3 of the exact product.
+            // Quantized weights meet Q8 activations. Q4_1 also uses each
+            // block's sum rounded to f16 (llama.cpp's Q8_1 `s`), which moves a
+            // lone output (the 2-row gate/up pair) by up to a few 1e-3.
             let (x, tolerance) = if is_quantized(t) {
                 normed = q8_dequantized(&normed);
-                (q8_dequantized(&x), 1e-3)
+                let tolerance = if t == WeightType::Q4_1 { 5e-3 } else { 1e-3 };
+                (q8_dequantized(&x), tolerance)
             } else {
                 (x, 1e-5)
             };

@@ -48,6 +48,29 @@ fn blocks_per_multiprocessor() -> usize {
     })
 }
 
+/// Lanes sharing one row: the fewest (of 8, 16, 32) whose one round of loads
+/// covers the row, so short rows do not leave most of a warp idle and no row
+/// waits for memory twice; 32 for rows longer than that. A lane loads
+/// `GEMV_UNROLL` (4) blocks of 32 weights per row in a round, half as many for
+/// Q8_0 (twice the bytes) and for gate/up pairs. Float types use whole warps.
+fn lanes_per_row(weight_type: WeightType, cols: usize, pairs: bool) -> usize {
+    if !weight_type.is_quantized() {
+        return 32;
+    }
+    let mut per_round = 4;
+    if weight_type == WeightType::Q8_0 {
+        per_round /= 2;
+    }
+    if pairs {
+        per_round /= 2;
+    }
+    let blocks = cols / 32;
+    [8, 16, 32]
+        .into_iter()
+        .find(|lanes| lanes * per_round >= blocks)
+        .unwrap_or(32)
+}
+
 /// What the product is combined with.
 #[derive(Debug, Clone, Copy)]
 pub enum Epilogue<'a> {
@@ -89,19 +112,6 @@ pub fn gemv(
         _ => rows,
     };
     y.require(out_rows, "gemv output")?;
-    let suffix = w.weight_type().kernel_suffix();
-    let (kernel, norm) = match epilogue {
-        Epilogue::Plain => (format!("gemv_{suffix}"), None),
-        Epilogue::Residual => (format!("gemv_residual_{suffix}"), None),
-        Epilogue::Norm { weight, eps } => (format!("gemv_norm_{suffix}"), Some((weight, eps))),
-        Epilogue::NormSwiglu { weight, eps } => {
-            (format!("gemv_norm_swiglu_{suffix}"), Some((weight, eps)))
-        }
-        Epilogue::NormRope { weight, eps, .. } => {
-            (format!("gemv_norm_rope_{suffix}"), Some((weight, eps)))
-        }
-    };
-    let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
     let shared = staged_bytes(w.weight_type(), cols);
     if shared > SHARED_LIMIT {
         return Err(CudaError::Unsupported(format!(
@@ -109,30 +119,55 @@ pub fn gemv(
             w.weight_type()
         )));
     }
-    if let Some((weight, eps)) = norm {
-        weight.require(cols, "norm weight")?;
-        args.push(weight.into());
-        args.push(Arg::F32(eps));
+    let (mode, norm) = match epilogue {
+        Epilogue::Plain => ("", None),
+        Epilogue::Residual => ("residual_", None),
+        Epilogue::Norm { weight, eps } => ("norm_", Some((weight, eps))),
+        Epilogue::NormSwiglu { weight, eps } => ("norm_swiglu_", Some((weight, eps))),
+        Epilogue::NormRope { weight, eps, .. } => ("norm_rope_", Some((weight, eps))),
+    };
+    let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
+    let lanes = lanes_per_row(w.weight_type(), cols, pairs);
+    let kernel = format!("gemv_{mode}{}_l{lanes}", w.weight_type().kernel_suffix());
+    // Every variant takes the same parameters; those it does not use are 0.
+    let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
+    match norm {
+        Some((weight, eps)) => {
+            weight.require(cols, "norm weight")?;
+            args.extend([weight.into(), Arg::F32(eps)]);
+        }
+        None => args.extend([Arg::Ptr(0), Arg::F32(0.0)]),
     }
-    // Each block stages x once for many rows; a few blocks per multiprocessor suffice.
-    let warps = warps_per_block();
-    let cap = gpu.info().multiprocessors * blocks_per_multiprocessor();
-    let blocks = blocks_for(out_rows, warps).min(cap.max(1) as u32);
     args.extend([
         y.into(),
         Arg::I32(int(out_rows, "rows")?),
         Arg::I32(int(cols, "cols")?),
     ]);
-    if let Epilogue::NormRope {
-        heads,
-        cos_sin,
-        position,
-        cache,
-        ..
-    } = epilogue
-    {
-        args.extend(rope_args(heads, cos_sin, position, cache, rows)?);
+    match epilogue {
+        Epilogue::NormRope {
+            heads,
+            cos_sin,
+            position,
+            cache,
+            ..
+        } => args.extend(rope_args(heads, cos_sin, position, cache, rows)?),
+        _ => args.extend([
+            Arg::Ptr(0),
+            Arg::Ptr(0),
+            Arg::I32(0),
+            Arg::I32(0),
+            Arg::I32(0),
+            Arg::I32(0),
+            Arg::Ptr(0),
+            Arg::Ptr(0),
+        ]),
     }
+    // Each block stages x once for many rows; one block per multiprocessor
+    // (by default) with every row group in flight.
+    let warps = warps_per_block();
+    let rows_per_block = warps * (32 / lanes);
+    let cap = gpu.info().multiprocessors * blocks_per_multiprocessor();
+    let blocks = blocks_for(out_rows, rows_per_block).min(cap.max(1) as u32);
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
     // x holds cols values, y out_rows, the norm weight cols, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
@@ -181,4 +216,23 @@ fn rope_args(
         cache.keys.into(),
         cache.values.into(),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_take_the_fewest_lanes_that_load_them_in_one_round() {
+        // TinyLlama's 2048-value rows: 64 blocks.
+        assert_eq!(lanes_per_row(WeightType::Q4_0, 2048, false), 16);
+        assert_eq!(lanes_per_row(WeightType::Q4_0, 2048, true), 32);
+        assert_eq!(lanes_per_row(WeightType::Q8_0, 2048, false), 32);
+        // SmolLM2's 576-value rows: 18 blocks.
+        assert_eq!(lanes_per_row(WeightType::Q4_1, 576, false), 8);
+        assert_eq!(lanes_per_row(WeightType::Q8_0, 576, false), 16);
+        // Long rows use whole warps; float types always do.
+        assert_eq!(lanes_per_row(WeightType::Q4_0, 5632, false), 32);
+        assert_eq!(lanes_per_row(WeightType::F16, 64, false), 32);
+    }
 }
