@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark in one go, on a machine with an NVIDIA GPU and no
 # Rust toolchain: nothing is built here. BIN holds binaries built elsewhere
-# (`scripts/gpu_bundle.sh` makes them):
+# (`scripts/gpu_bundle.sh` makes them; gunzip them first):
 #   tl            the release binary
 #   kernels       tl-cuda's kernel tests (cargo test --release --no-run)
 #   cuda_backend  tl-engine's whole-model GPU tests
 #   model.gguf    the default model (SmolLM2-135M-Instruct Q4_1), optional
 # Results go to OUT (logs, bench tables and JSON).
 #
-# Usage: scripts/gpu_checks.sh BIN OUT [quick]
+# Usage: scripts/gpu_checks.sh BIN OUT [full|quick|tests]
+#   full   every test on the default model and synthetic TinyLlama/SmolLM2 shapes,
+#          then benchmarks (default)
+#   quick  the tests on one small synthetic model, benchmarks of it
+#   tests  as full without the benchmarks (scripts/gpu_compare.sh times builds
+#          side by side)
 set -uo pipefail
 BIN=$(cd "$1" && pwd)
 OUT=$2
@@ -56,6 +61,9 @@ mkdir -p "$HOME/.cache/tensorlogic/models"
 step "whole-model GPU tests ($TEST_MODELS)"
 TL_GPU_TEST_MODELS="$TEST_MODELS" run_logged cuda_backend "$BIN/cuda_backend" --test-threads=1 --nocapture
 
+if [ "$MODE" = tests ]; then
+    step "benchmarks skipped (tests mode)"
+else
 step "benchmarks"
 bench() {  # name, tl bench args...
     local name=$1; shift
@@ -71,6 +79,8 @@ if [ "$MODE" != quick ]; then
     bench tinyllama-f16 -m "$MODELS/tinyllama-f16.gguf" -p 512,1024 -n 128 --reps 5
     [ -f "$DEFAULT" ] && bench default-depth4096 -m "$DEFAULT" -p 0 -n 128 --depth 4096 --reps 5
     [ -f "$DEFAULT" ] && TL_CUDA_GRAPHS=0 bench default-nographs -m "$DEFAULT" -p 0 -n 128 --reps 5
+fi
+
 fi
 
 step "generation"

@@ -79,27 +79,21 @@ ROW_KERNELS(q4_0, TYPE_Q4_0)
 ROW_KERNELS(q4_1, TYPE_Q4_1)
 ROW_KERNELS(q8_0, TYPE_Q8_0)
 
-// The index of the largest of n values (the lowest index among equals, as the
-// CPU sampler picks); one block of 1024 threads. NaN never wins.
-extern "C" __global__ void argmax(const float* x, int n, u32* out) {
+// Whether (v, j) beats (value, index) for argmax: larger, or equal with a lower
+// index; NaN never wins, and anything beats "nothing yet" (index == n) but NaN.
+__device__ __forceinline__ bool argmax_better(float v, int j, float value, int index, int n) {
+    return v > value || (v == value && j < index) || (index == n && v == v);
+}
+
+// Reduces (value, index) over the block; thread 0 ends with the result.
+__device__ void block_argmax(float& value, int& index, int n) {
     __shared__ float best_value[32];
     __shared__ int best_index[32];
-    allow_next_kernel();
-    wait_for_previous_kernel();
-    float value = -__int_as_float(0x7f800000);
-    int index = n;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = x[i];
-        if (v > value || (index == n && v == v)) {
-            value = v;
-            index = i;
-        }
-    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float v = __shfl_xor_sync(FULL_MASK, value, o);
         const int j = __shfl_xor_sync(FULL_MASK, index, o);
-        if (v > value || (v == value && j < index)) {
+        if (argmax_better(v, j, value, index, n)) {
             value = v;
             index = j;
         }
@@ -112,13 +106,56 @@ extern "C" __global__ void argmax(const float* x, int n, u32* out) {
     __syncthreads();
     if (threadIdx.x == 0) {
         for (int w = 1; w < (int)(blockDim.x / WARP); ++w) {
-            if (best_value[w] > value || (best_value[w] == value && best_index[w] < index)) {
+            if (argmax_better(best_value[w], best_index[w], value, index, n)) {
                 value = best_value[w];
                 index = best_index[w];
             }
         }
-        *out = index < n ? (u32)index : 0u;
     }
+}
+
+// The index of the largest of n values (the lowest index among equals, as the
+// CPU sampler picks; NaN never wins), in one launch of several blocks: each
+// block reduces its share, and the last block to finish reduces the blocks'
+// results in block order (so the answer never depends on timing) and resets
+// the counter for the next launch. scratch: [0] the counter (0 between
+// launches), then gridDim.x values (as bits) and gridDim.x indices.
+extern "C" __global__ void argmax(const float* x, int n, u32* out, u32* scratch) {
+    __shared__ bool last;
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    float value = -__int_as_float(0x7f800000);
+    int index = n;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float v = x[i];
+        if (argmax_better(v, i, value, index, n)) {
+            value = v;
+            index = i;
+        }
+    }
+    block_argmax(value, index, n);
+    volatile u32* shared_results = scratch + 1;
+    if (threadIdx.x == 0) {
+        shared_results[blockIdx.x] = __float_as_uint(value);
+        shared_results[gridDim.x + blockIdx.x] = (u32)index;
+        __threadfence();
+        last = atomicAdd(scratch, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    __threadfence();
+    value = -__int_as_float(0x7f800000);
+    index = n;
+    for (int b = 0; b < (int)gridDim.x; ++b) {
+        const float v = __uint_as_float(shared_results[b]);
+        const int j = (int)shared_results[gridDim.x + b];
+        if (argmax_better(v, j, value, index, n)) {
+            value = v;
+            index = j;
+        }
+    }
+    *out = index < n ? (u32)index : 0u;
+    *(volatile u32*)scratch = 0;
 }
 
 // Keeps the GPU busy for `ns` nanoseconds. A kernel profile queues it before

@@ -374,16 +374,33 @@ fn argmax_picks_the_lowest_index_of_the_largest() {
         let mut x = rng.vec(n);
         let at = (rng.next() as usize) % n;
         x[at] = 5.0;
-        if at + 7 < n {
-            x[at + 7] = 5.0; // a tie later on: the lower index wins
+        // Ties later on, near and (for long inputs) in another block: the
+        // lower index wins.
+        for later in [at + 7, at + n / 2] {
+            if later < n && later > at {
+                x[later] = 5.0;
+            }
         }
         if n > 3 {
             x[(at + 1) % n] = f32::NAN;
         }
         let xb = Buffer::from_host(&gpu, &x).unwrap();
-        let out = Buffer::from_host(&gpu, &[u32::MAX]).unwrap();
+        let mut initial = vec![0u32; rows::argmax_output_len(&gpu)];
+        initial[0] = u32::MAX;
+        let out = Buffer::from_host(&gpu, &initial).unwrap();
         rows::argmax(&gpu, xb.all(), n, out.all()).unwrap();
         assert_eq!(download(&gpu, &out, 1)[0] as usize, at, "n = {n}");
+        // The kernel reset its scratch: a second call on new values works.
+        x[at] = 0.0;
+        let second = (at + 3) % n;
+        x[second] = 9.0;
+        gpu.upload(&x, xb.all()).unwrap();
+        rows::argmax(&gpu, xb.all(), n, out.all()).unwrap();
+        assert_eq!(
+            download(&gpu, &out, 1)[0] as usize,
+            second,
+            "n = {n}, again"
+        );
     }
 }
 

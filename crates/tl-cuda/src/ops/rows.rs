@@ -134,12 +134,30 @@ pub fn embed(
     unsafe { gpu.launch_dependent(&kernel, (int(n, "tokens")? as u32, 1), THREADS, 0, &args) }
 }
 
-/// Writes the index of the largest of the first `n` values of x into `out[0]`.
+/// Values an argmax output buffer holds: the result, then the kernel's
+/// scratch (a counter and one value and index per block).
+pub fn argmax_output_len(gpu: &Gpu) -> usize {
+    2 + 2 * argmax_max_blocks(gpu)
+}
+
+fn argmax_max_blocks(gpu: &Gpu) -> usize {
+    gpu.info().multiprocessors.max(1)
+}
+
+/// Writes the index of the largest of the first `n` values of x into `out[0]`
+/// (the lowest index among equals; NaN never wins). `out` holds
+/// [`argmax_output_len`] values and must start zeroed (`Buffer::zeros`); the
+/// kernel leaves its scratch ready for the next call.
 pub fn argmax(gpu: &Gpu, x: Span<'_, f32>, n: usize, out: Span<'_, u32>) -> Result<()> {
     x.require(n, "argmax input")?;
-    out.require(1, "argmax output")?;
-    let args = [x.into(), Arg::I32(int(n, "n")?), out.into()];
-    // SAFETY: matches argmax(const float*, int, u32*); reads n values, writes one.
+    out.require(argmax_output_len(gpu), "argmax output")?;
+    // A few thousand values per block of 1024 threads.
+    let blocks = n.div_ceil(4096).clamp(1, argmax_max_blocks(gpu));
+    let scratch = out.sub(1, 1 + 2 * blocks)?;
+    let args = [x.into(), Arg::I32(int(n, "n")?), out.into(), scratch.into()];
+    // SAFETY: matches argmax(const float*, int, u32*, u32*); reads n values,
+    // writes one, and uses 1 + 2·blocks scratch values (checked above), whose
+    // counter starts at 0 (the caller's zeroed buffer, reset by every launch).
     // The kernel waits for the previous one before its first dependent access.
-    unsafe { gpu.launch_dependent("argmax", (1, 1), 1024, 0, &args) }
+    unsafe { gpu.launch_dependent("argmax", (blocks as u32, 1), 1024, 0, &args) }
 }

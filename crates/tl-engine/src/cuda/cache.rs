@@ -3,6 +3,7 @@
 //! these buffers' addresses, so it belongs to the sequence).
 
 use tl_cuda::ops::attention::{Heads, LayerCache};
+use tl_cuda::ops::rows as row_ops;
 use tl_cuda::{Buffer, Gpu, Graph};
 
 use crate::error::Result;
@@ -19,7 +20,7 @@ pub struct StepBuffers {
     pub attention: Buffer<f32>,
     pub hidden: Buffer<f32>,
     pub logits: Buffer<f32>,
-    /// The argmax of the logits.
+    /// The argmax of the logits (first value; the rest is the kernel's scratch).
     pub next: Buffer<u32>,
 }
 
@@ -49,7 +50,7 @@ impl CudaCache {
             attention: Buffer::zeros(gpu, q_width)?,
             hidden: Buffer::zeros(gpu, c.feed_forward_length)?,
             logits: Buffer::zeros(gpu, c.vocab_size)?,
-            next: Buffer::zeros(gpu, 1)?,
+            next: Buffer::zeros(gpu, row_ops::argmax_output_len(gpu))?,
         };
         Ok(CudaCache {
             keys: Buffer::zeros(gpu, total)?,
