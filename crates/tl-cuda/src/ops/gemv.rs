@@ -175,14 +175,14 @@ pub fn gemv(
     // caches hold `capacity` positions and the caller keeps *position below it
     // (the host checks room before every step).
     // The kernel waits for the previous one before its first dependent access.
+    // Only quantized GEMVs start early (see gemv.cu).
+    let (grid, threads) = ((blocks, 1), (warps * 32) as u32);
     unsafe {
-        gpu.launch_dependent(
-            &kernel,
-            (blocks, 1),
-            (warps * 32) as u32,
-            shared as u32,
-            &args,
-        )
+        if w.weight_type().is_quantized() {
+            gpu.launch_dependent(&kernel, grid, threads, shared as u32, &args)
+        } else {
+            gpu.launch(&kernel, grid, threads, shared as u32, &args)
+        }
     }
 }
 
