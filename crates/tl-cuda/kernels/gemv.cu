@@ -186,10 +186,13 @@ __device__ __forceinline__ float block_dot(const WeightBlock<T>& w, const Staged
 
 // The weights one lane loads at a time for NR rows: blocks base + u·LPR of
 // each row, u < UNROLL (64 bytes of quants per lane and row, 32 per row of a
-// pair, to bound registers). LPR is the number of lanes sharing a row.
+// pair, to bound registers; 128 for single Q4 rows on whole warps, so the
+// MLP's down projection (176 blocks a row in TinyLlama) loads in one round).
+// LPR is the number of lanes sharing a row.
 template <int T, int NR, int LPR>
 struct RowChunk {
-    static constexpr int UNROLL = (T == TYPE_Q8_0 ? GEMV_UNROLL / 2 : GEMV_UNROLL) / NR;
+    static constexpr int UNROLL = (T == TYPE_Q8_0 ? GEMV_UNROLL / 2 : GEMV_UNROLL) / NR *
+                                  (T != TYPE_Q8_0 && NR == 1 && LPR == WARP ? 2 : 1);
     WeightBlock<T> w[NR][UNROLL];
 };
 

@@ -52,22 +52,31 @@ fn blocks_per_multiprocessor() -> usize {
 /// covers the row, so short rows do not leave most of a warp idle and no row
 /// waits for memory twice; 32 for rows longer than that. A lane loads
 /// `GEMV_UNROLL` (4) blocks of 32 weights per row in a round, half as many for
-/// Q8_0 (twice the bytes) and for gate/up pairs. Float types use whole warps.
+/// Q8_0 (twice the bytes) and for gate/up pairs, twice as many for single Q4
+/// rows on whole warps (`RowChunk` in gemv.cu). Float types use whole warps.
 fn lanes_per_row(weight_type: WeightType, cols: usize, pairs: bool) -> usize {
     if !weight_type.is_quantized() {
         return 32;
     }
-    let mut per_round = 4;
-    if weight_type == WeightType::Q8_0 {
-        per_round /= 2;
-    }
-    if pairs {
-        per_round /= 2;
-    }
+    let q8 = weight_type == WeightType::Q8_0;
+    // Blocks a lane loads per round (RowChunk::UNROLL in gemv.cu).
+    let per_round = |lanes: usize| {
+        let mut blocks = 4;
+        if q8 {
+            blocks /= 2;
+        }
+        if pairs {
+            blocks /= 2;
+        }
+        if !q8 && !pairs && lanes == 32 {
+            blocks *= 2;
+        }
+        blocks
+    };
     let blocks = cols / 32;
     [8, 16, 32]
         .into_iter()
-        .find(|lanes| lanes * per_round >= blocks)
+        .find(|&lanes| lanes * per_round(lanes) >= blocks)
         .unwrap_or(32)
 }
 
