@@ -177,6 +177,8 @@ pub fn gemv(
     let rows_per_block = warps * (32 / lanes);
     let cap = gpu.info().multiprocessors * blocks_per_multiprocessor();
     let blocks = blocks_for(out_rows, rows_per_block).min(cap.max(1) as u32);
+    let (grid, threads) = ((blocks, 1), (warps * 32) as u32);
+    // Only quantized GEMVs start early (see gemv.cu).
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
     // x holds cols values, y out_rows, the norm weight cols, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
@@ -184,8 +186,6 @@ pub fn gemv(
     // caches hold `capacity` positions and the caller keeps *position below it
     // (the host checks room before every step).
     // The kernel waits for the previous one before its first dependent access.
-    // Only quantized GEMVs start early (see gemv.cu).
-    let (grid, threads) = ((blocks, 1), (warps * 32) as u32);
     unsafe {
         if w.weight_type().is_quantized() {
             gpu.launch_dependent(&kernel, grid, threads, shared as u32, &args)
