@@ -286,10 +286,44 @@ impl Gpu {
         shared_bytes: u32,
         args: &[Arg],
     ) -> Result<()> {
-        if !self.dependent_launches {
-            // SAFETY: the caller upholds `launch`'s contract.
-            return unsafe { self.launch(kernel, grid, block, shared_bytes, args) };
-        }
+        let dependent = self.dependent_launches;
+        // SAFETY: the caller upholds `launch`'s contract.
+        unsafe { self.launch_with(kernel, grid, block, shared_bytes, args, dependent) }
+    }
+
+    /// Launches `kernel` on the stream.
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameter list in number, order and type,
+    /// every pointer must address device memory that stays allocated until the
+    /// kernel has run, and the sizes passed must keep the kernel's accesses
+    /// inside that memory.
+    pub(crate) unsafe fn launch(
+        &self,
+        kernel: &str,
+        grid: (u32, u32),
+        block: u32,
+        shared_bytes: u32,
+        args: &[Arg],
+    ) -> Result<()> {
+        // SAFETY: the caller upholds this function's contract.
+        unsafe { self.launch_with(kernel, grid, block, shared_bytes, args, false) }
+    }
+
+    /// Launches `kernel` through cuLaunchKernelEx, with the programmatic
+    /// serialization attribute when `dependent`.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`]; with `dependent`, as [`Gpu::launch_dependent`].
+    unsafe fn launch_with(
+        &self,
+        kernel: &str,
+        grid: (u32, u32),
+        block: u32,
+        shared_bytes: u32,
+        args: &[Arg],
+        dependent: bool,
+    ) -> Result<()> {
         let function = self.function(kernel)?;
         // Each argument's bytes in an 8-byte slot; the kernel reads 4 or 8.
         let mut slots: Vec<u64> = args
@@ -321,7 +355,7 @@ impl Gpu {
             sharedMemBytes: shared_bytes,
             hStream: self.stream.cu_stream(),
             attrs: &mut attribute,
-            numAttrs: 1,
+            numAttrs: u32::from(dependent),
         };
         let name = || {
             format!(
@@ -346,50 +380,6 @@ impl Gpu {
             }
             .result()
             .map_err(|e| CudaError::driver(format!("launching {kernel}"), e))
-        })
-    }
-
-    /// Launches `kernel` on the stream.
-    ///
-    /// # Safety
-    /// `args` must match the kernel's parameter list in number, order and type,
-    /// every pointer must address device memory that stays allocated until the
-    /// kernel has run, and the sizes passed must keep the kernel's accesses
-    /// inside that memory.
-    pub(crate) unsafe fn launch(
-        &self,
-        kernel: &str,
-        grid: (u32, u32),
-        block: u32,
-        shared_bytes: u32,
-        args: &[Arg],
-    ) -> Result<()> {
-        let function = self.function(kernel)?;
-        let mut builder = self.stream.launch_builder(&function);
-        for arg in args {
-            match arg {
-                Arg::Ptr(p) => builder.arg(p),
-                Arg::I32(v) => builder.arg(v),
-                Arg::F32(v) => builder.arg(v),
-            };
-        }
-        let config = LaunchConfig {
-            grid_dim: (grid.0.max(1), grid.1.max(1), 1),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: shared_bytes,
-        };
-        let name = || {
-            format!(
-                "{kernel} <<<{}x{}, {block}>>>",
-                config.grid_dim.0, config.grid_dim.1
-            )
-        };
-        self.timed(name, || {
-            // SAFETY: the caller guarantees the arguments match the kernel and
-            // the memory they address (this function's contract).
-            unsafe { builder.launch(config) }
-                .map(|_| ())
-                .map_err(|e| CudaError::driver(format!("launching {kernel}"), e))
         })
     }
 }

@@ -132,27 +132,11 @@ pub fn attention_f16_accumulator(
     start: Span<'_, i32>,
     out: Span<'_, f32>,
 ) -> Result<()> {
-    h.check()?;
-    cache.check(&h)?;
     if rows == 0 {
         return Ok(());
     }
-    q.require((rows - 1) * q_stride + h.q_width(), "queries")?;
-    out.require(rows * h.q_width(), "attention output")?;
-    start.require(1, "start position")?;
-    let args = [
-        q.into(),
-        Arg::I32(int(q_stride, "query stride")?),
-        cache.keys.into(),
-        cache.values.into(),
-        start.into(),
-        Arg::I32(int(h.heads, "heads")?),
-        Arg::I32(int(h.kv_heads, "kv heads")?),
-        Arg::I32(int(h.head_dim, "head dim")?),
-        Arg::I32(int(cache.capacity, "capacity")?),
-        Arg::F32(h.scale()),
-        out.into(),
-    ];
+    let mut args = batch_args(h, q, q_stride, rows, cache, start, out)?;
+    args.remove(ROWS_ARG); // one block per (row, head) needs no row count
     let blocks = int(rows * h.heads, "rows × heads")? as u32;
     // SAFETY: matches attention_f16_accumulator's signature; queries and output
     // are checked for `rows` rows, and positions read stay below *start + rows
@@ -203,8 +187,13 @@ pub fn attention_prefill(
     }
 }
 
+/// Where `batch_args` puts the row count and the head size.
+const ROWS_ARG: usize = 5;
+const HEAD_DIM_ARG: usize = 8;
+
 /// Checks the spans of a batch attention call and builds the kernels' common
-/// argument list.
+/// argument list: q, q_stride, keys, values, start, rows, heads, kv_heads,
+/// head_dim, capacity, scale, out.
 #[allow(clippy::too_many_arguments)]
 fn batch_args(
     h: Heads,
@@ -294,7 +283,7 @@ pub fn attention_flash(
         return Ok(());
     }
     let mut args = batch_args(h, q, q_stride, rows, cache, start, out)?;
-    args.remove(8); // the kernel is specialised for its head size
+    args.remove(HEAD_DIM_ARG); // the kernel is specialised for its head size
     let kernel = format!("attention_flash_{}", h.head_dim);
     // SAFETY: matches attention_flash_<D>'s signature (D = head_dim, so the
     // head-size argument is left out); queries and output are checked for
