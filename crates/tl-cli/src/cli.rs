@@ -225,9 +225,15 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,
 
-    /// Seed of the random prompt tokens.
+    /// Seed of the random prompt tokens (and of the sampler).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
+
+    /// Sample the generation test at this temperature (the other sampler
+    /// settings at their defaults: top-k 40, top-p 0.95, min-p 0.05) instead of
+    /// taking the argmax; the logits then come back to the host every step.
+    #[arg(long, value_name = "T", default_value_t = 0.0)]
+    pub temperature: f32,
 
     /// Print the results as JSON instead of a table.
     #[arg(long)]

@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 use tl_engine::model::Logits;
 use tl_engine::sampler::rng::Xoshiro256StarStar;
+use tl_engine::sampler::{Sampler, SamplerConfig};
 use tl_engine::{Backend, KernelTime, SequenceCache};
 
 use crate::cli::BenchArgs;
@@ -176,9 +177,24 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
             Ok((history[0], 0))
         }
     };
+    // Greedy steps take the device argmax (4 bytes back per token); with a
+    // temperature every step brings the logits back and samples on the host,
+    // with the default sampler settings otherwise.
     let generate = |cache: &mut SequenceCache, (mut token, mut position): (u32, usize)| {
+        let mut sampler = Sampler::new(SamplerConfig {
+            temperature: args.temperature,
+            seed: args.seed,
+            ..SamplerConfig::default()
+        });
+        let mut context: Vec<u32> = history[..position.min(history.len())].to_vec();
         for _ in 0..args.generate {
-            token = backend.forward_greedy(token, position, cache)?;
+            token = if args.temperature > 0.0 {
+                let logits = backend.forward(&[token], position, cache, Logits::Last)?;
+                context.push(token);
+                sampler.sample(&logits, &context)?
+            } else {
+                backend.forward_greedy(token, position, cache)?
+            };
             position += 1;
         }
         anyhow::Ok(())
@@ -194,15 +210,16 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
             syncs += backend.syncs() - before;
         }
     }
+    let sampled = if args.temperature > 0.0 { " sampled" } else { "" };
     let mut result = summarise(
-        format!("tg{}", args.generate),
+        format!("tg{}{sampled}", args.generate),
         args.generate,
         args.depth,
         &times,
         syncs,
     );
     if args.depth > 0 {
-        result.test = format!("tg{} @ d{}", args.generate, args.depth);
+        result.test = format!("tg{}{sampled} @ d{}", args.generate, args.depth);
     }
     let start = fill(&mut cache)?;
     result.profile = profiled(backend, args.profile, args.generate, || {
