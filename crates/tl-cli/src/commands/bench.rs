@@ -95,6 +95,11 @@ pub fn run(args: &BenchArgs, verbose: bool) -> Result<()> {
         bail!("the tests need a context of {needed} tokens; --ctx is {context}");
     }
     let backend = &loaded.model;
+    if args.profile && backend.cpu_model().is_some() {
+        eprintln!(
+            "note: --profile times GPU kernels; this model runs on the CPU, so no profile follows"
+        );
+    }
     let mut results = Vec::new();
     for &tokens in args.prompt.iter().filter(|&&n| n > 0) {
         eprintln!("bench: pp{tokens} ({} reps)", args.reps);
@@ -210,7 +215,11 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
             syncs += backend.syncs() - before;
         }
     }
-    let sampled = if args.temperature > 0.0 { " sampled" } else { "" };
+    let sampled = if args.temperature > 0.0 {
+        " sampled"
+    } else {
+        ""
+    };
     let mut result = summarise(
         format!("tg{}{sampled}", args.generate),
         args.generate,

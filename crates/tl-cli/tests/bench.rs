@@ -1,0 +1,105 @@
+//! `tl bench` through the real binary on a tiny synthetic model (CPU): the JSON
+//! report names each test, sampled generation is its own test, and bad settings
+//! give one-line errors.
+
+mod common;
+
+use std::path::Path;
+
+use common::{run, stderr, stdout};
+
+fn tiny_model(dir: &Path) -> String {
+    let model = dir.join("tiny.gguf");
+    let model = model.to_str().unwrap().to_owned();
+    let out = run(&[
+        "model", "synth", "--shape", "tiny", "--quant", "q4_0", "-o", &model,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    model
+}
+
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let mut full = vec!["bench", "--device", "cpu", "--reps", "1", "--json"];
+    full.extend_from_slice(args);
+    let out = run(&full);
+    assert!(out.status.success(), "{full:?}: {}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn test_names(report: &serde_json::Value) -> Vec<String> {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["test"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn reports_prompt_and_generation_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let report = bench_json(&["-m", &model, "-p", "16,8", "-n", "4"]);
+    assert_eq!(test_names(&report), ["pp16", "pp8", "tg4"]);
+    for result in report["results"].as_array().unwrap() {
+        assert!(result["tokens_per_second_median"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            result["syncs_per_token"].as_f64(),
+            Some(0.0),
+            "the CPU never syncs"
+        );
+    }
+    let report = bench_json(&[
+        "-m",
+        &model,
+        "-p",
+        "0",
+        "-n",
+        "4",
+        "--depth",
+        "6",
+        "--temperature",
+        "0.7",
+    ]);
+    assert_eq!(test_names(&report), ["tg4 sampled @ d6"]);
+}
+
+#[test]
+fn profiling_on_the_cpu_says_there_is_nothing_to_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let out = run(&[
+        "bench",
+        "-m",
+        &model,
+        "--device",
+        "cpu",
+        "-p",
+        "8",
+        "-n",
+        "2",
+        "--reps",
+        "1",
+        "--profile",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no profile follows"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains("profile of"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_context_too_small_for_the_tests_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let out = run(&[
+        "bench", "-m", &model, "--device", "cpu", "-p", "16", "-n", "0", "--ctx", "8",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("need a context of 16 tokens"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
