@@ -6,11 +6,11 @@
 use half::{bf16, f16};
 use tl_cuda::ops::attention::{
     attention_f16_accumulator, attention_f32, attention_flash, flash_supported, rope_store_kv,
-    Heads, LayerCache,
+    AttentionBatch, Heads, LayerCache,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::{blas, rows};
-use tl_cuda::{Buffer, CudaError, DeviceMatrix, Gpu, Graph, Span, WeightType};
+use tl_cuda::{Buffer, CudaError, DeviceMatrix, Gpu, Graph, WeightType};
 
 fn gpu() -> Option<Gpu> {
     match Gpu::open(0) {
@@ -586,16 +586,7 @@ fn rope_cache_write_and_attention_match_the_reference() {
             // Every path on every batch: f32 within float rounding of the
             // reference, the others within f16 rounding (tensor cores: f16
             // query and softmax weights; the accumulator path: f16 output).
-            type Attend = fn(
-                &Gpu,
-                Heads,
-                Span<'_, f32>,
-                usize,
-                usize,
-                LayerCache<'_>,
-                Span<'_, i32>,
-                Span<'_, f32>,
-            ) -> tl_cuda::Result<()>;
+            type Attend = fn(&Gpu, &AttentionBatch<'_>) -> tl_cuda::Result<()>;
             let mut paths: Vec<(&str, Attend, f64)> = vec![
                 ("f32", attention_f32, 1e-4),
                 ("f16 accumulator", attention_f16_accumulator, 5e-3),
@@ -610,17 +601,16 @@ fn rope_cache_write_and_attention_match_the_reference() {
             }
             for (name, attend, tolerance) in paths {
                 let out = poisoned_f32(&gpu, rows_now * q_width);
-                attend(
-                    &gpu,
-                    h,
-                    qb.all(),
-                    qkv_width,
-                    rows_now,
+                let batch = AttentionBatch {
+                    heads: h,
+                    queries: qb.all(),
+                    query_stride: qkv_width,
+                    rows: rows_now,
                     cache,
-                    start.all(),
-                    out.all(),
-                )
-                .unwrap();
+                    start: start.all(),
+                    out: out.all(),
+                };
+                attend(&gpu, &batch).unwrap();
                 let err = relative_error(&download(&gpu, &out, rows_now * q_width), &want);
                 eprintln!(
                     "attention, {name}, heads of {}: {rows_now} rows at {position}: relative error {err:.2e}",

@@ -359,7 +359,7 @@ fn greedy_text_parts_from_the_cpu_only_at_near_ties() {
 #[test]
 fn small_batch_attention_matches_the_cpu_arithmetic() {
     use half::f16;
-    use tl_cuda::ops::attention::{attention_f16_accumulator, Heads, LayerCache};
+    use tl_cuda::ops::attention::{attention_f16_accumulator, AttentionBatch, Heads, LayerCache};
     use tl_cuda::Buffer;
     let Some(gpu) = gpu() else { return };
     let h = Heads {
@@ -404,8 +404,16 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
         let qb = Buffer::from_host(&gpu, &q).unwrap();
         let sb = Buffer::from_host(&gpu, &[start as i32]).unwrap();
         let out = Buffer::from_host(&gpu, &vec![f32::NAN; rows * q_width]).unwrap();
-        attention_f16_accumulator(&gpu, h, qb.all(), q_width, rows, cache, sb.all(), out.all())
-            .unwrap();
+        let batch = AttentionBatch {
+            heads: h,
+            queries: qb.all(),
+            query_stride: q_width,
+            rows,
+            cache,
+            start: sb.all(),
+            out: out.all(),
+        };
+        attention_f16_accumulator(&gpu, &batch).unwrap();
         let mut got = vec![0.0f32; rows * q_width];
         gpu.download(out.all(), &mut got).unwrap();
         let mut want = vec![0.0f32; rows * q_width];

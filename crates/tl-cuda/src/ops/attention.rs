@@ -73,6 +73,20 @@ impl LayerCache<'_> {
     }
 }
 
+/// One attention call over the cache: `rows` query rows of `queries` (row r at
+/// position `*start + r`, rows `query_stride` floats apart, head h at h ×
+/// head_dim), written to `out` as `[row][heads × head_dim]`.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionBatch<'a> {
+    pub heads: Heads,
+    pub queries: Span<'a, f32>,
+    pub query_stride: usize,
+    pub rows: usize,
+    pub cache: LayerCache<'a>,
+    pub start: Span<'a, i32>,
+    pub out: Span<'a, f32>,
+}
+
 /// Rotates the queries of `rows` rows of `qkv` in place and writes the rotated
 /// keys and the values at positions `*start + r` of the cache. `cos_sin` holds
 /// (cos, sin) pairs for positions `0..max_position`; `*start + rows` must not
@@ -117,27 +131,15 @@ pub fn rope_store_kv(
 }
 
 /// Causal attention with llama.cpp's small-batch CPU arithmetic (f16 query,
-/// f16 running output; see attention.cu) for `rows` query rows, row r at
-/// position `*start + r`, rows `q_stride` floats apart; `out` is
-/// `[row][heads × head_dim]`. The CPU backend uses it below [`TILED_MIN_ROWS`]
-/// rows, and so does the GPU.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_f16_accumulator(
-    gpu: &Gpu,
-    h: Heads,
-    q: Span<'_, f32>,
-    q_stride: usize,
-    rows: usize,
-    cache: LayerCache<'_>,
-    start: Span<'_, i32>,
-    out: Span<'_, f32>,
-) -> Result<()> {
-    if rows == 0 {
+/// f16 running output; see attention.cu). The CPU backend uses it below
+/// [`TILED_MIN_ROWS`] rows, and so does the GPU.
+pub fn attention_f16_accumulator(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
+    if batch.rows == 0 {
         return Ok(());
     }
-    let mut args = batch_args(h, q, q_stride, rows, cache, start, out)?;
+    let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG); // one block per (row, head) needs no row count
-    let blocks = int(rows * h.heads, "rows × heads")? as u32;
+    let blocks = int(batch.rows * batch.heads.heads, "rows × heads")? as u32;
     // SAFETY: matches attention_f16_accumulator's signature; queries and output
     // are checked for `rows` rows, and positions read stay below *start + rows
     // <= capacity (the host checks room before every pass).
@@ -169,21 +171,11 @@ pub fn flash_supported(gpu: &Gpu, head_dim: usize) -> bool {
 
 /// Causal attention for a prompt batch: [`attention_flash`] where the GPU and
 /// head size allow, else [`attention_f32`].
-#[allow(clippy::too_many_arguments)]
-pub fn attention_prefill(
-    gpu: &Gpu,
-    h: Heads,
-    q: Span<'_, f32>,
-    q_stride: usize,
-    rows: usize,
-    cache: LayerCache<'_>,
-    start: Span<'_, i32>,
-    out: Span<'_, f32>,
-) -> Result<()> {
-    if flash_supported(gpu, h.head_dim) {
-        attention_flash(gpu, h, q, q_stride, rows, cache, start, out)
+pub fn attention_prefill(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
+    if flash_supported(gpu, batch.heads.head_dim) {
+        attention_flash(gpu, batch)
     } else {
-        attention_f32(gpu, h, q, q_stride, rows, cache, start, out)
+        attention_f32(gpu, batch)
     }
 }
 
@@ -194,16 +186,16 @@ const HEAD_DIM_ARG: usize = 8;
 /// Checks the spans of a batch attention call and builds the kernels' common
 /// argument list: q, q_stride, keys, values, start, rows, heads, kv_heads,
 /// head_dim, capacity, scale, out.
-#[allow(clippy::too_many_arguments)]
-fn batch_args(
-    h: Heads,
-    q: Span<'_, f32>,
-    q_stride: usize,
-    rows: usize,
-    cache: LayerCache<'_>,
-    start: Span<'_, i32>,
-    out: Span<'_, f32>,
-) -> Result<Vec<Arg>> {
+fn batch_args(batch: &AttentionBatch<'_>) -> Result<Vec<Arg>> {
+    let AttentionBatch {
+        heads: h,
+        queries: q,
+        query_stride: q_stride,
+        rows,
+        cache,
+        start,
+        out,
+    } = *batch;
     h.check()?;
     cache.check(&h)?;
     q.require((rows - 1) * q_stride + h.q_width(), "queries")?;
@@ -225,31 +217,20 @@ fn batch_args(
     ])
 }
 
-/// Causal attention in f32 throughout (the CPU's tiled path's precision) of
-/// `rows` query rows (row r at position `*start + r`, rows `q_stride` floats
-/// apart) over the cache; `out` is `[row][heads × head_dim]`.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_f32(
-    gpu: &Gpu,
-    h: Heads,
-    q: Span<'_, f32>,
-    q_stride: usize,
-    rows: usize,
-    cache: LayerCache<'_>,
-    start: Span<'_, i32>,
-    out: Span<'_, f32>,
-) -> Result<()> {
-    if rows == 0 {
+/// Causal attention in f32 throughout (the CPU's tiled path's precision).
+pub fn attention_f32(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
+    if batch.rows == 0 {
         return Ok(());
     }
-    let args = batch_args(h, q, q_stride, rows, cache, start, out)?;
+    let args = batch_args(batch)?;
+    let (rows, heads) = (batch.rows, batch.heads.heads);
     // SAFETY: matches attention_prefill's signature; queries and output are
     // checked for `rows` rows, and positions read stay below *start + rows <=
     // capacity (the host checks room before every pass).
     unsafe {
         gpu.launch(
             "attention_prefill",
-            (blocks_for(rows * h.heads, WARPS), 1),
+            (blocks_for(rows * heads, WARPS), 1),
             (WARPS * 32) as u32,
             0,
             &args,
@@ -260,17 +241,8 @@ pub fn attention_f32(
 /// The same attention on tensor cores (flash_attention.cu): queries and
 /// softmax weights rounded to f16, scores, softmax and output in f32. Errors
 /// where [`flash_supported`] is false.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_flash(
-    gpu: &Gpu,
-    h: Heads,
-    q: Span<'_, f32>,
-    q_stride: usize,
-    rows: usize,
-    cache: LayerCache<'_>,
-    start: Span<'_, i32>,
-    out: Span<'_, f32>,
-) -> Result<()> {
+pub fn attention_flash(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
+    let h = batch.heads;
     if !flash_supported(gpu, h.head_dim) {
         return Err(CudaError::Unsupported(format!(
             "tensor-core attention needs compute capability 8.0+ and heads of 64 or 128 values (this is {}.{} with {})",
@@ -279,10 +251,10 @@ pub fn attention_flash(
             h.head_dim
         )));
     }
-    if rows == 0 {
+    if batch.rows == 0 {
         return Ok(());
     }
-    let mut args = batch_args(h, q, q_stride, rows, cache, start, out)?;
+    let mut args = batch_args(batch)?;
     args.remove(HEAD_DIM_ARG); // the kernel is specialised for its head size
     let kernel = format!("attention_flash_{}", h.head_dim);
     // SAFETY: matches attention_flash_<D>'s signature (D = head_dim, so the
@@ -292,7 +264,10 @@ pub fn attention_flash(
     unsafe {
         gpu.launch(
             &kernel,
-            (blocks_for(rows, FLASH_ROWS), int(h.heads, "heads")? as u32),
+            (
+                blocks_for(batch.rows, FLASH_ROWS),
+                int(h.heads, "heads")? as u32,
+            ),
             128,
             0,
             &args,

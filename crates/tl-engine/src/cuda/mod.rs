@@ -17,7 +17,7 @@ mod weights;
 use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
-use tl_cuda::ops::attention::{self as attention_ops, Heads};
+use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, Heads};
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::{blas, rows as row_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
@@ -236,16 +236,16 @@ impl CudaModel {
                 cache: kv,
             };
             gemv(gpu, &b.qkv, s.x.all(), s.qkv.all(), norm_rope)?;
-            attention_ops::attention_f16_accumulator(
-                gpu,
-                self.heads(),
-                s.qkv.span(0, q_width)?,
-                q_width,
-                1,
-                kv,
-                s.position.all(),
-                s.attention.all(),
-            )?;
+            let batch = AttentionBatch {
+                heads: self.heads(),
+                queries: s.qkv.span(0, q_width)?,
+                query_stride: q_width,
+                rows: 1,
+                cache: kv,
+                start: s.position.all(),
+                out: s.attention.all(),
+            };
+            attention_ops::attention_f16_accumulator(gpu, &batch)?;
             gemv(
                 gpu,
                 &b.attention_output,
@@ -313,23 +313,21 @@ impl CudaModel {
                 p.start.all(),
                 kv,
             )?;
-            let (q, q_stride) = (p.qkv.all(), b.qkv.rows());
-            // The CPU backend's rule: small batches take the f16-accumulator path.
-            let attend = if n < attention_ops::TILED_MIN_ROWS {
-                attention_ops::attention_f16_accumulator
-            } else {
-                attention_ops::attention_prefill
-            };
-            attend(
-                gpu,
+            let batch = AttentionBatch {
                 heads,
-                q,
-                q_stride,
-                n,
-                kv,
-                p.start.all(),
-                p.attention.all(),
-            )?;
+                queries: p.qkv.all(),
+                query_stride: b.qkv.rows(),
+                rows: n,
+                cache: kv,
+                start: p.start.all(),
+                out: p.attention.all(),
+            };
+            // The CPU backend's rule: small batches take the f16-accumulator path.
+            if n < attention_ops::TILED_MIN_ROWS {
+                attention_ops::attention_f16_accumulator(gpu, &batch)?;
+            } else {
+                attention_ops::attention_prefill(gpu, &batch)?;
+            }
             self.matmul(
                 &b.attention_output,
                 p.attention.all(),
