@@ -231,7 +231,7 @@ pub struct BenchArgs {
 
     /// Sample the generation test at this temperature (the other sampler
     /// settings at their defaults: top-k 40, top-p 0.95, min-p 0.05) instead of
-    /// taking the argmax; the logits then come back to the host every step.
+    /// taking the argmax; on a GPU the top 40 logits come back every step.
     #[arg(long, value_name = "T", default_value_t = 0.0)]
     pub temperature: f32,
 

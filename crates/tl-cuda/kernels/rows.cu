@@ -158,6 +158,78 @@ extern "C" __global__ void argmax(const float* x, int n, u32* out, u32* scratch)
     *(volatile u32*)scratch = 0;
 }
 
+// A float's position in the total order (as f32::total_cmp) as an unsigned
+// key: larger keys for larger values. Unusable values (NaN, -inf) get 0, below
+// every usable one.
+__device__ __forceinline__ u32 order_key(float v) {
+    if (!(v > -__int_as_float(0x7f800000))) return 0u;
+    const u32 b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// Selects the k largest usable values of x[0..n) for the sampler: every value
+// whose key is above the k-th largest key, and every value equal to it (the
+// host keeps the lowest token ids among those). One block; the k-th key is
+// found by a radix select over the keys' four bytes. out[0] = pairs written
+// (at most `capacity`), out[1] = pairs selected (more than written: the host
+// must fall back), then (token, value bits) pairs in no particular order.
+extern "C" __global__ void top_k_select(const float* x, int n, int k, u32* out, int capacity) {
+    __shared__ u32 histogram[256];
+    __shared__ u32 prefix, mask, remaining, usable, written, selected;
+    if (threadIdx.x == 0) {
+        prefix = 0u;
+        mask = 0u;
+        remaining = (u32)k;
+        usable = 0u;
+        written = 0u;
+        selected = 0u;
+    }
+    __syncthreads();
+    u32 local = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) local += order_key(x[i]) != 0u;
+    atomicAdd(&usable, local);
+    __syncthreads();
+    u32 threshold = 1u;  // every usable value, when there are at most k
+    if (usable > (u32)k) {
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int d = threadIdx.x; d < 256; d += blockDim.x) histogram[d] = 0u;
+            __syncthreads();
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                const u32 key = order_key(x[i]);
+                if (key != 0u && (key & mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                // The digit holding the remaining-th largest key, scanning down.
+                u32 above = 0;
+                int d = 255;
+                for (; d > 0 && above + histogram[d] < remaining; --d) above += histogram[d];
+                remaining -= above;
+                prefix |= (u32)d << shift;
+                mask |= 0xffu << shift;
+            }
+            __syncthreads();
+        }
+        threshold = prefix;
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = x[i];
+        if (order_key(v) >= threshold && order_key(v) != 0u) {
+            atomicAdd(&selected, 1u);
+            const u32 slot = atomicAdd(&written, 1u);
+            if (slot < (u32)capacity) {
+                out[2 + 2 * slot] = (u32)i;
+                out[3 + 2 * slot] = __float_as_uint(v);
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[0] = min(written, (u32)capacity);
+        out[1] = selected;
+    }
+}
+
 // Keeps the GPU busy for `ns` nanoseconds. A kernel profile queues it before
 // each timed kernel, so the kernel is already queued when its start event is
 // reached and the measured time holds no host launch latency.

@@ -725,3 +725,56 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
         }
     }
 }
+
+/// The k largest usable values: every value above the k-th and every value
+/// tied with it, NaN and -inf never, against a sort on the host.
+#[test]
+fn top_k_select_returns_the_largest_values_and_their_ties() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(9);
+    let out = Buffer::from_host(&gpu, &vec![0u32; rows::top_k_output_len()]).unwrap();
+    for (n, k) in [
+        (1usize, 1usize),
+        (50, 40),
+        (1000, 1),
+        (49152, 40),
+        (151_936, 256),
+        (3000, 5),
+    ] {
+        let mut x = rng.vec(n);
+        if n > 100 {
+            x[7] = f32::NAN;
+            x[8] = f32::NEG_INFINITY;
+            x[9] = f32::INFINITY;
+            // Ties at what will be near the k-th value, and a signed zero.
+            let mut sorted: Vec<f32> = x.iter().copied().filter(|v| v.is_finite()).collect();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            let kth = sorted[k.min(sorted.len()) - 1];
+            x[20] = kth;
+            x[21] = kth;
+            x[22] = -0.0;
+        }
+        let xb = Buffer::from_host(&gpu, &x).unwrap();
+        rows::top_k_select(&gpu, xb.all(), n, k, out.all()).unwrap();
+        let got = download(&gpu, &out, rows::top_k_output_len());
+        let (written, selected) = (got[0] as usize, got[1] as usize);
+        assert_eq!(written, selected, "n {n}: no overflow expected");
+        let mut pairs: Vec<(u32, f32)> = (0..written)
+            .map(|i| (got[2 + 2 * i], f32::from_bits(got[3 + 2 * i])))
+            .collect();
+        for &(i, v) in &pairs {
+            assert_eq!(v.to_bits(), x[i as usize].to_bits(), "n {n}: value of {i}");
+        }
+        pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut want: Vec<(u32, f32)> = (0u32..).zip(x.iter().copied()).collect();
+        want.retain(|(_, v)| *v > f32::NEG_INFINITY);
+        want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let kth = want[k.min(want.len()) - 1].1;
+        let expected: Vec<(u32, f32)> = want
+            .iter()
+            .copied()
+            .filter(|(_, v)| v.total_cmp(&kth).is_ge())
+            .collect();
+        assert_eq!(pairs, expected, "n {n}, k {k}");
+    }
+}

@@ -232,8 +232,40 @@ impl Backend {
     }
 }
 
+/// What a step gives the sampler: the best (token, logit) pairs selected on a
+/// GPU, or the whole row of logits.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TopLogits {
+    Pairs(Vec<(u32, f32)>),
+    Row(Vec<f32>),
+}
+
 fn mismatch() -> Error {
     Error::InvalidRequest("a cache made by one backend was used with another".into())
+}
+
+impl Backend {
+    /// Runs one token and returns the `k` highest logits that follow it (with
+    /// ties of the k-th) when the GPU selects them, else the whole row (the
+    /// CPU, or ties overflowing the GPU's buffer).
+    pub fn forward_top_k(
+        &self,
+        token: u32,
+        index_pos: usize,
+        cache: &mut SequenceCache,
+        k: usize,
+    ) -> Result<TopLogits> {
+        match (self, cache) {
+            (Backend::Cpu(m), SequenceCache::Cpu(c)) => Ok(TopLogits::Row(m.forward(
+                &[token],
+                index_pos,
+                c,
+                Logits::Last,
+            )?)),
+            (Backend::Cuda(m), SequenceCache::Cuda(c)) => m.forward_top_k(token, index_pos, c, k),
+            _ => Err(mismatch()),
+        }
+    }
 }
 
 impl From<Model> for Backend {

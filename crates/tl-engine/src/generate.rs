@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, TopLogits};
 use crate::error::Result;
 use crate::sampler::Sampler;
 use crate::session::Session;
@@ -137,8 +137,10 @@ impl Generator<'_> {
             return Ok(run.finish(StopReason::Cancelled, stats));
         };
         let mut decode_started = None;
-        // Plain argmax can be taken on the device, so only a token id comes back.
+        // Plain argmax can be taken on the device, so only a token id comes
+        // back; a sampler that needs only the top k gets k pairs.
         let device_argmax = sampler.config().is_plain_argmax();
+        let device_top_k = sampler.device_top_k();
         let mut picked = None;
         loop {
             let next = match picked.take() {
@@ -162,6 +164,11 @@ impl Generator<'_> {
             }
             if device_argmax {
                 picked = Some(session.step_greedy(self.model, next)?);
+            } else if let Some(k) = device_top_k {
+                match session.step_top_k(self.model, next, k)? {
+                    TopLogits::Pairs(top) => picked = Some(sampler.sample_top_candidates(&top)?),
+                    TopLogits::Row(row) => logits = row,
+                }
             } else {
                 logits = session.step(self.model, next)?;
             }

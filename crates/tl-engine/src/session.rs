@@ -2,7 +2,7 @@
 //! new prompt that extends the old one (the next turn of a chat) only runs the new
 //! tokens through the model.
 
-use crate::backend::{Backend, SequenceCache};
+use crate::backend::{Backend, SequenceCache, TopLogits};
 use crate::error::{Error, Result};
 use crate::model::Logits;
 
@@ -104,6 +104,22 @@ impl Session {
             Ok(next) => {
                 self.tokens.push(token);
                 Ok(next)
+            }
+            Err(e) => {
+                self.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
+    /// Appends one token and returns the `k` highest logits that follow it
+    /// (on a GPU only those cross to the host; see [`Backend::forward_top_k`]).
+    pub fn step_top_k(&mut self, model: &Backend, token: u32, k: usize) -> Result<TopLogits> {
+        let start = self.tokens.len();
+        match model.forward_top_k(token, start, &mut self.cache, k) {
+            Ok(top) => {
+                self.tokens.push(token);
+                Ok(top)
             }
             Err(e) => {
                 self.truncate(start);

@@ -260,6 +260,64 @@ fn gpu_runs_are_deterministic() {
     }
 }
 
+/// Sampling from the top-k pairs the GPU selects gives, step for step, the
+/// tokens the host sampler gives from the whole row of the same logits (same
+/// seed), for a few sampler settings.
+#[test]
+fn sampling_from_device_top_k_matches_sampling_from_the_whole_row() {
+    use tl_engine::TopLogits;
+    let Some(gpu) = gpu() else { return };
+    for path in models() {
+        let (_, cuda) = load_both(&path, &gpu);
+        for (temperature, top_k, top_p, min_p) in [
+            (0.8, 40, 0.95, 0.05),
+            (1.5, 200, 1.0, 0.0),
+            (0.3, 1, 1.0, 0.0),
+        ] {
+            let config = SamplerConfig {
+                temperature,
+                top_k,
+                top_p,
+                min_p,
+                seed: 5,
+                ..SamplerConfig::default()
+            };
+            let run = |device: bool| {
+                let mut sampler = Sampler::new(config.clone());
+                let tokens = prompt(cuda.config().vocab_size);
+                let mut cache = cuda.new_cache(CONTEXT).unwrap();
+                let logits = cuda.forward(&tokens, 0, &mut cache, Logits::Last).unwrap();
+                let mut next = sampler.sample(&logits, &tokens).unwrap();
+                let mut out = vec![next];
+                for position in tokens.len()..tokens.len() + STEPS {
+                    next = if device {
+                        match cuda
+                            .forward_top_k(next, position, &mut cache, top_k)
+                            .unwrap()
+                        {
+                            TopLogits::Pairs(top) => sampler.sample_top_candidates(&top).unwrap(),
+                            TopLogits::Row(row) => sampler.sample(&row, &[]).unwrap(),
+                        }
+                    } else {
+                        let row = cuda
+                            .forward(&[next], position, &mut cache, Logits::Last)
+                            .unwrap();
+                        sampler.sample(&row, &[]).unwrap()
+                    };
+                    out.push(next);
+                }
+                out
+            };
+            assert_eq!(
+                run(true),
+                run(false),
+                "{}: top-k {top_k}, temperature {temperature}",
+                path.display()
+            );
+        }
+    }
+}
+
 /// The real model's greedy continuations of five prompts. Where the GPU's
 /// choice differs from the CPU's (both following the CPU's tokens), the CPU's
 /// own logits must rate the two within three times the step's RMS logit

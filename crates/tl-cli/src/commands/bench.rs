@@ -11,7 +11,7 @@ use serde::Serialize;
 use tl_engine::model::Logits;
 use tl_engine::sampler::rng::Xoshiro256StarStar;
 use tl_engine::sampler::{Sampler, SamplerConfig};
-use tl_engine::{Backend, KernelTime, SequenceCache};
+use tl_engine::{Backend, KernelTime, SequenceCache, TopLogits};
 
 use crate::cli::BenchArgs;
 use crate::loaded_model;
@@ -183,8 +183,8 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
         }
     };
     // Greedy steps take the device argmax (4 bytes back per token); with a
-    // temperature every step brings the logits back and samples on the host,
-    // with the default sampler settings otherwise.
+    // temperature the default sampler settings apply (top-k 40: the GPU sends
+    // back 40 candidates).
     let generate = |cache: &mut SequenceCache, (mut token, mut position): (u32, usize)| {
         let mut sampler = Sampler::new(SamplerConfig {
             temperature: args.temperature,
@@ -194,9 +194,19 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
         let mut context: Vec<u32> = history[..position.min(history.len())].to_vec();
         for _ in 0..args.generate {
             token = if args.temperature > 0.0 {
-                let logits = backend.forward(&[token], position, cache, Logits::Last)?;
+                // As `tl generate` samples: the top-k pairs from the GPU when
+                // the sampler needs no more, else the whole row.
+                let k = sampler.device_top_k().unwrap_or(0);
+                let step = if k > 0 {
+                    backend.forward_top_k(token, position, cache, k)?
+                } else {
+                    TopLogits::Row(backend.forward(&[token], position, cache, Logits::Last)?)
+                };
                 context.push(token);
-                sampler.sample(&logits, &context)?
+                match step {
+                    TopLogits::Pairs(top) => sampler.sample_top_candidates(&top)?,
+                    TopLogits::Row(logits) => sampler.sample(&logits, &context)?,
+                }
             } else {
                 backend.forward_greedy(token, position, cache)?
             };

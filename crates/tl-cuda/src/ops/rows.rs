@@ -161,3 +161,42 @@ pub fn argmax(gpu: &Gpu, x: Span<'_, f32>, n: usize, out: Span<'_, u32>) -> Resu
     // The kernel waits for the previous one before its first dependent access.
     unsafe { gpu.launch_dependent("argmax", (blocks as u32, 1), 1024, 0, &args) }
 }
+
+/// Pairs `top_k_select` can return: ties at the k-th value beyond this make
+/// the host fall back to the whole row.
+pub const TOP_K_CAPACITY: usize = 1024;
+
+/// Values a `top_k_select` output buffer holds: two counts, then the pairs.
+pub fn top_k_output_len() -> usize {
+    2 + 2 * TOP_K_CAPACITY
+}
+
+/// Selects the `k` largest usable (not NaN, not -inf) values of the first `n`
+/// of x, with every value tied with the k-th: `out` gets the number of pairs
+/// written, the number selected (more than written when the ties overflowed
+/// [`TOP_K_CAPACITY`]), then (index, value bits) pairs in no particular order.
+pub fn top_k_select(
+    gpu: &Gpu,
+    x: Span<'_, f32>,
+    n: usize,
+    k: usize,
+    out: Span<'_, u32>,
+) -> Result<()> {
+    x.require(n, "top-k input")?;
+    out.require(top_k_output_len(), "top-k output")?;
+    if k == 0 || k > TOP_K_CAPACITY {
+        return Err(CudaError::Unsupported(format!(
+            "top-k on the GPU takes 1 to {TOP_K_CAPACITY} values, not {k}"
+        )));
+    }
+    let args = [
+        x.into(),
+        Arg::I32(int(n, "n")?),
+        Arg::I32(int(k, "k")?),
+        out.into(),
+        Arg::I32(int(TOP_K_CAPACITY, "capacity")?),
+    ];
+    // SAFETY: matches top_k_select(const float*, int, int, u32*, int); reads n
+    // values and writes at most 2 + 2·capacity (checked above).
+    unsafe { gpu.launch("top_k_select", (1, 1), 1024, 0, &args) }
+}

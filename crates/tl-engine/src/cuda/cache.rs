@@ -22,6 +22,8 @@ pub struct StepBuffers {
     pub logits: Buffer<f32>,
     /// The argmax of the logits (first value; the rest is the kernel's scratch).
     pub next: Buffer<u32>,
+    /// The sampler's top-k candidates (`row_ops::top_k_select`'s output).
+    pub top: Buffer<u32>,
 }
 
 /// A sequence's KV cache and decode state on the GPU.
@@ -51,6 +53,7 @@ impl CudaCache {
             hidden: Buffer::zeros(gpu, c.feed_forward_length)?,
             logits: Buffer::zeros(gpu, c.vocab_size)?,
             next: Buffer::zeros(gpu, row_ops::argmax_output_len(gpu))?,
+            top: Buffer::zeros(gpu, row_ops::top_k_output_len())?,
         };
         Ok(CudaCache {
             keys: Buffer::zeros(gpu, total)?,

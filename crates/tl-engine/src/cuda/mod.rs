@@ -28,6 +28,7 @@ pub use cache::CudaCache;
 use prefill::PrefillBuffers;
 use weights::{BlockWeights, Uploader};
 
+use crate::backend::TopLogits;
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
 use crate::model::llama::check_tokens;
@@ -191,6 +192,43 @@ impl CudaModel {
         let mut next = [0u32];
         self.gpu.download(cache.step.next.all(), &mut next)?;
         Ok(next[0])
+    }
+
+    /// Runs one token and returns the `k` highest logits that follow it as
+    /// (token, logit) pairs (with any ties of the k-th), selected on the
+    /// device; the whole row only when the ties overflow the selection
+    /// buffer. One sync either way but the overflow.
+    pub fn forward_top_k(
+        &self,
+        token: u32,
+        index_pos: usize,
+        cache: &mut CudaCache,
+        k: usize,
+    ) -> Result<TopLogits> {
+        check_tokens(&[token], self.config.vocab_size)?;
+        cache.check_room(index_pos, 1)?;
+        self.decode(token, index_pos, cache)?;
+        let s = &cache.step;
+        row_ops::top_k_select(
+            &self.gpu,
+            s.logits.all(),
+            self.config.vocab_size,
+            k,
+            s.top.all(),
+        )?;
+        let mut out = vec![0u32; row_ops::top_k_output_len()];
+        self.gpu.download(s.top.all(), &mut out)?;
+        let (written, selected) = (out[0] as usize, out[1] as usize);
+        if selected > written {
+            let mut logits = vec![0.0; self.config.vocab_size];
+            self.gpu.download(s.logits.all(), &mut logits)?;
+            return Ok(TopLogits::Row(logits));
+        }
+        let pairs = out[2..2 + 2 * written]
+            .chunks_exact(2)
+            .map(|pair| (pair[0], f32::from_bits(pair[1])))
+            .collect();
+        Ok(TopLogits::Pairs(pairs))
     }
 
     /// Queues one decode step (through the graph when enabled) and commits it.

@@ -87,6 +87,50 @@ impl Sampler {
     }
 }
 
+/// The most candidates [`Sampler::sample_top_candidates`] takes from a device.
+pub const MAX_DEVICE_TOP_K: usize = 256;
+
+impl Sampler {
+    /// `Some(k)` when this sampler's choice depends only on the `k` highest
+    /// logits, so a GPU may select them and send back `k` pairs instead of the
+    /// whole row: sampling (not greedy) with top-k in `1..=MAX_DEVICE_TOP_K`
+    /// and no penalties.
+    pub fn device_top_k(&self) -> Option<usize> {
+        let config = &self.config;
+        let penalties_off = Penalties::from_config(config).is_off() || config.repeat_last_n == 0;
+        let k = config.top_k;
+        (!config.is_greedy() && penalties_off && (1..=MAX_DEVICE_TOP_K).contains(&k)).then_some(k)
+    }
+
+    /// Picks the next token from the `k` (= top-k) highest logits, given as
+    /// (token, logit) pairs in any order (more pairs are cut to the best k):
+    /// the same token [`Sampler::sample`] picks from the whole row whenever
+    /// [`Sampler::device_top_k`] is `Some`.
+    pub fn sample_top_candidates(&mut self, top: &[(u32, f32)]) -> Result<u32> {
+        self.config.validate()?;
+        let Self {
+            config,
+            rng,
+            candidates,
+            ..
+        } = self;
+        candidates.clear();
+        candidates.extend(
+            top.iter()
+                .filter(|(_, logit)| *logit > f32::NEG_INFINITY)
+                .map(|&(token, logit)| Candidate::new(token, logit)),
+        );
+        candidates.sort_unstable_by(candidates::by_logit_descending);
+        candidates.truncate(config.top_k.max(1));
+        let token = if config.is_greedy() {
+            candidates.first().map(|c| c.token)
+        } else {
+            draw_from(candidates, config, rng)
+        };
+        token.ok_or_else(no_usable_logits)
+    }
+}
+
 fn check_vocabulary_size(logits: &[f32]) -> Result<()> {
     if logits.is_empty() {
         return Err(Error::InvalidRequest(
@@ -130,6 +174,15 @@ fn truncate_and_draw(
     rng: &mut Xoshiro256StarStar,
 ) -> Option<u32> {
     truncation::collect_top_k(logits, config.top_k, candidates);
+    draw_from(candidates, config, rng)
+}
+
+/// Softmax, top-p, min-p and the draw over candidates already cut to top-k.
+fn draw_from(
+    candidates: &mut Vec<Candidate>,
+    config: &SamplerConfig,
+    rng: &mut Xoshiro256StarStar,
+) -> Option<u32> {
     candidates::softmax(candidates, config.temperature);
     truncation::top_p(candidates, config.top_p);
     truncation::min_p(candidates, config.min_p);

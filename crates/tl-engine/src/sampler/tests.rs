@@ -240,3 +240,66 @@ fn invalid_config_is_reported_not_panicked() {
         Err(Error::InvalidRequest(_))
     ));
 }
+
+/// The GPU path: the best `k` (token, logit) pairs, in any order and with
+/// extra lower ones, give the token the whole row gives, step after step.
+#[test]
+fn top_candidates_pick_what_the_whole_row_picks() {
+    for (k, top_p, min_p) in [
+        (1, 1.0, 0.0),
+        (5, 0.9, 0.0),
+        (40, 0.95, 0.05),
+        (256, 1.0, 0.1),
+    ] {
+        let config = SamplerConfig {
+            temperature: 0.8,
+            top_k: k,
+            top_p,
+            min_p,
+            seed: 11,
+            ..SamplerConfig::default()
+        };
+        let mut row = logit_row(1000);
+        row[17] = row[3]; // a tie near the top
+        row[5] = f32::NAN;
+        row[6] = f32::NEG_INFINITY;
+        let mut pairs: Vec<(u32, f32)> = (0u32..).zip(row.iter().copied()).collect();
+        pairs.retain(|(_, logit)| *logit > f32::NEG_INFINITY);
+        pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        pairs.truncate(k + 10);
+        pairs.reverse();
+        let mut whole = Sampler::new(config.clone());
+        let mut top = Sampler::new(config);
+        assert_eq!(whole.device_top_k(), Some(k));
+        for step in 0..50 {
+            let want = whole.sample(&row, &[]).unwrap();
+            assert_eq!(
+                top.sample_top_candidates(&pairs).unwrap(),
+                want,
+                "k {k}, step {step}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_device_path_is_offered_only_when_top_k_decides() {
+    let sampling = |top_k, temperature, repeat_penalty| {
+        Sampler::new(SamplerConfig {
+            top_k,
+            temperature,
+            repeat_penalty,
+            ..SamplerConfig::default()
+        })
+        .device_top_k()
+    };
+    assert_eq!(sampling(40, 0.8, 1.0), Some(40));
+    assert_eq!(sampling(0, 0.8, 1.0), None, "top-k off needs the whole row");
+    assert_eq!(sampling(MAX_DEVICE_TOP_K + 1, 0.8, 1.0), None);
+    assert_eq!(
+        sampling(40, 0.0, 1.0),
+        None,
+        "greedy has its own device path"
+    );
+    assert_eq!(sampling(40, 0.8, 1.1), None, "penalties need the whole row");
+}

@@ -16,8 +16,11 @@ const INITIAL_SORTED_PREFIX: usize = 256;
 const PREFIX_GROWTH: usize = 4;
 
 /// Fills `candidates` with the `k` usable tokens of `logits` that have the
-/// highest logits, the lowest ids winning ties (0 = every usable token). The
-/// survivors come out in no particular order.
+/// highest logits, the lowest ids winning ties (0 = every usable token, in
+/// vocabulary order). With k > 0 the survivors come out most likely first
+/// ([`by_logit_descending`]), so a GPU that selects the same set (see
+/// [`super::Sampler::sample_top_candidates`]) feeds the rest of the chain the
+/// same input in the same order.
 ///
 /// One pass over the vocabulary: tokens are buffered while they beat the
 /// current k-th best logit, and the buffer is cut back to `k` whenever it
@@ -44,6 +47,7 @@ pub fn collect_top_k(logits: &[f32], k: usize, candidates: &mut Vec<Candidate>) 
     if candidates.len() > k {
         keep_best(candidates, k);
     }
+    candidates.sort_unstable_by(by_logit_descending);
 }
 
 /// Cuts `candidates` (more than `k >= 1` of them) down to the best `k`;
