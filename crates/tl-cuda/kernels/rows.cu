@@ -172,8 +172,14 @@ __device__ __forceinline__ u32 order_key(float v) {
 // host keeps the lowest token ids among those). One block; the k-th key is
 // found by a radix select over the keys' four bytes. out[0] = pairs written
 // (at most `capacity`), out[1] = pairs selected (more than written: the host
-// must fall back), then (token, value bits) pairs in no particular order.
-extern "C" __global__ void top_k_select(const float* x, int n, int k, u32* out, int capacity) {
+// must fall back), then (token, value bits) pairs in no particular order,
+// then after `capacity` pairs the values of x at the `window_len` indices of
+// `window` (NaN bits for an index outside x): the tokens the sampler's
+// penalties will change.
+extern "C" __global__ void top_k_select(const float* x, int n, int k, u32* out, int capacity,
+                                        const u32* window, int window_len) {
+    for (int j = threadIdx.x; j < window_len; j += blockDim.x)
+        out[2 + 2 * capacity + j] = window[j] < (u32)n ? __float_as_uint(x[window[j]]) : 0x7fc00000u;
     __shared__ u32 histogram[256];
     __shared__ u32 prefix, mask, remaining, usable, written, selected;
     if (threadIdx.x == 0) {

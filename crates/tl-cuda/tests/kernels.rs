@@ -733,6 +733,8 @@ fn top_k_select_returns_the_largest_values_and_their_ties() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(9);
     let out = Buffer::from_host(&gpu, &vec![0u32; rows::top_k_output_len()]).unwrap();
+    let window_tokens = [3u32, 0, 3, 1_000_000];
+    let window = Buffer::from_host(&gpu, &window_tokens).unwrap();
     for (n, k) in [
         (1usize, 1usize),
         (50, 40),
@@ -755,8 +757,19 @@ fn top_k_select_returns_the_largest_values_and_their_ties() {
             x[22] = -0.0;
         }
         let xb = Buffer::from_host(&gpu, &x).unwrap();
-        rows::top_k_select(&gpu, xb.all(), n, k, out.all()).unwrap();
+        let window_len = if n > 3 { window_tokens.len() } else { 0 };
+        rows::top_k_select(&gpu, xb.all(), n, k, window.all(), window_len, out.all()).unwrap();
         let got = download(&gpu, &out, rows::top_k_output_len());
+        // The window's values, NaN for the token outside x.
+        let at = 2 + 2 * rows::TOP_K_CAPACITY;
+        for (j, &token) in window_tokens[..window_len].iter().enumerate() {
+            let want = x.get(token as usize).copied().unwrap_or(f32::NAN);
+            let got = f32::from_bits(got[at + j]);
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "n {n}: window {j}"
+            );
+        }
         let (written, selected) = (got[0] as usize, got[1] as usize);
         assert_eq!(written, selected, "n {n}: no overflow expected");
         let mut pairs: Vec<(u32, f32)> = (0..written)

@@ -233,10 +233,14 @@ impl Backend {
 }
 
 /// What a step gives the sampler: the best (token, logit) pairs selected on a
-/// GPU, or the whole row of logits.
+/// GPU with the logits of the penalised tokens (see
+/// [`crate::sampler::Sampler::sample_top_candidates`]), or the whole row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TopLogits {
-    Pairs(Vec<(u32, f32)>),
+    Pairs {
+        top: Vec<(u32, f32)>,
+        window_logits: Vec<f32>,
+    },
     Row(Vec<f32>),
 }
 
@@ -245,15 +249,17 @@ fn mismatch() -> Error {
 }
 
 impl Backend {
-    /// Runs one token and returns the `k` highest logits that follow it (with
-    /// ties of the k-th) when the GPU selects them, else the whole row (the
-    /// CPU, or ties overflowing the GPU's buffer).
+    /// Runs one token and returns the `k + window.len()` highest logits that
+    /// follow it (with ties) and the logits of the `window` tokens, when the
+    /// GPU selects them; else the whole row (the CPU, a selection too large for
+    /// the GPU's buffer, or ties overflowing it).
     pub fn forward_top_k(
         &self,
         token: u32,
         index_pos: usize,
         cache: &mut SequenceCache,
         k: usize,
+        window: &[u32],
     ) -> Result<TopLogits> {
         match (self, cache) {
             (Backend::Cpu(m), SequenceCache::Cpu(c)) => Ok(TopLogits::Row(m.forward(
@@ -262,7 +268,9 @@ impl Backend {
                 c,
                 Logits::Last,
             )?)),
-            (Backend::Cuda(m), SequenceCache::Cuda(c)) => m.forward_top_k(token, index_pos, c, k),
+            (Backend::Cuda(m), SequenceCache::Cuda(c)) => {
+                m.forward_top_k(token, index_pos, c, k, window)
+            }
             _ => Err(mismatch()),
         }
     }

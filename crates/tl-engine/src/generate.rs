@@ -165,8 +165,15 @@ impl Generator<'_> {
             if device_argmax {
                 picked = Some(session.step_greedy(self.model, next)?);
             } else if let Some(k) = device_top_k {
-                match session.step_top_k(self.model, next, k)? {
-                    TopLogits::Pairs(top) => picked = Some(sampler.sample_top_candidates(&top)?),
+                // The tokens the penalties will look at once `next` is in.
+                let mut history = session.tokens().to_vec();
+                history.push(next);
+                let window = sampler.penalized_tokens(&history).to_vec();
+                match session.step_top_k(self.model, next, k, &window)? {
+                    TopLogits::Pairs { top, window_logits } => {
+                        picked =
+                            Some(sampler.sample_top_candidates(&top, &window, &window_logits)?)
+                    }
                     TopLogits::Row(row) => logits = row,
                 }
             } else {

@@ -112,11 +112,18 @@ impl Session {
         }
     }
 
-    /// Appends one token and returns the `k` highest logits that follow it
-    /// (on a GPU only those cross to the host; see [`Backend::forward_top_k`]).
-    pub fn step_top_k(&mut self, model: &Backend, token: u32, k: usize) -> Result<TopLogits> {
+    /// Appends one token and returns the highest logits that follow it and
+    /// those of the `window` tokens (on a GPU only those cross to the host;
+    /// see [`Backend::forward_top_k`]).
+    pub fn step_top_k(
+        &mut self,
+        model: &Backend,
+        token: u32,
+        k: usize,
+        window: &[u32],
+    ) -> Result<TopLogits> {
         let start = self.tokens.len();
-        match model.forward_top_k(token, start, &mut self.cache, k) {
+        match model.forward_top_k(token, start, &mut self.cache, k, window) {
             Ok(top) => {
                 self.tokens.push(token);
                 Ok(top)

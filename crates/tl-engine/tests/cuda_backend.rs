@@ -260,58 +260,66 @@ fn gpu_runs_are_deterministic() {
     }
 }
 
-/// Sampling from the top-k pairs the GPU selects gives, step for step, the
-/// tokens the host sampler gives from the whole row of the same logits (same
-/// seed), for a few sampler settings.
+/// Sampling from the top-k pairs the GPU selects (and the logits of the
+/// penalised tokens) gives, step for step, the tokens the host sampler gives
+/// from the whole row of the same logits (same seed), for a few sampler
+/// settings, penalties included.
 #[test]
 fn sampling_from_device_top_k_matches_sampling_from_the_whole_row() {
     use tl_engine::TopLogits;
     let Some(gpu) = gpu() else { return };
     for path in models() {
         let (_, cuda) = load_both(&path, &gpu);
-        for (temperature, top_k, top_p, min_p) in [
-            (0.8, 40, 0.95, 0.05),
-            (1.5, 200, 1.0, 0.0),
-            (0.3, 1, 1.0, 0.0),
+        // (temperature, top-k, top-p, min-p, repeat, presence, frequency)
+        for (temperature, top_k, top_p, min_p, repeat, presence, frequency) in [
+            (0.8, 40, 0.95, 0.05, 1.0, 0.0, 0.0),
+            (1.5, 200, 1.0, 0.0, 1.0, 0.0, 0.0),
+            (0.3, 1, 1.0, 0.0, 1.0, 0.0, 0.0),
+            (0.9, 40, 0.95, 0.05, 1.3, 0.5, 0.2),
         ] {
             let config = SamplerConfig {
                 temperature,
                 top_k,
                 top_p,
                 min_p,
+                repeat_penalty: repeat,
+                presence_penalty: presence,
+                frequency_penalty: frequency,
+                repeat_last_n: 16,
                 seed: 5,
-                ..SamplerConfig::default()
             };
             let run = |device: bool| {
                 let mut sampler = Sampler::new(config.clone());
                 let tokens = prompt(cuda.config().vocab_size);
                 let mut cache = cuda.new_cache(CONTEXT).unwrap();
                 let logits = cuda.forward(&tokens, 0, &mut cache, Logits::Last).unwrap();
-                let mut next = sampler.sample(&logits, &tokens).unwrap();
-                let mut out = vec![next];
+                let mut history = tokens.clone();
+                let mut next = sampler.sample(&logits, &history).unwrap();
                 for position in tokens.len()..tokens.len() + STEPS {
+                    history.push(next);
+                    let window = sampler.penalized_tokens(&history).to_vec();
                     next = if device {
-                        match cuda
-                            .forward_top_k(next, position, &mut cache, top_k)
-                            .unwrap()
-                        {
-                            TopLogits::Pairs(top) => sampler.sample_top_candidates(&top).unwrap(),
-                            TopLogits::Row(row) => sampler.sample(&row, &[]).unwrap(),
+                        let step = cuda.forward_top_k(next, position, &mut cache, top_k, &window);
+                        match step.unwrap() {
+                            TopLogits::Pairs { top, window_logits } => sampler
+                                .sample_top_candidates(&top, &window, &window_logits)
+                                .unwrap(),
+                            TopLogits::Row(row) => sampler.sample(&row, &history).unwrap(),
                         }
                     } else {
                         let row = cuda
                             .forward(&[next], position, &mut cache, Logits::Last)
                             .unwrap();
-                        sampler.sample(&row, &[]).unwrap()
+                        sampler.sample(&row, &history).unwrap()
                     };
-                    out.push(next);
                 }
-                out
+                history.push(next);
+                history
             };
             assert_eq!(
                 run(true),
                 run(false),
-                "{}: top-k {top_k}, temperature {temperature}",
+                "{}: top-k {top_k}, temperature {temperature}, repeat {repeat}",
                 path.display()
             );
         }

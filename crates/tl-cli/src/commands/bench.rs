@@ -196,15 +196,18 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
             token = if args.temperature > 0.0 {
                 // As `tl generate` samples: the top-k pairs from the GPU when
                 // the sampler needs no more, else the whole row.
-                let k = sampler.device_top_k().unwrap_or(0);
-                let step = if k > 0 {
-                    backend.forward_top_k(token, position, cache, k)?
-                } else {
-                    TopLogits::Row(backend.forward(&[token], position, cache, Logits::Last)?)
-                };
                 context.push(token);
+                let window = sampler.penalized_tokens(&context).to_vec();
+                let step = match sampler.device_top_k() {
+                    Some(k) => backend.forward_top_k(token, position, cache, k, &window)?,
+                    None => {
+                        TopLogits::Row(backend.forward(&[token], position, cache, Logits::Last)?)
+                    }
+                };
                 match step {
-                    TopLogits::Pairs(top) => sampler.sample_top_candidates(&top)?,
+                    TopLogits::Pairs { top, window_logits } => {
+                        sampler.sample_top_candidates(&top, &window, &window_logits)?
+                    }
                     TopLogits::Row(logits) => sampler.sample(&logits, &context)?,
                 }
             } else {

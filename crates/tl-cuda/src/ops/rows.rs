@@ -166,27 +166,36 @@ pub fn argmax(gpu: &Gpu, x: Span<'_, f32>, n: usize, out: Span<'_, u32>) -> Resu
 /// the host fall back to the whole row.
 pub const TOP_K_CAPACITY: usize = 1024;
 
-/// Values a `top_k_select` output buffer holds: two counts, then the pairs.
+/// Window tokens whose values `top_k_select` can return.
+pub const TOP_K_WINDOW: usize = 1024;
+
+/// Values a `top_k_select` output buffer holds: two counts, the pairs, the
+/// window's values.
 pub fn top_k_output_len() -> usize {
-    2 + 2 * TOP_K_CAPACITY
+    2 + 2 * TOP_K_CAPACITY + TOP_K_WINDOW
 }
 
 /// Selects the `k` largest usable (not NaN, not -inf) values of the first `n`
 /// of x, with every value tied with the k-th: `out` gets the number of pairs
 /// written, the number selected (more than written when the ties overflowed
-/// [`TOP_K_CAPACITY`]), then (index, value bits) pairs in no particular order.
+/// [`TOP_K_CAPACITY`]), then (index, value bits) pairs in no particular order,
+/// then from `2 + 2·TOP_K_CAPACITY` on the value bits of x at each of the
+/// `window_len` indices in `window` (NaN for one outside x).
 pub fn top_k_select(
     gpu: &Gpu,
     x: Span<'_, f32>,
     n: usize,
     k: usize,
+    window: Span<'_, u32>,
+    window_len: usize,
     out: Span<'_, u32>,
 ) -> Result<()> {
     x.require(n, "top-k input")?;
     out.require(top_k_output_len(), "top-k output")?;
-    if k == 0 || k > TOP_K_CAPACITY {
+    window.require(window_len, "top-k window")?;
+    if k == 0 || k > TOP_K_CAPACITY || window_len > TOP_K_WINDOW {
         return Err(CudaError::Unsupported(format!(
-            "top-k on the GPU takes 1 to {TOP_K_CAPACITY} values, not {k}"
+            "top-k on the GPU takes 1 to {TOP_K_CAPACITY} values and up to {TOP_K_WINDOW} window tokens, not {k} and {window_len}"
         )));
     }
     let args = [
@@ -195,8 +204,12 @@ pub fn top_k_select(
         Arg::I32(int(k, "k")?),
         out.into(),
         Arg::I32(int(TOP_K_CAPACITY, "capacity")?),
+        window.into(),
+        Arg::I32(int(window_len, "window")?),
     ];
-    // SAFETY: matches top_k_select(const float*, int, int, u32*, int); reads n
-    // values and writes at most 2 + 2·capacity (checked above).
+    // SAFETY: matches top_k_select(const float*, int, int, u32*, int, const
+    // u32*, int); reads n values of x (window indices are checked against n in
+    // the kernel) and window_len of window, writes at most top_k_output_len()
+    // values (all checked above).
     unsafe { gpu.launch("top_k_select", (1, 1), 1024, 0, &args) }
 }

@@ -24,6 +24,8 @@ pub struct StepBuffers {
     pub next: Buffer<u32>,
     /// The sampler's top-k candidates (`row_ops::top_k_select`'s output).
     pub top: Buffer<u32>,
+    /// The tokens the sampler's penalties look at (written by the host).
+    pub window: Buffer<u32>,
 }
 
 /// A sequence's KV cache and decode state on the GPU.
@@ -54,6 +56,7 @@ impl CudaCache {
             logits: Buffer::zeros(gpu, c.vocab_size)?,
             next: Buffer::zeros(gpu, row_ops::argmax_output_len(gpu))?,
             top: Buffer::zeros(gpu, row_ops::top_k_output_len())?,
+            window: Buffer::zeros(gpu, row_ops::TOP_K_WINDOW)?,
         };
         Ok(CudaCache {
             keys: Buffer::zeros(gpu, total)?,

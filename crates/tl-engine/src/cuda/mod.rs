@@ -194,41 +194,61 @@ impl CudaModel {
         Ok(next[0])
     }
 
-    /// Runs one token and returns the `k` highest logits that follow it as
-    /// (token, logit) pairs (with any ties of the k-th), selected on the
-    /// device; the whole row only when the ties overflow the selection
-    /// buffer. One sync either way but the overflow.
+    /// Runs one token and returns the `k + window.len()` highest logits that
+    /// follow it as (token, logit) pairs (with any ties), selected on the
+    /// device, and the logits of the `window` tokens; the whole row when the
+    /// selection does not fit the device's buffers. One sync either way but
+    /// an overflow of ties.
     pub fn forward_top_k(
         &self,
         token: u32,
         index_pos: usize,
         cache: &mut CudaCache,
         k: usize,
+        window: &[u32],
     ) -> Result<TopLogits> {
         check_tokens(&[token], self.config.vocab_size)?;
         cache.check_room(index_pos, 1)?;
+        let wanted = k + window.len();
+        let fits = wanted <= row_ops::TOP_K_CAPACITY && window.len() <= row_ops::TOP_K_WINDOW;
+        if !fits {
+            let row = self.forward(&[token], index_pos, cache, Logits::Last)?;
+            return Ok(TopLogits::Row(row));
+        }
+        if !window.is_empty() {
+            self.gpu.upload(window, cache.step.window.all())?;
+        }
         self.decode(token, index_pos, cache)?;
         let s = &cache.step;
+        let vocab = self.config.vocab_size;
+        let (logits, ids) = (s.logits.all(), s.window.all());
         row_ops::top_k_select(
             &self.gpu,
-            s.logits.all(),
-            self.config.vocab_size,
-            k,
+            logits,
+            vocab,
+            wanted,
+            ids,
+            window.len(),
             s.top.all(),
         )?;
         let mut out = vec![0u32; row_ops::top_k_output_len()];
         self.gpu.download(s.top.all(), &mut out)?;
         let (written, selected) = (out[0] as usize, out[1] as usize);
         if selected > written {
-            let mut logits = vec![0.0; self.config.vocab_size];
+            let mut logits = vec![0.0; vocab];
             self.gpu.download(s.logits.all(), &mut logits)?;
             return Ok(TopLogits::Row(logits));
         }
-        let pairs = out[2..2 + 2 * written]
+        let top = out[2..2 + 2 * written]
             .chunks_exact(2)
             .map(|pair| (pair[0], f32::from_bits(pair[1])))
             .collect();
-        Ok(TopLogits::Pairs(pairs))
+        let window_at = 2 + 2 * row_ops::TOP_K_CAPACITY;
+        let window_logits = out[window_at..window_at + window.len()]
+            .iter()
+            .map(|&bits| f32::from_bits(bits))
+            .collect();
+        Ok(TopLogits::Pairs { top, window_logits })
     }
 
     /// Queues one decode step (through the graph when enabled) and commits it.

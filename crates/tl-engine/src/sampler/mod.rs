@@ -87,39 +87,80 @@ impl Sampler {
     }
 }
 
-/// The most candidates [`Sampler::sample_top_candidates`] takes from a device.
+/// The largest top-k for which [`Sampler::device_top_k`] offers the GPU path.
 pub const MAX_DEVICE_TOP_K: usize = 256;
 
 impl Sampler {
     /// `Some(k)` when this sampler's choice depends only on the `k` highest
-    /// logits, so a GPU may select them and send back `k` pairs instead of the
-    /// whole row: sampling (not greedy) with top-k in `1..=MAX_DEVICE_TOP_K`
-    /// and no penalties.
+    /// logits (after penalties), so a GPU may select candidates and send back a
+    /// few pairs instead of the whole row: sampling (not greedy) with top-k in
+    /// `1..=MAX_DEVICE_TOP_K`. See [`Sampler::sample_top_candidates`] for what
+    /// the device must send when penalties apply.
     pub fn device_top_k(&self) -> Option<usize> {
         let config = &self.config;
-        let penalties_off = Penalties::from_config(config).is_off() || config.repeat_last_n == 0;
         let k = config.top_k;
-        (!config.is_greedy() && penalties_off && (1..=MAX_DEVICE_TOP_K).contains(&k)).then_some(k)
+        (!config.is_greedy() && (1..=MAX_DEVICE_TOP_K).contains(&k)).then_some(k)
     }
 
-    /// Picks the next token from the `k` (= top-k) highest logits, given as
-    /// (token, logit) pairs in any order (more pairs are cut to the best k):
-    /// the same token [`Sampler::sample`] picks from the whole row whenever
-    /// [`Sampler::device_top_k`] is `Some`.
-    pub fn sample_top_candidates(&mut self, top: &[(u32, f32)]) -> Result<u32> {
+    /// The tokens of `history` whose logits the penalties change (empty when
+    /// no penalty applies).
+    pub fn penalized_tokens<'h>(&self, history: &'h [u32]) -> &'h [u32] {
+        if Penalties::from_config(&self.config).is_off() {
+            return &[];
+        }
+        penalty_window(history, self.config.repeat_last_n)
+    }
+
+    /// Picks the next token from part of the row: `top` holds at least the
+    /// best `k + window.len()` usable (token, logit) pairs of the row before
+    /// penalties (in any order; more is fine), and `window_logits[i]` the logit
+    /// of `window[i]` (NaN for a token outside the vocabulary), where `k` is
+    /// [`Sampler::device_top_k`] and `window` is
+    /// [`Sampler::penalized_tokens`]. Gives the token [`Sampler::sample`]
+    /// gives from the whole row: penalties only touch window tokens, so the
+    /// best k after them are among those pairs and the window.
+    pub fn sample_top_candidates(
+        &mut self,
+        top: &[(u32, f32)],
+        window: &[u32],
+        window_logits: &[f32],
+    ) -> Result<u32> {
         self.config.validate()?;
+        if window.len() != window_logits.len() {
+            return Err(Error::InvalidRequest(format!(
+                "sampler: {} window tokens but {} window logits",
+                window.len(),
+                window_logits.len()
+            )));
+        }
         let Self {
             config,
             rng,
             candidates,
+            penalty_scratch,
             ..
         } = self;
+        let penalties = Penalties::from_config(config);
         candidates.clear();
+        // Every pair outside the window keeps its logit; the window's tokens
+        // come from `window_logits`, penalised as `sample` penalises them.
+        penalty_scratch.clear();
+        penalty_scratch.extend_from_slice(window);
+        penalty_scratch.sort_unstable();
+        let in_window = |token: u32| penalty_scratch.binary_search(&token).is_ok();
         candidates.extend(
             top.iter()
-                .filter(|(_, logit)| *logit > f32::NEG_INFINITY)
+                .filter(|(token, logit)| *logit > f32::NEG_INFINITY && !in_window(*token))
                 .map(|&(token, logit)| Candidate::new(token, logit)),
         );
+        for run in penalty_scratch.chunk_by(|a, b| a == b) {
+            let token = run[0];
+            let at = window.iter().position(|&t| t == token).unwrap_or(0);
+            let logit = penalize_logit(window_logits[at], run.len() as u32, &penalties);
+            if logit > f32::NEG_INFINITY {
+                candidates.push(Candidate::new(token, logit));
+            }
+        }
         candidates.sort_unstable_by(candidates::by_logit_descending);
         candidates.truncate(config.top_k.max(1));
         let token = if config.is_greedy() {

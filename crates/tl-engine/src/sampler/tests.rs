@@ -241,43 +241,59 @@ fn invalid_config_is_reported_not_panicked() {
     ));
 }
 
-/// The GPU path: the best `k` (token, logit) pairs, in any order and with
-/// extra lower ones, give the token the whole row gives, step after step.
+/// The GPU path: the best `k + window` (token, logit) pairs of the row before
+/// penalties, in any order and with extra lower ones, and the window's
+/// logits give the token the whole row gives, step after step, penalties or
+/// not.
 #[test]
 fn top_candidates_pick_what_the_whole_row_picks() {
-    for (k, top_p, min_p) in [
-        (1, 1.0, 0.0),
-        (5, 0.9, 0.0),
-        (40, 0.95, 0.05),
-        (256, 1.0, 0.1),
-    ] {
+    let settings = [
+        (1, 1.0, 0.0, 1.0, 0.0, 0.0),
+        (5, 0.9, 0.0, 1.0, 0.0, 0.0),
+        (40, 0.95, 0.05, 1.0, 0.0, 0.0),
+        (256, 1.0, 0.1, 1.0, 0.0, 0.0),
+        (40, 0.95, 0.05, 1.5, 0.0, 0.0),
+        (10, 1.0, 0.0, 1.2, 0.7, 0.3),
+        (10, 1.0, 0.0, 0.8, -0.5, 0.0), // penalties that raise logits
+    ];
+    for (k, top_p, min_p, repeat, presence, frequency) in settings {
         let config = SamplerConfig {
             temperature: 0.8,
             top_k: k,
             top_p,
             min_p,
+            repeat_penalty: repeat,
+            presence_penalty: presence,
+            frequency_penalty: frequency,
+            repeat_last_n: 12,
             seed: 11,
-            ..SamplerConfig::default()
         };
         let mut row = logit_row(1000);
         row[17] = row[3]; // a tie near the top
         row[5] = f32::NAN;
         row[6] = f32::NEG_INFINITY;
-        let mut pairs: Vec<(u32, f32)> = (0u32..).zip(row.iter().copied()).collect();
-        pairs.retain(|(_, logit)| *logit > f32::NEG_INFINITY);
-        pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        pairs.truncate(k + 10);
-        pairs.reverse();
         let mut whole = Sampler::new(config.clone());
         let mut top = Sampler::new(config);
         assert_eq!(whole.device_top_k(), Some(k));
+        // History: likely tokens, repeated, and one outside the vocabulary.
+        let mut history = vec![3u32, 17, 3, 5000, 900];
         for step in 0..50 {
-            let want = whole.sample(&row, &[]).unwrap();
-            assert_eq!(
-                top.sample_top_candidates(&pairs).unwrap(),
-                want,
-                "k {k}, step {step}"
-            );
+            let window = top.penalized_tokens(&history).to_vec();
+            let mut pairs: Vec<(u32, f32)> = (0u32..).zip(row.iter().copied()).collect();
+            pairs.retain(|(_, logit)| *logit > f32::NEG_INFINITY);
+            pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            pairs.truncate(k + window.len() + 3);
+            pairs.reverse();
+            let window_logits: Vec<f32> = window
+                .iter()
+                .map(|&t| row.get(t as usize).copied().unwrap_or(f32::NAN))
+                .collect();
+            let want = whole.sample(&row, &history).unwrap();
+            let got = top
+                .sample_top_candidates(&pairs, &window, &window_logits)
+                .unwrap();
+            assert_eq!(got, want, "k {k}, repeat {repeat}, step {step}");
+            history.push(want);
         }
     }
 }
@@ -301,5 +317,9 @@ fn the_device_path_is_offered_only_when_top_k_decides() {
         None,
         "greedy has its own device path"
     );
-    assert_eq!(sampling(40, 0.8, 1.1), None, "penalties need the whole row");
+    assert_eq!(
+        sampling(40, 0.8, 1.1),
+        Some(40),
+        "penalties travel as a window"
+    );
 }
