@@ -40,28 +40,6 @@ struct StagedQ8 {
     const int* sum;
 };
 
-// Values of x each thread loads before using any: staging waits for memory
-// once per batch rather than once per value.
-#define STAGE_BATCH 8
-
-// rmsnorm's 1 / sqrt(mean(x²) + eps) (f64 sum of squares, as rms_scale), with
-// each thread's loads batched.
-__device__ float rms_scale_batched(const float* x, int n, float eps, double* scratch) {
-    double s = 0.0;
-    for (int i0 = threadIdx.x; i0 < n; i0 += STAGE_BATCH * blockDim.x) {
-        float v[STAGE_BATCH];
-#pragma unroll
-        for (int j = 0; j < STAGE_BATCH; ++j) {
-            const int i = i0 + j * blockDim.x;
-            v[j] = i < n ? x[i] : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < STAGE_BATCH; ++j) s += (double)(v[j] * v[j]);
-    }
-    const double total = block_sum_f64(s, scratch);
-    return 1.0f / sqrtf((float)(total / (double)n) + eps);
-}
-
 // Quantizes values i0 + j·blockDim.x (j < STAGE_BATCH), held in v, into the
 // staged Q8 blocks; a warp's lanes hold one block.
 __device__ __forceinline__ void quantize_batch(const float* v, int i0, int cols, i8* xq,
@@ -113,7 +91,7 @@ __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps
         for (int j = 0; j < STAGE_BATCH; ++j) v[j] = (v[j] * scale) * w[j];
         quantize_batch(v, threadIdx.x, cols, xq, xd, xs, xsum);
     } else {
-        const float scale = norm_weight ? rms_scale_batched(x, cols, eps, scratch) : 1.0f;
+        const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
         for (int i0 = threadIdx.x; i0 < cols; i0 += STAGE_BATCH * blockDim.x) {
             float v[STAGE_BATCH];
 #pragma unroll

@@ -77,17 +77,26 @@ __device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
     return total;
 }
 
+// Values of x each thread loads before using any, in the block-wide passes
+// over a vector: they wait for memory once per batch rather than once per value.
+#define STAGE_BATCH 8
+
 // 1 / sqrt(mean(x²) + eps), with the squares summed in f64 as the CPU backend
-// (and llama.cpp's CPU code) does.
-__device__ __forceinline__ float rms_scale(const float* x, int n, float eps, double* scratch) {
+// (and llama.cpp's CPU code) does; each thread's loads are batched.
+__device__ float rms_scale(const float* x, int n, float eps, double* scratch) {
     double s = 0.0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = x[i];
-        s += (double)(v * v);
+    for (int i0 = threadIdx.x; i0 < n; i0 += STAGE_BATCH * blockDim.x) {
+        float v[STAGE_BATCH];
+#pragma unroll
+        for (int j = 0; j < STAGE_BATCH; ++j) {
+            const int i = i0 + j * blockDim.x;
+            v[j] = i < n ? x[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < STAGE_BATCH; ++j) s += (double)(v[j] * v[j]);
     }
     const double total = block_sum_f64(s, scratch);
-    const float mean = (float)(total / (double)n);
-    return 1.0f / sqrtf(mean + eps);
+    return 1.0f / sqrtf((float)(total / (double)n) + eps);
 }
 
 // rmsnorm(x)·weight when `weight` is given, else x; value i.

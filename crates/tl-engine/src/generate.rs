@@ -165,10 +165,13 @@ impl Generator<'_> {
             if device_argmax {
                 picked = Some(session.step_greedy(self.model, next)?);
             } else if let Some(k) = device_top_k {
-                // The tokens the penalties will look at once `next` is in.
-                let mut history = session.tokens().to_vec();
-                history.push(next);
-                let window = sampler.penalized_tokens(&history).to_vec();
+                // The tokens the penalties will look at once `next` is in
+                // (only the recent tail of the history matters).
+                let tokens = session.tokens();
+                let tail = tokens.len().saturating_sub(sampler.config().repeat_last_n);
+                let mut recent = tokens[tail..].to_vec();
+                recent.push(next);
+                let window = sampler.penalized_tokens(&recent).to_vec();
                 match session.step_top_k(self.model, next, k, &window)? {
                     TopLogits::Pairs { top, window_logits } => {
                         picked =

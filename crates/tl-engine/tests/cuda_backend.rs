@@ -115,6 +115,12 @@ fn perturbed(path: &PathBuf, dir: &std::path::Path) -> PathBuf {
     out
 }
 
+/// The CPU backend on the [`perturbed`] copy of `path`.
+fn nudged_cpu(path: &PathBuf, dir: &std::path::Path) -> Backend {
+    let file = GgufFile::open(perturbed(path, dir)).unwrap();
+    Backend::Cpu(Model::load(&file, CONTEXT).unwrap())
+}
+
 /// Runs `tokens` from position 0 in one pass, or one token per pass when
 /// `stepwise`; returns the last logits.
 fn run_prompt(
@@ -183,13 +189,7 @@ fn gpu_logits_match_the_cpu_over_a_greedy_run() {
     let mut failures = Vec::new();
     for path in models() {
         let (cpu, cuda) = load_both(&path, &gpu);
-        let nudged = Backend::Cpu(
-            Model::load(
-                &GgufFile::open(perturbed(&path, dir.path())).unwrap(),
-                CONTEXT,
-            )
-            .unwrap(),
-        );
+        let nudged = nudged_cpu(&path, dir.path());
         // 24 prompt tokens in one pass and one by one (the small-batch
         // attention), and 100 in one pass (the prompt path: GEMMs and
         // tensor-core attention).
@@ -343,13 +343,7 @@ fn greedy_text_parts_from_the_cpu_only_at_near_ties() {
     let file = GgufFile::open(&path).unwrap();
     let tokenizer = Tokenizer::from_gguf(&file).unwrap();
     let (cpu, cuda) = load_both(&path, &gpu);
-    let nudged = Backend::Cpu(
-        Model::load(
-            &GgufFile::open(perturbed(&path, dir.path())).unwrap(),
-            CONTEXT,
-        )
-        .unwrap(),
-    );
+    let nudged = nudged_cpu(&path, dir.path());
     let prompts = [
         "The capital of France is",
         "Here is a short poem about the sea:\n",

@@ -44,8 +44,8 @@ impl CudaCache {
         let heads = heads_of(c);
         let layer_len = heads.cache_len(capacity);
         let total = layer_len * c.block_count;
-        let q_width = c.head_count * c.head_dim;
-        let qkv_width = q_width + 2 * c.head_count_kv * c.head_dim;
+        let q_width = c.query_width();
+        let qkv_width = q_width + 2 * c.key_value_width();
         let step = StepBuffers {
             token: Buffer::zeros(gpu, 1)?,
             position: Buffer::zeros(gpu, 1)?,

@@ -32,7 +32,6 @@ use crate::backend::TopLogits;
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
 use crate::model::llama::check_tokens;
-use crate::model::rope::RopeTable;
 use crate::model::tensor_names as names;
 use crate::model::Logits;
 
@@ -75,18 +74,7 @@ impl CudaModel {
         let f16_copy_bytes = weights::keep_f16_copies(&gpu, &mut blocks)?;
         let output_norm = up.vector(names::OUTPUT_NORM, config.embedding_length)?;
         let output = up.output(&config)?;
-        let freq_factors = if up.has(names::ROPE_FREQS) {
-            let mut loader = crate::model::weights::WeightLoader::new(file, &cpu);
-            Some(loader.vector(names::ROPE_FREQS, config.head_dim / 2)?)
-        } else {
-            None
-        };
-        let table = RopeTable::new(
-            config.head_dim,
-            config.rope_freq_base,
-            freq_factors.as_deref(),
-            max_positions,
-        )?;
+        let table = up.rope_table(&config, max_positions)?;
         let rope = Buffer::from_host(&gpu, &table.cos_sin_flat())?;
         Ok(CudaModel {
             weight_bytes: up.bytes(),
@@ -281,7 +269,7 @@ impl CudaModel {
         let c = &self.config;
         let s = &cache.step;
         let eps = c.rms_norm_eps;
-        let q_width = c.head_count * c.head_dim;
+        let q_width = c.query_width();
         row_ops::embed(gpu, &self.embedding, s.token.all(), 1, s.x.all())?;
         for (layer, b) in self.blocks.iter().enumerate() {
             let kv = cache.layer(layer)?;

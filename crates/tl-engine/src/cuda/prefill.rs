@@ -29,7 +29,7 @@ pub struct PrefillBuffers {
 
 impl PrefillBuffers {
     pub fn new(gpu: &Gpu, c: &ModelConfig, rows: usize, block: &BlockWeights) -> Result<Self> {
-        let q_width = c.head_count * c.head_dim;
+        let q_width = c.query_width();
         let largest = [
             &block.qkv,
             &block.attention_output,

@@ -7,6 +7,7 @@ use tl_gguf::{GgmlType, GgufFile};
 
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
+use crate::model::rope::RopeTable;
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
 
@@ -98,8 +99,7 @@ impl<'a> Uploader<'a> {
     /// Block `i`'s weights.
     pub fn block(&mut self, c: &ModelConfig, i: usize) -> Result<BlockWeights> {
         let hidden = c.embedding_length;
-        let q_width = c.head_count * c.head_dim;
-        let kv_width = c.head_count_kv * c.head_dim;
+        let (q_width, kv_width) = (c.query_width(), c.key_value_width());
         let ffn = c.feed_forward_length;
         let name = |t: BlockTensor| t.name(i);
         Ok(BlockWeights {
@@ -123,6 +123,11 @@ impl<'a> Uploader<'a> {
             )?,
             down: self.matrix(&name(BlockTensor::Down), hidden, ffn)?,
         })
+    }
+
+    /// The RoPE table (computed on the host, as the CPU backend's).
+    pub fn rope_table(&mut self, c: &ModelConfig, max_positions: usize) -> Result<RopeTable> {
+        RopeTable::for_model(&mut self.cpu, c, max_positions)
     }
 
     /// The output head: its own matrix, or None when tied to the embedding.

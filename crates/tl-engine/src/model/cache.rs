@@ -22,7 +22,7 @@ pub struct KvCache {
 impl KvCache {
     /// A cache for `capacity` positions.
     pub fn new(config: &ModelConfig, capacity: usize) -> Self {
-        let layer_len = config.head_count_kv * capacity * config.head_dim;
+        let layer_len = config.key_value_width() * capacity;
         let layer = || vec![f16::ZERO; layer_len];
         KvCache {
             keys: (0..config.block_count).map(|_| layer()).collect(),

@@ -89,6 +89,16 @@ impl ModelConfig {
         Ok(config)
     }
 
+    /// Values in one token's queries (all heads).
+    pub fn query_width(&self) -> usize {
+        self.head_count * self.head_dim
+    }
+
+    /// Values in one token's keys (or values), all key/value heads.
+    pub fn key_value_width(&self) -> usize {
+        self.head_count_kv * self.head_dim
+    }
+
     /// Query heads that share one key/value head.
     pub fn group_size(&self) -> usize {
         self.head_count / self.head_count_kv

@@ -76,17 +76,7 @@ impl Model {
             // Tied: the output head is the embedding table.
             loader.linear(names::TOKEN_EMBEDDING, config.vocab_size, hidden)?
         };
-        let freq_factors = if loader.has(names::ROPE_FREQS) {
-            Some(loader.vector(names::ROPE_FREQS, config.head_dim / 2)?)
-        } else {
-            None
-        };
-        let rope = RopeTable::new(
-            config.head_dim,
-            config.rope_freq_base,
-            freq_factors.as_deref(),
-            max_positions,
-        )?;
+        let rope = RopeTable::for_model(&mut loader, &config, max_positions)?;
         Ok(Model {
             weight_bytes: loader.loaded_bytes(),
             config,
@@ -174,8 +164,7 @@ struct Scratch {
 
 impl Scratch {
     fn new(c: &ModelConfig, rows: usize) -> Self {
-        let q_width = c.head_count * c.head_dim;
-        let kv_width = c.head_count_kv * c.head_dim;
+        let (q_width, kv_width) = (c.query_width(), c.key_value_width());
         Scratch {
             normed: vec![0.0; rows * c.embedding_length],
             query: vec![0.0; rows * q_width],
@@ -192,8 +181,7 @@ impl Scratch {
 impl Block {
     fn load(loader: &mut WeightLoader, config: &ModelConfig, i: usize) -> Result<Self> {
         let hidden = config.embedding_length;
-        let q_width = config.head_count * config.head_dim;
-        let kv_width = config.head_count_kv * config.head_dim;
+        let (q_width, kv_width) = (config.query_width(), config.key_value_width());
         let ffn = config.feed_forward_length;
         let name = |t: BlockTensor| t.name(i);
         Ok(Block {
@@ -228,8 +216,7 @@ impl Block {
         self.query.forward(&s.normed, &mut s.query)?;
         self.key.forward(&s.normed, &mut s.key)?;
         self.value.forward(&s.normed, &mut s.value)?;
-        let q_width = c.head_count * c.head_dim;
-        let kv_width = c.head_count_kv * c.head_dim;
+        let (q_width, kv_width) = (c.query_width(), c.key_value_width());
         let rows = s
             .query
             .chunks_exact_mut(q_width)

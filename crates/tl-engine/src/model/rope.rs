@@ -28,6 +28,27 @@ impl RopeTable {
         Self::for_positions(head_dim, base, freq_factors, 0, max_positions)
     }
 
+    /// The table of the model `loader` reads (with its `rope_freqs` factors
+    /// when the file has them), for positions `0..max_positions`.
+    pub fn for_model(
+        loader: &mut crate::model::weights::WeightLoader,
+        config: &crate::model::config::ModelConfig,
+        max_positions: usize,
+    ) -> Result<Self> {
+        use crate::model::tensor_names::ROPE_FREQS;
+        let freq_factors = if loader.has(ROPE_FREQS) {
+            Some(loader.vector(ROPE_FREQS, config.head_dim / 2)?)
+        } else {
+            None
+        };
+        Self::new(
+            config.head_dim,
+            config.rope_freq_base,
+            freq_factors.as_deref(),
+            max_positions,
+        )
+    }
+
     /// A table for positions `first..first + count` only (the language's `rope`
     /// builtin rotates a few rows at a time at arbitrary positions).
     pub fn for_positions(

@@ -137,26 +137,28 @@ impl Sampler {
             config,
             rng,
             candidates,
-            penalty_scratch,
             ..
         } = self;
         let penalties = Penalties::from_config(config);
-        candidates.clear();
+        // The window's tokens in token order, each with its logit and count.
+        let mut seen: Vec<(u32, f32)> = window
+            .iter()
+            .copied()
+            .zip(window_logits.iter().copied())
+            .collect();
+        seen.sort_unstable_by_key(|&(token, _)| token);
+        let in_window = |token: u32| seen.binary_search_by_key(&token, |&(t, _)| t).is_ok();
         // Every pair outside the window keeps its logit; the window's tokens
-        // come from `window_logits`, penalised as `sample` penalises them.
-        penalty_scratch.clear();
-        penalty_scratch.extend_from_slice(window);
-        penalty_scratch.sort_unstable();
-        let in_window = |token: u32| penalty_scratch.binary_search(&token).is_ok();
+        // are penalised as `sample` penalises them.
+        candidates.clear();
         candidates.extend(
             top.iter()
                 .filter(|(token, logit)| *logit > f32::NEG_INFINITY && !in_window(*token))
                 .map(|&(token, logit)| Candidate::new(token, logit)),
         );
-        for run in penalty_scratch.chunk_by(|a, b| a == b) {
-            let token = run[0];
-            let at = window.iter().position(|&t| t == token).unwrap_or(0);
-            let logit = penalize_logit(window_logits[at], run.len() as u32, &penalties);
+        for run in seen.chunk_by(|a, b| a.0 == b.0) {
+            let (token, logit) = run[0];
+            let logit = penalize_logit(logit, run.len() as u32, &penalties);
             if logit > f32::NEG_INFINITY {
                 candidates.push(Candidate::new(token, logit));
             }
