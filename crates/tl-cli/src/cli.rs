@@ -40,9 +40,54 @@ pub enum Command {
     /// tokens/s (median and range over repetitions), time to first token,
     /// host-device syncs per token and device memory.
     Bench(BenchArgs),
+    /// Serve models over HTTP with OpenAI's (/v1/chat/completions,
+    /// /v1/completions, /v1/models) and Ollama's (/api/chat, /api/generate,
+    /// /api/tags, /api/show, /api/version) APIs, many requests at once.
+    Serve(ServeArgs),
     /// Inspect and manage model files.
     #[command(subcommand)]
     Model(ModelCommand),
+}
+
+/// `tl serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// GGUF model file to serve; repeat to serve several (requests pick one by
+    /// its file name without `.gguf`). The first is loaded at start, the
+    /// others when a request names them. Default: the default model.
+    #[arg(short, long, value_name = "FILE")]
+    pub model: Vec<PathBuf>,
+    /// Address to listen on. The default accepts only this machine.
+    #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0: any free port; the address is printed).
+    #[arg(long, value_name = "PORT", default_value_t = 8080)]
+    pub port: u16,
+    /// Requests generated at once; each has its own KV cache of --ctx tokens.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub parallel: usize,
+    /// Requests that may wait for a free slot; more get HTTP 429.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_queue: usize,
+    /// Context per request in tokens. Default: the model's training context,
+    /// at most 4096.
+    #[arg(long, value_name = "N")]
+    pub ctx: Option<usize>,
+    /// Run prompts in chunks of N tokens, so a long prompt does not stall the
+    /// other streams.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub prefill_chunk: usize,
+    /// Megabytes of weights loaded at once; loading another model evicts the
+    /// least recently used idle ones. Default: no limit.
+    #[arg(long, value_name = "MB")]
+    pub model_memory_mb: Option<u64>,
+    /// Require `Authorization: Bearer KEY` on every route but /health (also
+    /// read from TL_API_KEY, which keeps the key out of the process list).
+    #[arg(long, value_name = "KEY", env = "TL_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Where to run models: cpu, cuda, or auto (the GPU when one is usable).
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    pub device: DeviceChoice,
 }
 
 /// Which model to load and how.

@@ -232,6 +232,42 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// Whether [`Backend::forward_batch`] runs several sequences' decode steps
+    /// in one pass (the CPU); elsewhere callers step sequences one by one.
+    pub fn batches_decode(&self) -> bool {
+        matches!(self, Backend::Cpu(_))
+    }
+
+    /// One decode step for several sequences: `tokens[i]` goes to `caches[i]`
+    /// at the position equal to the cache's length. Returns one row of logits
+    /// per sequence, each equal to what a lone step would give.
+    pub fn forward_batch(
+        &self,
+        tokens: &[u32],
+        caches: &mut [&mut SequenceCache],
+    ) -> Result<Vec<Vec<f32>>> {
+        let Backend::Cpu(model) = self else {
+            return Err(Error::InvalidRequest(
+                "batched decode runs on the CPU backend only".into(),
+            ));
+        };
+        let mut steps = caches
+            .iter_mut()
+            .map(|cache| match &mut **cache {
+                SequenceCache::Cpu(c) => Ok(crate::model::BatchStep {
+                    position: c.len(),
+                    cache: c,
+                }),
+                SequenceCache::Cuda(_) => Err(mismatch()),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let logits = model.forward_batch(tokens, &mut steps)?;
+        let vocab = logits.len() / tokens.len().max(1);
+        Ok(logits.chunks(vocab.max(1)).map(<[f32]>::to_vec).collect())
+    }
+}
+
 /// What a step gives the sampler: the best (token, logit) pairs selected on a
 /// GPU with the logits of the penalised tokens (see
 /// [`crate::sampler::Sampler::sample_top_candidates`]), or the whole row.

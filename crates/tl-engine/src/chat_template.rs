@@ -20,7 +20,7 @@
 //! When this was written, every template in `shared/testdata/templates`
 //! rendered byte-identical to Jinja2 3.1 set up the same way.
 
-mod date;
+pub mod date;
 mod functions;
 mod message;
 mod python_json;

@@ -126,128 +126,164 @@ impl Generator<'_> {
             ..Default::default()
         };
         let started = Instant::now();
-        let mut run = Run::new(self, on_text);
-        let Some(mut logits) = session.prefill(
+        let mut keep_going = true;
+        let mut output = TextOutput::new(self.config);
+        let mut emit = |text: &str, keep_going: &mut bool| {
+            if !text.is_empty() {
+                *keep_going &= on_text(text);
+            }
+        };
+        let Some(logits) = session.prefill(
             self.model,
             prompt,
             self.config.prefill_chunk_tokens,
-            &mut || run.keep_going,
+            &mut || keep_going,
         )?
         else {
-            return Ok(run.finish(StopReason::Cancelled, stats));
+            return Ok(output.into_generation(StopReason::Cancelled, stats));
         };
-        let mut decode_started = None;
-        // Plain argmax can be taken on the device, so only a token id comes
-        // back; a sampler that needs only the top k gets k pairs.
-        let device_argmax = sampler.config().is_plain_argmax();
-        let device_top_k = sampler.device_top_k();
-        let mut picked = None;
+        let mut next = sampler.sample(&logits, session.tokens())?;
+        stats.prefill_time = started.elapsed();
+        let decode_started = Instant::now();
         loop {
-            let next = match picked.take() {
-                Some(token) => token,
-                None => sampler.sample(&logits, session.tokens())?,
-            };
-            if decode_started.is_none() {
-                stats.prefill_time = started.elapsed();
-                decode_started = Some(Instant::now());
-            }
-            if let Some(reason) = run.accept(next) {
-                stats.generated_tokens =
-                    run.tokens.len() + usize::from(reason == StopReason::EndOfGeneration);
-                stats.decode_time = decode_started.map_or(Duration::ZERO, |t| t.elapsed());
-                return Ok(run.finish(reason, stats));
-            }
-            if session.tokens().len() >= session.capacity() {
-                stats.generated_tokens = run.tokens.len();
-                stats.decode_time = decode_started.map_or(Duration::ZERO, |t| t.elapsed());
-                return Ok(run.finish(StopReason::ContextFull, stats));
-            }
-            if device_argmax {
-                picked = Some(session.step_greedy(self.model, next)?);
-            } else if let Some(k) = device_top_k {
-                // The tokens the penalties will look at once `next` is in
-                // (only the recent tail of the history matters).
-                let tokens = session.tokens();
-                let tail = tokens.len().saturating_sub(sampler.config().repeat_last_n);
-                let mut recent = tokens[tail..].to_vec();
-                recent.push(next);
-                let window = sampler.penalized_tokens(&recent).to_vec();
-                match session.step_top_k(self.model, next, k, &window)? {
-                    TopLogits::Pairs { top, window_logits } => {
-                        picked =
-                            Some(sampler.sample_top_candidates(&top, &window, &window_logits)?)
-                    }
-                    TopLogits::Row(row) => logits = row,
+            let accepted = output.accept(self.tokenizer, next);
+            emit(&accepted.text, &mut keep_going);
+            let reason = match accepted.stop {
+                Some(StopReason::MaxTokens) | None if !keep_going => Some(StopReason::Cancelled),
+                None if session.tokens().len() >= session.capacity() => {
+                    Some(StopReason::ContextFull)
                 }
-            } else {
-                logits = session.step(self.model, next)?;
+                stop => stop,
+            };
+            if let Some(reason) = reason {
+                stats.generated_tokens = output.generated_tokens(reason);
+                stats.decode_time = decode_started.elapsed();
+                let rest = output.finish(reason);
+                emit(&rest, &mut keep_going);
+                return Ok(output.into_generation(reason, stats));
             }
+            next = step_sampled(session, self.model, sampler, next)?;
         }
     }
 }
 
-/// The state of one generation between tokens.
-struct Run<'g, 'f> {
-    generator: &'g Generator<'g>,
-    on_text: &'f mut dyn FnMut(&str) -> bool,
+/// Feeds `token` to `session` and samples the token that follows it, asking the
+/// device for as little as the sampler needs: plain argmax is taken on the
+/// device (only a token id comes back); a sampler that needs only the top k gets
+/// k candidates and the logits of the tokens its penalties look at; anything
+/// else gets the whole row.
+pub fn step_sampled(
+    session: &mut Session,
+    model: &Backend,
+    sampler: &mut Sampler,
+    token: u32,
+) -> Result<u32> {
+    if sampler.config().is_plain_argmax() {
+        return session.step_greedy(model, token);
+    }
+    let Some(k) = sampler.device_top_k() else {
+        let logits = session.step(model, token)?;
+        return sampler.sample(&logits, session.tokens());
+    };
+    // The tokens the penalties will look at once `token` is in (only the
+    // recent tail of the history matters).
+    let tokens = session.tokens();
+    let tail = tokens.len().saturating_sub(sampler.config().repeat_last_n);
+    let mut recent = tokens[tail..].to_vec();
+    recent.push(token);
+    let window = sampler.penalized_tokens(&recent).to_vec();
+    match session.step_top_k(model, token, k, &window)? {
+        TopLogits::Pairs { top, window_logits } => {
+            sampler.sample_top_candidates(&top, &window, &window_logits)
+        }
+        TopLogits::Row(logits) => sampler.sample(&logits, session.tokens()),
+    }
+}
+
+/// The text side of one generation: turns sampled tokens into final text
+/// (valid UTF-8, stop strings held back and cut) and decides when to stop.
+/// It owns no model state, so a scheduler can keep one per sequence.
+pub struct TextOutput {
     decoder: StreamDecoder,
     stops: StopStringMatcher,
+    max_tokens: usize,
     tokens: Vec<u32>,
     text: String,
-    keep_going: bool,
 }
 
-impl<'g, 'f> Run<'g, 'f> {
-    fn new(generator: &'g Generator<'g>, on_text: &'f mut dyn FnMut(&str) -> bool) -> Self {
-        Run {
-            generator,
-            on_text,
+/// What one accepted token gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// Text that became final (may be empty).
+    pub text: String,
+    /// Why generation ends here, if it does.
+    pub stop: Option<StopReason>,
+}
+
+impl TextOutput {
+    pub fn new(config: &GenerationConfig) -> Self {
+        TextOutput {
             decoder: StreamDecoder::new(true),
-            stops: StopStringMatcher::new(&generator.config.stop_strings),
+            stops: StopStringMatcher::new(&config.stop_strings),
+            max_tokens: config.max_tokens,
             tokens: Vec::new(),
             text: String::new(),
-            keep_going: true,
         }
     }
 
-    /// Takes a sampled token; returns why to stop, if generation is over.
-    fn accept(&mut self, token: u32) -> Option<StopReason> {
-        if self.generator.tokenizer.is_end_of_generation(token) {
-            return Some(StopReason::EndOfGeneration);
+    /// Takes a sampled token.
+    pub fn accept(&mut self, tokenizer: &Tokenizer, token: u32) -> Accepted {
+        if tokenizer.is_end_of_generation(token) {
+            return Accepted {
+                text: String::new(),
+                stop: Some(StopReason::EndOfGeneration),
+            };
         }
         self.tokens.push(token);
-        let piece = self.decoder.push(self.generator.tokenizer, token);
+        let piece = self.decoder.push(tokenizer, token);
         let scan = self.stops.push(&piece);
-        self.emit(&scan.emit);
-        if scan.stopped {
-            return Some(StopReason::StopString);
-        }
-        if !self.keep_going {
-            return Some(StopReason::Cancelled);
-        }
-        if self.tokens.len() >= self.generator.config.max_tokens {
-            return Some(StopReason::MaxTokens);
-        }
-        None
-    }
-
-    fn emit(&mut self, text: &str) {
-        if !text.is_empty() {
-            self.text.push_str(text);
-            self.keep_going &= (self.on_text)(text);
+        self.text.push_str(&scan.emit);
+        let stop = if scan.stopped {
+            Some(StopReason::StopString)
+        } else if self.tokens.len() >= self.max_tokens {
+            Some(StopReason::MaxTokens)
+        } else {
+            None
+        };
+        Accepted {
+            text: scan.emit,
+            stop,
         }
     }
 
-    fn finish(mut self, stop_reason: StopReason, stats: GenerationStats) -> Generation {
-        if stop_reason != StopReason::StopString {
-            let rest = std::mem::replace(&mut self.decoder, StreamDecoder::new(true)).finish();
-            let scan = self.stops.push(&rest);
-            self.emit(&scan.emit);
-            if !scan.stopped {
-                let held = self.stops.finish();
-                self.emit(&held);
-            }
+    /// The generated tokens so far (end-of-generation tokens excluded).
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Tokens generated when stopping for `reason` (the end-of-generation
+    /// token counts: the model produced it).
+    pub fn generated_tokens(&self, reason: StopReason) -> usize {
+        self.tokens.len() + usize::from(reason == StopReason::EndOfGeneration)
+    }
+
+    /// Ends the stream: the text still held back (a partial UTF-8 character or a
+    /// prefix of a stop string), unless it stopped on a stop string.
+    pub fn finish(&mut self, reason: StopReason) -> String {
+        if reason == StopReason::StopString {
+            return String::new();
         }
+        let rest = std::mem::replace(&mut self.decoder, StreamDecoder::new(true)).finish();
+        let scan = self.stops.push(&rest);
+        let mut tail = scan.emit;
+        if !scan.stopped {
+            tail.push_str(&self.stops.finish());
+        }
+        self.text.push_str(&tail);
+        tail
+    }
+
+    fn into_generation(self, stop_reason: StopReason, stats: GenerationStats) -> Generation {
         Generation {
             text: self.text,
             tokens: self.tokens,

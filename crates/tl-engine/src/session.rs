@@ -41,6 +41,33 @@ impl Session {
         self.truncate(0);
     }
 
+    /// One decode step for several sessions at once (see
+    /// [`Backend::forward_batch`]): `tokens[i]` is appended to `sessions[i]`;
+    /// returns each session's logits. On failure no session changes.
+    pub fn step_batch(
+        model: &Backend,
+        sessions: &mut [&mut Session],
+        tokens: &[u32],
+    ) -> Result<Vec<Vec<f32>>> {
+        let lengths: Vec<usize> = sessions.iter().map(|s| s.tokens.len()).collect();
+        let mut caches: Vec<&mut SequenceCache> =
+            sessions.iter_mut().map(|s| &mut s.cache).collect();
+        match model.forward_batch(tokens, &mut caches) {
+            Ok(logits) => {
+                for (session, &token) in sessions.iter_mut().zip(tokens) {
+                    session.tokens.push(token);
+                }
+                Ok(logits)
+            }
+            Err(e) => {
+                for (session, len) in sessions.iter_mut().zip(lengths) {
+                    session.truncate(len);
+                }
+                Err(e)
+            }
+        }
+    }
+
     fn truncate(&mut self, len: usize) {
         self.tokens.truncate(len);
         self.cache.truncate(len);
@@ -57,6 +84,27 @@ impl Session {
         chunk_tokens: usize,
         keep_going: &mut dyn FnMut() -> bool,
     ) -> Result<Option<Vec<f32>>> {
+        let reused = self.begin(prompt)?;
+        let chunk = if chunk_tokens == 0 {
+            prompt.len()
+        } else {
+            chunk_tokens
+        };
+        let mut logits = None;
+        for piece in prompt[reused..].chunks(chunk) {
+            if !keep_going() {
+                return Ok(None);
+            }
+            logits = Some(self.feed(model, piece)?);
+        }
+        Ok(logits)
+    }
+
+    /// Starts a prefill of `prompt` the caller runs itself (with [`Self::feed`],
+    /// e.g. one chunk per scheduler step): checks the prompt fits, keeps the
+    /// longest reusable cached prefix and returns its length, the index of the
+    /// first prompt token still to run.
+    pub fn begin(&mut self, prompt: &[u32]) -> Result<usize> {
         if prompt.is_empty() {
             return Err(Error::InvalidRequest("the prompt is empty".into()));
         }
@@ -69,19 +117,7 @@ impl Session {
         }
         let reused = self.reusable_prefix(prompt);
         self.truncate(reused);
-        let chunk = if chunk_tokens == 0 {
-            prompt.len()
-        } else {
-            chunk_tokens
-        };
-        let mut logits = None;
-        for piece in prompt[reused..].chunks(chunk) {
-            if !keep_going() {
-                return Ok(None);
-            }
-            logits = Some(self.run(model, piece)?);
-        }
-        Ok(logits)
+        Ok(reused)
     }
 
     /// How many leading tokens of `prompt` a prefill would take from the cache
@@ -93,7 +129,7 @@ impl Session {
 
     /// Appends one token and returns the logits that follow it.
     pub fn step(&mut self, model: &Backend, token: u32) -> Result<Vec<f32>> {
-        self.run(model, &[token])
+        self.feed(model, &[token])
     }
 
     /// Appends one token and returns the argmax of the logits that follow it
@@ -135,7 +171,9 @@ impl Session {
         }
     }
 
-    fn run(&mut self, model: &Backend, tokens: &[u32]) -> Result<Vec<f32>> {
+    /// Appends `tokens` (a prompt chunk) and returns the logits that follow the
+    /// last of them.
+    pub fn feed(&mut self, model: &Backend, tokens: &[u32]) -> Result<Vec<f32>> {
         let start = self.tokens.len();
         let logits = model.forward(tokens, start, &mut self.cache, Logits::Last);
         match logits {

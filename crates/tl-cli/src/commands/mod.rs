@@ -9,6 +9,7 @@ mod perplexity;
 mod program;
 mod repl;
 mod run;
+mod serve;
 mod synth;
 
 use anyhow::Result;
@@ -28,6 +29,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::run(&args, cli.verbose),
         Command::Perplexity(args) => perplexity::run(&args, cli.verbose),
         Command::Bench(args) => bench::run(&args, cli.verbose),
+        Command::Serve(args) => serve::run(&args),
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
         Command::Model(ModelCommand::Synth(args)) => synth::run(&args),
         Command::Model(ModelCommand::Pull) => {

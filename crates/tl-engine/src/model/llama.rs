@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
+use rayon::prelude::*;
 use tl_gguf::GgufFile;
 
 use crate::error::{Error, Result};
@@ -126,6 +127,47 @@ impl Model {
     ) -> Result<Vec<f32>> {
         check_tokens(tokens, self.config.vocab_size)?;
         cache.check_room(index_pos, tokens.len())?;
+        let mut rows = Rows::Sequence {
+            start: index_pos,
+            cache,
+        };
+        let x = self.run_blocks(tokens, &mut rows)?;
+        cache_commit(&mut rows, tokens.len());
+        let hidden = self.config.embedding_length;
+        let x = match which {
+            Logits::Last => &x[(tokens.len() - 1) * hidden..],
+            Logits::All => &x[..],
+        };
+        self.logits(x)
+    }
+
+    /// One decode step for several sequences at once: row `i` is token
+    /// `tokens[i]` of the sequence whose cache is `steps[i].cache`, at position
+    /// `steps[i].position`. The matrix products run on all rows together (each
+    /// weight is read once for the whole batch); attention runs per row against
+    /// its own cache, exactly as a lone decode step does, so each row's logits
+    /// equal those of [`Model::forward`] on that sequence alone. Returns
+    /// `rows × vocab` logits.
+    pub fn forward_batch(&self, tokens: &[u32], steps: &mut [BatchStep<'_>]) -> Result<Vec<f32>> {
+        check_tokens(tokens, self.config.vocab_size)?;
+        if tokens.len() != steps.len() {
+            return Err(Error::InvalidRequest(format!(
+                "a batch of {} tokens for {} sequences",
+                tokens.len(),
+                steps.len()
+            )));
+        }
+        for step in steps.iter() {
+            step.cache.check_room(step.position, 1)?;
+        }
+        let mut rows = Rows::Batch(steps);
+        let x = self.run_blocks(tokens, &mut rows)?;
+        cache_commit(&mut rows, 1);
+        self.logits(&x)
+    }
+
+    /// Embeds `tokens` and runs every block over them.
+    fn run_blocks(&self, tokens: &[u32], rows: &mut Rows<'_, '_>) -> Result<Vec<f32>> {
         let ids = Tensor::new(tokens, &Device::Cpu)?;
         let mut x = self
             .embedding
@@ -134,19 +176,49 @@ impl Model {
             .to_vec1::<f32>()?;
         let mut scratch = Scratch::new(&self.config, tokens.len());
         for (layer, block) in self.blocks.iter().enumerate() {
-            block.forward(&mut x, layer, index_pos, cache, &mut scratch, self)?;
+            block.forward(&mut x, layer, rows, &mut scratch, self)?;
         }
-        cache.commit(index_pos + tokens.len());
+        Ok(x)
+    }
+
+    /// The output head over the rows of `x`.
+    fn logits(&self, x: &[f32]) -> Result<Vec<f32>> {
         let hidden = self.config.embedding_length;
-        let x = match which {
-            Logits::Last => &x[(tokens.len() - 1) * hidden..],
-            Logits::All => &x[..],
-        };
         let mut normed = vec![0.0; x.len()];
         rms_norm(x, &self.output_norm, self.config.rms_norm_eps, &mut normed);
         let mut logits = vec![0.0; x.len() / hidden * self.output.out_features()];
         self.output.forward(&normed, &mut logits)?;
         Ok(logits)
+    }
+}
+
+/// One sequence's place in a batched decode step.
+pub struct BatchStep<'c> {
+    /// The position of the new token (the number of tokens the cache holds).
+    pub position: usize,
+    pub cache: &'c mut KvCache,
+}
+
+/// Which sequence and position each row of a pass belongs to.
+enum Rows<'a, 'c> {
+    /// Every row from one sequence, at consecutive positions from `start`.
+    Sequence {
+        start: usize,
+        cache: &'a mut KvCache,
+    },
+    /// Row `i` is the next token of sequence `i`.
+    Batch(&'a mut [BatchStep<'c>]),
+}
+
+/// Marks the new positions as filled in every cache of the pass.
+fn cache_commit(rows: &mut Rows<'_, '_>, count: usize) {
+    match rows {
+        Rows::Sequence { start, cache } => cache.commit(*start + count),
+        Rows::Batch(steps) => {
+            for step in steps.iter_mut() {
+                step.cache.commit(step.position + count);
+            }
+        }
     }
 }
 
@@ -206,8 +278,7 @@ impl Block {
         &self,
         x: &mut [f32],
         layer: usize,
-        index_pos: usize,
-        cache: &mut KvCache,
+        rows: &mut Rows<'_, '_>,
         s: &mut Scratch,
         model: &Model,
     ) -> Result<()> {
@@ -216,23 +287,12 @@ impl Block {
         self.query.forward(&s.normed, &mut s.query)?;
         self.key.forward(&s.normed, &mut s.key)?;
         self.value.forward(&s.normed, &mut s.value)?;
-        let (q_width, kv_width) = (c.query_width(), c.key_value_width());
-        let rows = s
-            .query
-            .chunks_exact_mut(q_width)
-            .zip(s.key.chunks_exact_mut(kv_width));
-        for (row, ((query, key), value)) in rows.zip(s.value.chunks_exact(kv_width)).enumerate() {
-            let position = index_pos + row;
-            model.rope.rotate(query, position);
-            model.rope.rotate(key, position);
-            cache.store(layer, position, key, value);
+        match rows {
+            Rows::Sequence { start, cache } => {
+                attend_sequence(model, layer, *start, cache, s);
+            }
+            Rows::Batch(steps) => attend_batch(model, layer, steps, s),
         }
-        let shape = AttentionShape {
-            heads: c.head_count,
-            kv_heads: c.head_count_kv,
-            head_dim: c.head_dim,
-        };
-        attend(shape, cache, layer, index_pos, &s.query, &mut s.attention);
         self.attention_output
             .forward(&s.attention, &mut s.projected)?;
         add_in_place(x, &s.projected);
@@ -244,6 +304,77 @@ impl Block {
         add_in_place(x, &s.projected);
         Ok(())
     }
+}
+
+fn attention_shape(c: &ModelConfig) -> AttentionShape {
+    AttentionShape {
+        heads: c.head_count,
+        kv_heads: c.head_count_kv,
+        head_dim: c.head_dim,
+    }
+}
+
+/// RoPE, the K/V write and attention for rows of one sequence at positions
+/// `start..`.
+fn attend_sequence(
+    model: &Model,
+    layer: usize,
+    start: usize,
+    cache: &mut KvCache,
+    s: &mut Scratch,
+) {
+    let c = &model.config;
+    let (q_width, kv_width) = (c.query_width(), c.key_value_width());
+    let rows = s
+        .query
+        .chunks_exact_mut(q_width)
+        .zip(s.key.chunks_exact_mut(kv_width));
+    for (row, ((query, key), value)) in rows.zip(s.value.chunks_exact(kv_width)).enumerate() {
+        let position = start + row;
+        model.rope.rotate(query, position);
+        model.rope.rotate(key, position);
+        cache.store(layer, position, key, value);
+    }
+    attend(
+        attention_shape(c),
+        cache,
+        layer,
+        start,
+        &s.query,
+        &mut s.attention,
+    );
+}
+
+/// The same for a batch of sequences, one row each: every row is rotated,
+/// stored and attended as a lone decode step of its sequence would be.
+fn attend_batch(model: &Model, layer: usize, steps: &mut [BatchStep<'_>], s: &mut Scratch) {
+    let c = &model.config;
+    let (q_width, kv_width) = (c.query_width(), c.key_value_width());
+    let rows = s
+        .query
+        .chunks_exact_mut(q_width)
+        .zip(s.key.chunks_exact_mut(kv_width))
+        .zip(s.value.chunks_exact(kv_width));
+    for (((query, key), value), step) in rows.zip(steps.iter_mut()) {
+        model.rope.rotate(query, step.position);
+        model.rope.rotate(key, step.position);
+        step.cache.store(layer, step.position, key, value);
+    }
+    // Rows only read their caches now, so they can run on all threads.
+    s.attention
+        .par_chunks_mut(q_width)
+        .zip(s.query.par_chunks(q_width))
+        .zip(steps.par_iter())
+        .for_each(|((out, query), step)| {
+            attend(
+                attention_shape(c),
+                step.cache,
+                layer,
+                step.position,
+                query,
+                out,
+            );
+        });
 }
 
 /// Errors unless `tokens` is non-empty and every id is inside the vocabulary

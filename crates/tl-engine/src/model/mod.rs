@@ -17,4 +17,4 @@ pub mod weights;
 
 pub use cache::KvCache;
 pub use config::ModelConfig;
-pub use llama::{Logits, Model};
+pub use llama::{BatchStep, Logits, Model};

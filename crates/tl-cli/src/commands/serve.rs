@@ -1,0 +1,33 @@
+//! `tl serve`: the HTTP server (see the `tl-server` crate and docs/api.md).
+
+use anyhow::Result;
+use tl_server::ServerConfig;
+
+use crate::cli::ServeArgs;
+use crate::default_model;
+
+pub fn run(args: &ServeArgs) -> Result<()> {
+    let models = if args.model.is_empty() {
+        vec![default_model::ensure()?]
+    } else {
+        args.model.clone()
+    };
+    let config = ServerConfig {
+        models,
+        host: args.host.clone(),
+        port: args.port,
+        parallel: args.parallel,
+        max_queue: args.max_queue,
+        context: args.ctx,
+        prefill_chunk_tokens: args.prefill_chunk,
+        model_memory_budget: args.model_memory_mb.map(|mb| mb * 1_000_000),
+        api_key: args.api_key.clone(),
+        device: args.device,
+    };
+    eprintln!("loading {} ...", config.models[0].display());
+    tl_server::serve(&config, &mut |address| {
+        // Tests and scripts wait for this line to learn the port.
+        eprintln!("listening on http://{address}");
+    })?;
+    Ok(())
+}

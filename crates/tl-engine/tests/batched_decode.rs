@@ -1,0 +1,102 @@
+//! Batched decode on the CPU: several sequences stepped in one pass must give
+//! each sequence exactly the logits it gets when stepped alone (the server's
+//! promise that a request's output does not depend on what else runs).
+//! Uses the default model (fetched by `tl model pull`, which the README's test
+//! command runs first).
+
+use std::path::PathBuf;
+
+use tl_engine::model::Model;
+use tl_engine::sampler::argmax;
+use tl_engine::{Backend, Session};
+use tl_gguf::GgufFile;
+
+const CONTEXT: usize = 128;
+
+/// The default model: `TL_TEST_MODEL`, else where `tl model pull` puts it.
+fn real_model() -> PathBuf {
+    if let Some(path) = std::env::var_os("TL_TEST_MODEL") {
+        return PathBuf::from(path);
+    }
+    let dir = std::env::var_os("TL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|c| c.join("tensorlogic/models"))
+        })
+        .unwrap_or_default();
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        path.is_file(),
+        "the default model is needed at {}: run `cargo run --release --bin tl -- model pull`",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn batched_steps_equal_lone_steps_bit_for_bit() {
+    let file = GgufFile::open(real_model()).unwrap();
+    let model = Backend::Cpu(Model::load(&file, CONTEXT).unwrap());
+    // Prompts of different lengths, so the rows sit at different positions.
+    let prompts: Vec<Vec<u32>> = (0..5u32)
+        .map(|i| (0..3 + 7 * i).map(|t| 100 + 37 * t + 11 * i).collect())
+        .collect();
+    let start = |prompt: &Vec<u32>| {
+        let mut session = Session::new(&model, CONTEXT).unwrap();
+        let logits = session
+            .prefill(&model, prompt, 0, &mut || true)
+            .unwrap()
+            .unwrap();
+        (session, argmax(&logits).unwrap())
+    };
+    let (mut alone, mut alone_next): (Vec<Session>, Vec<u32>) = prompts.iter().map(start).unzip();
+    let (mut batched, mut batched_next): (Vec<Session>, Vec<u32>) =
+        prompts.iter().map(start).unzip();
+    for step in 0..12 {
+        let mut refs: Vec<&mut Session> = batched.iter_mut().collect();
+        let rows = Session::step_batch(&model, &mut refs, &batched_next).unwrap();
+        for (i, row) in rows.iter().enumerate() {
+            let lone = alone[i].step(&model, alone_next[i]).unwrap();
+            assert!(
+                lone.iter()
+                    .zip(row)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "sequence {i} differs at step {step}"
+            );
+            alone_next[i] = argmax(&lone).unwrap();
+            batched_next[i] = argmax(row).unwrap();
+        }
+        // Sequences leave the batch as they would in a server.
+        if step == 5 {
+            batched.remove(1);
+            batched_next.remove(1);
+            alone.remove(1);
+            alone_next.remove(1);
+        }
+    }
+    for (a, b) in alone.iter().zip(&batched) {
+        assert_eq!(a.tokens(), b.tokens());
+    }
+}
+
+#[test]
+fn a_failed_batch_leaves_every_session_as_it_was() {
+    let file = GgufFile::open(real_model()).unwrap();
+    let model = Backend::Cpu(Model::load(&file, CONTEXT).unwrap());
+    let mut a = Session::new(&model, CONTEXT).unwrap();
+    let mut b = Session::new(&model, CONTEXT).unwrap();
+    a.prefill(&model, &[1, 2, 3], 0, &mut || true).unwrap();
+    b.prefill(&model, &[4, 5], 0, &mut || true).unwrap();
+    let vocab = model.config().vocab_size as u32;
+    let err = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, vocab]).unwrap_err();
+    assert!(err.to_string().contains("outside the vocabulary"), "{err}");
+    assert_eq!(a.tokens(), &[1, 2, 3]);
+    assert_eq!(b.tokens(), &[4, 5]);
+    // Both still step correctly afterwards.
+    let rows = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, 8]).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(a.tokens(), &[1, 2, 3, 7]);
+}

@@ -1,0 +1,73 @@
+//! The server's settings, filled by the CLI (`tl serve`) or by tests.
+
+use std::path::PathBuf;
+
+use tl_engine::DeviceChoice;
+
+/// Everything `tl serve` is told.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// GGUF files to serve; the first is the default model (loaded at start),
+    /// the others are loaded when a request names them.
+    pub models: Vec<PathBuf>,
+    /// Address to bind (loopback unless told otherwise).
+    pub host: String,
+    /// Port to bind; 0 picks a free one (printed at start).
+    pub port: u16,
+    /// Sequences generated at once; more requests wait in the queue.
+    pub parallel: usize,
+    /// Requests that may wait for a free sequence before new ones get 429.
+    pub max_queue: usize,
+    /// Context per sequence (KV cache capacity); default: the model's training
+    /// context, at most 4096.
+    pub context: Option<usize>,
+    /// Prompt tokens per forward pass, so a long prompt does not stall the
+    /// running streams for its whole length.
+    pub prefill_chunk_tokens: usize,
+    /// Bytes of weights that may be loaded at once; models beyond it evict the
+    /// least recently used (the default model included, when idle). `None`: no
+    /// limit.
+    pub model_memory_budget: Option<u64>,
+    /// Requests must carry `Authorization: Bearer KEY` when set.
+    pub api_key: Option<String>,
+    /// Where models run.
+    pub device: DeviceChoice,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            models: Vec::new(),
+            host: "127.0.0.1".into(),
+            port: 8080,
+            parallel: 4,
+            max_queue: 64,
+            context: None,
+            prefill_chunk_tokens: 512,
+            model_memory_budget: None,
+            api_key: None,
+            device: DeviceChoice::Auto,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Rejects settings the server cannot run with.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.models.is_empty() {
+            return Err(crate::Error::NoModel);
+        }
+        if self.parallel == 0 {
+            return Err(crate::Error::Config("--parallel must be at least 1".into()));
+        }
+        if self.prefill_chunk_tokens == 0 {
+            return Err(crate::Error::Config(
+                "the prefill chunk must be at least 1 token".into(),
+            ));
+        }
+        if self.context == Some(0) {
+            return Err(crate::Error::Config("--ctx must be at least 1".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,467 @@
+//! The scheduler: continuous batching over sequences that each own a KV cache.
+//!
+//! Every turn of the loop it (1) takes the requests that arrived, (2) drops
+//! waiting ones whose client left, (3) admits waiting requests while fewer than
+//! `parallel` sequences run, and (4) advances every running sequence by one
+//! step: one prompt chunk of at most `prefill_chunk_tokens` for a sequence
+//! still in its prompt, one token for the others. New requests therefore join
+//! between decode steps, and a long prompt delays the running streams by one
+//! chunk per turn, not by its whole length.
+//!
+//! Each sequence has its own sampler (seeded from its request), so its tokens do
+//! not depend on what else runs. Finished sequences' caches are kept idle for
+//! prefix reuse (a chat's next turn skips the shared history) up to `parallel`
+//! caches in all; a cancelled or failed sequence's cache is emptied at once.
+//!
+//! On the CPU the decoding sequences of a model step together in one batched
+//! pass (each weight read once per step for all of them; each row's logits
+//! equal a lone step's); on a GPU they step one after another for now.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use tl_engine::generate::{step_sampled, TextOutput};
+use tl_engine::sampler::Sampler;
+use tl_engine::{Backend, Session, StopReason};
+
+use super::pool::ModelPool;
+use super::{Event, Job, Summary};
+use crate::config::ServerConfig;
+use crate::metrics::{Metrics, Outcome};
+use crate::registry::ModelEntry;
+
+/// A request being generated.
+struct Sequence {
+    job: Job,
+    session: Session,
+    sampler: Sampler,
+    output: TextOutput,
+    phase: Phase,
+    cached_tokens: usize,
+    load_time: Duration,
+    admitted: Instant,
+    prompt_done: Option<Instant>,
+    last_token: Option<Instant>,
+}
+
+enum Phase {
+    /// Running the prompt; `next` is the first prompt token not yet run.
+    Prompt { next: usize },
+    /// `token` was sampled and emitted but not yet fed to the model.
+    Decode { token: u32 },
+}
+
+/// A cache kept after its request ended, for a later prompt with the same prefix.
+struct IdleCache {
+    model: String,
+    session: Session,
+}
+
+pub struct Scheduler {
+    pool: ModelPool,
+    waiting: VecDeque<Job>,
+    running: Vec<Sequence>,
+    idle: Vec<IdleCache>,
+    parallel: usize,
+    prefill_chunk_tokens: usize,
+    metrics: Arc<Metrics>,
+}
+
+/// How a step left a sequence.
+enum Step {
+    Continue,
+    Finished(StopReason),
+    Cancelled,
+    Failed(String),
+}
+
+impl Scheduler {
+    pub fn new(pool: ModelPool, config: &ServerConfig, metrics: Arc<Metrics>) -> Self {
+        Scheduler {
+            pool,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            idle: Vec::new(),
+            parallel: config.parallel,
+            prefill_chunk_tokens: config.prefill_chunk_tokens,
+            metrics,
+        }
+    }
+
+    /// Allocates `parallel` caches for `model` up front, so the first requests
+    /// do not pay for allocating and touching them (94 MB each for the
+    /// default model at 4096 tokens).
+    pub fn preallocate(&mut self, model: &ModelEntry) -> Result<(), String> {
+        let Some(backend) = self.pool.backend(&model.name) else {
+            return Err(format!("model '{}' is not loaded", model.name));
+        };
+        while self.idle.len() < self.parallel {
+            let session = Session::new(backend, model.context).map_err(|e| {
+                format!(
+                    "cannot allocate {} KV caches of {} tokens: {e} (lower --parallel or --ctx)",
+                    self.parallel, model.context
+                )
+            })?;
+            self.idle.push(IdleCache {
+                model: model.name.clone(),
+                session,
+            });
+        }
+        self.update_metrics();
+        Ok(())
+    }
+
+    /// Runs until every [`super::EngineHandle`] is gone.
+    pub fn run(mut self, jobs: mpsc::Receiver<Job>) {
+        loop {
+            if self.running.is_empty() && self.waiting.is_empty() {
+                match jobs.recv() {
+                    Ok(job) => self.waiting.push_back(job),
+                    Err(_) => return,
+                }
+            }
+            while let Ok(job) = jobs.try_recv() {
+                self.waiting.push_back(job);
+            }
+            self.drop_abandoned();
+            self.admit();
+            self.step_all();
+            self.update_metrics();
+        }
+    }
+
+    /// Forgets waiting requests whose client has gone.
+    fn drop_abandoned(&mut self) {
+        let before = self.waiting.len();
+        self.waiting.retain(|job| !job.events.is_closed());
+        let dropped = before - self.waiting.len();
+        for _ in 0..dropped {
+            self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
+            self.metrics.count(Outcome::Cancelled);
+        }
+    }
+
+    fn admit(&mut self) {
+        while self.running.len() < self.parallel {
+            let Some(job) = self.waiting.pop_front() else {
+                return;
+            };
+            self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
+            if let Err(message) = self.start(job) {
+                eprintln!("request failed: {message}");
+            }
+        }
+    }
+
+    /// Loads the job's model if needed, gives it a cache and starts its prompt.
+    fn start(&mut self, job: Job) -> Result<(), String> {
+        let running = &self.running;
+        let ready = self.pool.ensure(&job.model, &|name| {
+            running.iter().any(|s| s.job.model.name == name)
+        });
+        let ready = match ready {
+            Ok(ready) => ready,
+            Err(message) => return Err(self.fail_job(&job, message)),
+        };
+        self.idle.retain(|c| !ready.evicted.contains(&c.model));
+        let Some(backend) = self.pool.backend(&job.model.name) else {
+            return Err(self.fail_job(&job, "the model is not loaded".into()));
+        };
+        let mut session = match take_cache(
+            &mut self.idle,
+            &job,
+            backend,
+            self.parallel,
+            self.running.len(),
+        ) {
+            Ok(session) => session,
+            Err(message) => return Err(self.fail_job(&job, message)),
+        };
+        let cached_tokens = match session.begin(&job.prompt) {
+            Ok(reused) => reused,
+            Err(e) => return Err(self.fail_job(&job, e.to_string())),
+        };
+        self.metrics
+            .prompt_tokens
+            .fetch_add(job.prompt.len() as u64, Ordering::Relaxed);
+        self.running.push(Sequence {
+            sampler: Sampler::new(job.sampler.clone()),
+            output: TextOutput::new(&job.generation),
+            phase: Phase::Prompt {
+                next: cached_tokens,
+            },
+            session,
+            cached_tokens,
+            load_time: ready.load_time,
+            admitted: Instant::now(),
+            prompt_done: None,
+            last_token: None,
+            job,
+        });
+        Ok(())
+    }
+
+    fn fail_job(&self, job: &Job, message: String) -> String {
+        self.metrics.count(Outcome::Failed);
+        let _ = job.events.send(Event::Failed(message.clone()));
+        message
+    }
+
+    /// Advances every running sequence by one step and retires the finished.
+    /// On a backend that batches decode steps (the CPU), every decoding
+    /// sequence of a model runs in one pass; elsewhere each steps alone.
+    fn step_all(&mut self) {
+        let mut steps: Vec<Option<Step>> = Vec::with_capacity(self.running.len());
+        for sequence in &mut self.running {
+            let batched = matches!(sequence.phase, Phase::Decode { .. })
+                && self
+                    .pool
+                    .backend(&sequence.job.model.name)
+                    .is_some_and(Backend::batches_decode);
+            let step = if sequence.job.events.is_closed() {
+                Some(Step::Cancelled)
+            } else if batched {
+                None
+            } else {
+                Some(match self.pool.backend(&sequence.job.model.name) {
+                    Some(backend) => {
+                        advance(sequence, backend, self.prefill_chunk_tokens, &self.metrics)
+                    }
+                    None => Step::Failed("the model was unloaded".into()),
+                })
+            };
+            steps.push(step);
+        }
+        self.decode_batches(&mut steps);
+        for i in (0..self.running.len()).rev() {
+            match steps[i].take() {
+                Some(Step::Continue) | None => {}
+                Some(ended) => {
+                    let sequence = self.running.swap_remove(i);
+                    self.retire(sequence, ended);
+                }
+            }
+        }
+    }
+
+    /// Runs the sequences `steps` left open (`None`) in one batched pass per
+    /// model and fills in their steps.
+    fn decode_batches(&mut self, steps: &mut [Option<Step>]) {
+        let mut models: Vec<String> = Vec::new();
+        for (sequence, step) in self.running.iter().zip(steps.iter()) {
+            if step.is_none() && !models.contains(&sequence.job.model.name) {
+                models.push(sequence.job.model.name.clone());
+            }
+        }
+        for model in models {
+            let Some(backend) = self.pool.backend(&model) else {
+                continue;
+            };
+            let (indices, mut batch): (Vec<usize>, Vec<&mut Sequence>) = self
+                .running
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, s)| steps[*i].is_none() && s.job.model.name == model)
+                .unzip();
+            let tokens: Vec<u32> = batch.iter().map(|s| s.pending_token()).collect();
+            let mut sessions: Vec<&mut Session> =
+                batch.iter_mut().map(|s| &mut s.session).collect();
+            match Session::step_batch(backend, &mut sessions, &tokens) {
+                Ok(rows) => {
+                    for ((i, sequence), row) in indices.into_iter().zip(batch).zip(rows) {
+                        let picked = sequence.sampler.sample(&row, sequence.session.tokens());
+                        steps[i] = Some(take_token(
+                            sequence,
+                            picked.map_err(|e| e.to_string()),
+                            &self.metrics,
+                        ));
+                    }
+                }
+                Err(e) => {
+                    for i in indices {
+                        steps[i] = Some(Step::Failed(e.to_string()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a sequence: tells its client (if still there) and keeps or empties
+    /// its cache.
+    fn retire(&mut self, mut sequence: Sequence, step: Step) {
+        match step {
+            Step::Finished(reason) => {
+                let rest = sequence.output.finish(reason);
+                if !rest.is_empty() {
+                    let _ = sequence.job.events.send(Event::Text(rest));
+                }
+                let summary = summarize(&sequence, reason);
+                self.metrics.count(Outcome::Completed);
+                let _ = sequence.job.events.send(Event::Done(summary));
+            }
+            Step::Cancelled => {
+                self.metrics.count(Outcome::Cancelled);
+                sequence.session.reset();
+            }
+            Step::Failed(message) => {
+                self.metrics.count(Outcome::Failed);
+                let _ = sequence.job.events.send(Event::Failed(message));
+                sequence.session.reset();
+            }
+            Step::Continue => {}
+        }
+        self.idle.push(IdleCache {
+            model: sequence.job.model.name.clone(),
+            session: sequence.session,
+        });
+    }
+
+    fn update_metrics(&self) {
+        let held = |sessions: &mut dyn Iterator<Item = &Session>| {
+            sessions.map(|s| s.tokens().len() as u64).sum::<u64>()
+        };
+        let m = &self.metrics;
+        m.active.store(self.running.len() as u64, Ordering::Relaxed);
+        m.kv_tokens.store(
+            held(&mut self.running.iter().map(|s| &s.session)),
+            Ordering::Relaxed,
+        );
+        m.kv_cached_tokens.store(
+            held(&mut self.idle.iter().map(|c| &c.session)),
+            Ordering::Relaxed,
+        );
+        let capacity = self
+            .running
+            .iter()
+            .map(|s| s.session.capacity())
+            .chain(self.idle.iter().map(|c| c.session.capacity()))
+            .sum::<usize>();
+        m.kv_capacity_tokens
+            .store(capacity as u64, Ordering::Relaxed);
+    }
+}
+
+/// A cache for `job`: the idle one of its model sharing the longest prefix
+/// with the prompt, else a new one (dropping the oldest idle cache when
+/// `parallel` caches exist already).
+fn take_cache(
+    idle: &mut Vec<IdleCache>,
+    job: &Job,
+    backend: &Backend,
+    parallel: usize,
+    running: usize,
+) -> Result<Session, String> {
+    let best = idle
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.model == job.model.name && c.session.capacity() == job.model.context)
+        .max_by_key(|(i, c)| (c.session.reusable_prefix(&job.prompt), *i))
+        .map(|(i, _)| i);
+    if let Some(i) = best {
+        return Ok(idle.remove(i).session);
+    }
+    while !idle.is_empty() && running + idle.len() >= parallel {
+        idle.remove(0);
+    }
+    Session::new(backend, job.model.context).map_err(|e| e.to_string())
+}
+
+impl Sequence {
+    /// The token sampled last, not yet fed to the model (decode phase).
+    fn pending_token(&self) -> u32 {
+        match self.phase {
+            Phase::Decode { token } => token,
+            Phase::Prompt { .. } => 0,
+        }
+    }
+}
+
+/// One step of one sequence: a prompt chunk, or feeding the pending token
+/// and sampling the next.
+fn advance(
+    sequence: &mut Sequence,
+    backend: &Backend,
+    prefill_chunk_tokens: usize,
+    metrics: &Metrics,
+) -> Step {
+    let picked = match sequence.phase {
+        Phase::Prompt { next } => {
+            let end = (next + prefill_chunk_tokens).min(sequence.job.prompt.len());
+            let logits = match sequence
+                .session
+                .feed(backend, &sequence.job.prompt[next..end])
+            {
+                Ok(logits) => logits,
+                Err(e) => return Step::Failed(e.to_string()),
+            };
+            if end < sequence.job.prompt.len() {
+                sequence.phase = Phase::Prompt { next: end };
+                return Step::Continue;
+            }
+            sequence.prompt_done = Some(Instant::now());
+            sequence.sampler.sample(&logits, sequence.session.tokens())
+        }
+        Phase::Decode { token } => {
+            step_sampled(&mut sequence.session, backend, &mut sequence.sampler, token)
+        }
+    };
+    take_token(sequence, picked.map_err(|e| e.to_string()), metrics)
+}
+
+/// Emits a sampled token's text and decides whether the sequence goes on.
+fn take_token(sequence: &mut Sequence, picked: Result<u32, String>, metrics: &Metrics) -> Step {
+    let token = match picked {
+        Ok(token) => token,
+        Err(message) => return Step::Failed(message),
+    };
+    record_token_time(sequence, metrics);
+    let accepted = sequence.output.accept(&sequence.job.model.tokenizer, token);
+    if !accepted.text.is_empty()
+        && sequence
+            .job
+            .events
+            .send(Event::Text(accepted.text))
+            .is_err()
+    {
+        return Step::Cancelled;
+    }
+    if let Some(reason) = accepted.stop {
+        return Step::Finished(reason);
+    }
+    if sequence.session.tokens().len() >= sequence.session.capacity() {
+        return Step::Finished(StopReason::ContextFull);
+    }
+    sequence.phase = Phase::Decode { token };
+    Step::Continue
+}
+
+fn record_token_time(sequence: &mut Sequence, metrics: &Metrics) {
+    let now = Instant::now();
+    match sequence.last_token {
+        None => metrics
+            .time_to_first_token
+            .observe(now - sequence.job.arrived),
+        Some(last) => metrics.inter_token_latency.observe(now - last),
+    }
+    metrics.generated_tokens.fetch_add(1, Ordering::Relaxed);
+    sequence.last_token = Some(now);
+}
+
+fn summarize(sequence: &Sequence, reason: StopReason) -> Summary {
+    let now = Instant::now();
+    let prompt_done = sequence.prompt_done.unwrap_or(now);
+    let first_token = prompt_done;
+    Summary {
+        reason,
+        prompt_tokens: sequence.job.prompt.len(),
+        cached_tokens: sequence.cached_tokens,
+        completion_tokens: sequence.output.generated_tokens(reason),
+        time_to_first_token: first_token - sequence.job.arrived,
+        load_time: sequence.load_time,
+        prompt_time: prompt_done - sequence.admitted,
+        decode_time: now - prompt_done,
+        total_time: now - sequence.job.arrived,
+    }
+}

@@ -1,0 +1,196 @@
+//! What the generation endpoints of both APIs share: finding the model,
+//! turning messages or a prompt into tokens, checking limits, building the
+//! sampler settings, handing the job to the engine, and reading its events.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tl_engine::chat_template::ChatMessage;
+use tl_engine::sampler::SamplerConfig;
+use tl_engine::{GenerationConfig, StopReason};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use super::error::{ApiError, Flavor};
+use super::AppState;
+use crate::engine::{Event, Job, Refusal, Summary};
+use crate::registry::ModelEntry;
+
+/// What the model is asked to continue.
+pub enum PromptSource {
+    /// Chat messages, rendered with the model's template and a generation prompt.
+    Chat(Vec<ChatMessage>),
+    /// Text used as is (BOS added when the model wants one; special-token text
+    /// becomes special tokens).
+    Raw(String),
+}
+
+/// Sampling and limits as a request states them; `None` keeps the default.
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    pub temperature: Option<f32>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    pub repeat_last_n: Option<usize>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub seed: Option<i64>,
+    /// Most tokens to generate; negative or `None`: until the context is full.
+    pub max_tokens: Option<i64>,
+    pub stop: Vec<String>,
+    /// A smaller context than the server's for this request (Ollama's `num_ctx`).
+    pub context: Option<usize>,
+}
+
+/// A request ready for the engine.
+pub struct Prepared {
+    pub model: Arc<ModelEntry>,
+    pub prompt: Vec<u32>,
+    pub sampler: SamplerConfig,
+    pub generation: GenerationConfig,
+}
+
+/// The model named by a request, or 404.
+pub fn find_model(
+    state: &AppState,
+    flavor: Flavor,
+    name: &str,
+) -> Result<Arc<ModelEntry>, ApiError> {
+    state
+        .registry
+        .find(name)
+        .cloned()
+        .ok_or_else(|| ApiError::unknown_model(flavor, name))
+}
+
+/// Templates, tokenizes and checks a request.
+pub fn prepare(
+    state: &AppState,
+    flavor: Flavor,
+    model: &str,
+    source: PromptSource,
+    options: &Options,
+) -> Result<Prepared, ApiError> {
+    let model = find_model(state, flavor, model)?;
+    let bad = |message: String| ApiError::bad_request(flavor, message);
+    let prompt = match source {
+        PromptSource::Chat(messages) => {
+            if messages.is_empty() {
+                return Err(bad("'messages' is empty".into()));
+            }
+            let text = model
+                .template
+                .render(&messages, true)
+                .map_err(|e| bad(e.to_string()))?;
+            // The template writes any BOS itself, as Hugging Face's does.
+            model.tokenizer.encode(&text, false, true)
+        }
+        PromptSource::Raw(text) => model.tokenizer.encode(&text, true, true),
+    }
+    .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
+    if prompt.is_empty() {
+        return Err(bad("the prompt is empty".into()));
+    }
+    let context = options
+        .context
+        .filter(|&c| c > 0)
+        .map_or(model.context, |c| c.min(model.context));
+    if prompt.len() > context {
+        return Err(bad(format!(
+            "the prompt has {} tokens, more than the context of {context}",
+            prompt.len()
+        )));
+    }
+    let room = (context - prompt.len()).max(1);
+    let max_tokens = match options.max_tokens {
+        Some(n) if n >= 0 => (n as usize).min(room),
+        _ => room,
+    };
+    if max_tokens == 0 {
+        return Err(bad("max_tokens must be at least 1".into()));
+    }
+    let sampler = sampler_config(options);
+    sampler.validate().map_err(|e| bad(e.to_string()))?;
+    Ok(Prepared {
+        model,
+        prompt,
+        sampler,
+        generation: GenerationConfig {
+            max_tokens,
+            stop_strings: options.stop.clone(),
+            prefill_chunk_tokens: 0,
+        },
+    })
+}
+
+/// llama.cpp's defaults (`SamplerConfig::default`) with the request's values.
+fn sampler_config(options: &Options) -> SamplerConfig {
+    let d = SamplerConfig::default();
+    SamplerConfig {
+        temperature: options.temperature.unwrap_or(d.temperature),
+        top_k: options.top_k.unwrap_or(d.top_k),
+        top_p: options.top_p.unwrap_or(d.top_p),
+        min_p: options.min_p.unwrap_or(d.min_p),
+        repeat_penalty: options.repeat_penalty.unwrap_or(d.repeat_penalty),
+        repeat_last_n: options.repeat_last_n.unwrap_or(d.repeat_last_n),
+        presence_penalty: options.presence_penalty.unwrap_or(d.presence_penalty),
+        frequency_penalty: options.frequency_penalty.unwrap_or(d.frequency_penalty),
+        seed: options.seed.map_or(d.seed, |s| s as u64),
+    }
+}
+
+/// Hands a prepared request to the engine; its events come back on the
+/// returned channel (dropping it cancels the request).
+pub fn submit(
+    state: &AppState,
+    flavor: Flavor,
+    prepared: Prepared,
+    arrived: Instant,
+) -> Result<UnboundedReceiver<Event>, ApiError> {
+    let (events, receiver) = unbounded_channel();
+    let job = Job {
+        model: prepared.model,
+        prompt: prepared.prompt,
+        sampler: prepared.sampler,
+        generation: prepared.generation,
+        events,
+        arrived,
+    };
+    match state.engine.submit(job) {
+        Ok(()) => Ok(receiver),
+        Err(Refusal::QueueFull) => Err(ApiError::queue_full(flavor)),
+        Err(Refusal::Stopped) => Err(ApiError::internal(flavor, "the engine has stopped")),
+    }
+}
+
+/// Waits for the whole generation (non-streaming responses).
+pub async fn collect(
+    flavor: Flavor,
+    mut events: UnboundedReceiver<Event>,
+) -> Result<(String, Summary), ApiError> {
+    let mut text = String::new();
+    while let Some(event) = events.recv().await {
+        match event {
+            Event::Text(piece) => text.push_str(&piece),
+            Event::Done(summary) => return Ok((text, summary)),
+            Event::Failed(message) => return Err(ApiError::internal(flavor, message)),
+        }
+    }
+    Err(ApiError::internal(flavor, "the engine dropped the request"))
+}
+
+/// OpenAI's and Ollama's name for why generation ended.
+pub fn finish_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::MaxTokens | StopReason::ContextFull => "length",
+        StopReason::EndOfGeneration | StopReason::StopString | StopReason::Cancelled => "stop",
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,158 @@
+//! The HTTP side: routes, shared state, the API-key check, and `serve`.
+
+mod error;
+mod generation;
+mod ollama;
+mod openai;
+mod utility;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use error::{ApiError, Flavor};
+
+use crate::config::ServerConfig;
+use crate::engine::{self, EngineHandle};
+use crate::error::{Error, Result};
+use crate::metrics::{Metrics, Outcome};
+use crate::registry::Registry;
+
+/// Largest request body accepted (long prompts fit easily).
+const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    pub engine: EngineHandle,
+    pub metrics: Arc<Metrics>,
+    pub api_key: Option<Arc<str>>,
+}
+
+/// Every route.
+pub fn router(state: AppState) -> Router {
+    let generation = Router::new()
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/completions", post(openai::completions))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_refusals,
+        ));
+    Router::new()
+        .merge(generation)
+        .route("/v1/models", get(openai::models))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
+        .route("/api/version", get(ollama::version))
+        .route("/tokenize", post(utility::tokenize))
+        .route("/detokenize", post(utility::detokenize))
+        .route("/metrics", get(utility::metrics))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_api_key,
+        ))
+        .route("/health", get(utility::health))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// With `--api-key`, every route but `/health` needs `Authorization: Bearer KEY`.
+async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(key) = &state.api_key else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
+        return next.run(request).await;
+    }
+    let flavor = Flavor::of_path(request.uri().path());
+    ApiError::new(
+        flavor,
+        StatusCode::UNAUTHORIZED,
+        "invalid or missing API key",
+    )
+    .into_response()
+}
+
+/// Counts generation requests answered with a client error (bad input,
+/// unknown model, full queue) in `tl_requests_total{outcome="rejected"}`.
+async fn count_refusals(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status().is_client_error() {
+        state.metrics.count(Outcome::Rejected);
+    }
+    response
+}
+
+/// Compares without stopping at the first difference, so response times do
+/// not reveal how much of a guessed key was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn not_found(request: Request) -> Response {
+    let path = request.uri().path().to_owned();
+    ApiError::new(
+        Flavor::of_path(&path),
+        StatusCode::NOT_FOUND,
+        format!("no route for {} {path}", request.method()),
+    )
+    .into_response()
+}
+
+/// Loads the models, starts the engine and serves until Ctrl-C. `on_listening`
+/// gets the bound address (the port is real even when 0 was asked for).
+pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) -> Result<()> {
+    config.validate()?;
+    let registry = Arc::new(Registry::open(&config.models, config.context)?);
+    let metrics = Arc::new(Metrics::default());
+    let engine = engine::start(registry.clone(), config, metrics.clone())?;
+    let state = AppState {
+        registry,
+        engine,
+        metrics,
+        api_key: config.api_key.as_deref().map(Arc::from),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let address = format!("{}:{}", config.host, config.port);
+        let listener = tokio::net::TcpListener::bind(&address)
+            .await
+            .map_err(|source| Error::Bind { address, source })?;
+        on_listening(listener.local_addr()?);
+        axum::serve(listener, router(state))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn keys_compare_whole() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

@@ -1,0 +1,403 @@
+//! OpenAI's API: `POST /v1/chat/completions`, `POST /v1/completions` (both
+//! streamed as server-sent events ending in `data: [DONE]`, or whole) and
+//! `GET /v1/models`. Unknown fields are ignored; known fields of the wrong
+//! type are a 400.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tl_engine::chat_template::ChatMessage;
+
+use super::error::{parse_json, ApiError, Flavor};
+use super::generation::{self, finish_reason, unix_now, Options, PromptSource};
+use super::AppState;
+use crate::engine::{Event, Summary};
+
+const FLAVOR: Flavor = Flavor::OpenAi;
+
+/// A string or a list of strings (`stop`, a completion's `prompt`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// A message's content: text, or a list of parts of which the text ones count.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Deserialize)]
+struct ContentPart {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Message {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// The sampling fields both endpoints take (llama.cpp's `top_k`, `min_p`,
+/// `repeat_penalty` included).
+#[derive(Debug, Deserialize)]
+struct Sampling {
+    max_tokens: Option<i64>,
+    max_completion_tokens: Option<i64>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<usize>,
+    min_p: Option<f32>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    repeat_penalty: Option<f32>,
+    seed: Option<i64>,
+    stop: Option<OneOrMany>,
+    n: Option<u32>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    model: String,
+    messages: Vec<Message>,
+    #[serde(flatten)]
+    sampling: Sampling,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionRequest {
+    model: String,
+    prompt: OneOrMany,
+    #[serde(flatten)]
+    sampling: Sampling,
+}
+
+impl Sampling {
+    fn options(self) -> Result<(Options, bool, bool), ApiError> {
+        if self.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::bad_request(FLAVOR, "only n = 1 is supported"));
+        }
+        let include_usage = self.stream_options.is_some_and(|o| o.include_usage);
+        let options = Options {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            seed: self.seed,
+            max_tokens: self.max_completion_tokens.or(self.max_tokens),
+            stop: self.stop.map(OneOrMany::into_vec).unwrap_or_default(),
+            ..Options::default()
+        };
+        Ok((options, self.stream, include_usage))
+    }
+}
+
+fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
+    messages
+        .into_iter()
+        .map(|m| {
+            let content = match m.content {
+                None => String::new(),
+                Some(Content::Text(text)) => text,
+                Some(Content::Parts(parts)) => {
+                    if let Some(part) = parts.iter().find(|p| p.kind != "text") {
+                        return Err(ApiError::bad_request(
+                            FLAVOR,
+                            format!("content parts of type '{}' are not supported", part.kind),
+                        ));
+                    }
+                    parts.into_iter().filter_map(|p| p.text).collect()
+                }
+            };
+            Ok(ChatMessage::new(m.role, content))
+        })
+        .collect()
+}
+
+/// Which endpoint a response is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Chat,
+    Completion,
+}
+
+/// The identity of one response, repeated in every chunk.
+struct Identity {
+    kind: Kind,
+    id: String,
+    created: u64,
+    model: String,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Identity {
+    fn new(kind: Kind, model: &str) -> Self {
+        let prefix = match kind {
+            Kind::Chat => "chatcmpl",
+            Kind::Completion => "cmpl",
+        };
+        Identity {
+            kind,
+            id: format!("{prefix}-tl{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+            created: unix_now(),
+            model: model.to_owned(),
+        }
+    }
+
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.kind, chunk) {
+            (Kind::Chat, false) => "chat.completion",
+            (Kind::Chat, true) => "chat.completion.chunk",
+            (Kind::Completion, _) => "text_completion",
+        }
+    }
+
+    fn envelope(&self, chunk: bool, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(chunk),
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": concat!("tl-", env!("CARGO_PKG_VERSION")),
+            "choices": choices,
+        })
+    }
+
+    /// A streamed choice carrying `text` (or the finish reason).
+    fn chunk(&self, text: Option<&str>, first: bool, finish: Option<&str>) -> Value {
+        let choice = match self.kind {
+            Kind::Chat => {
+                let delta = match (text, first) {
+                    (Some(t), true) => json!({"role": "assistant", "content": t}),
+                    (Some(t), false) => json!({"content": t}),
+                    (None, _) => json!({}),
+                };
+                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+            }
+            Kind::Completion => json!({
+                "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish
+            }),
+        };
+        self.envelope(true, json!([choice]))
+    }
+
+    fn whole(&self, text: String, summary: &Summary) -> Value {
+        let finish = finish_reason(summary.reason);
+        let choice = match self.kind {
+            Kind::Chat => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": null,
+                "finish_reason": finish,
+            }),
+            Kind::Completion => json!({
+                "index": 0, "text": text, "logprobs": null, "finish_reason": finish
+            }),
+        };
+        let mut body = self.envelope(false, json!([choice]));
+        body["usage"] = usage(summary);
+        body
+    }
+}
+
+fn usage(summary: &Summary) -> Value {
+    json!({
+        "prompt_tokens": summary.prompt_tokens,
+        "completion_tokens": summary.completion_tokens,
+        "total_tokens": summary.prompt_tokens + summary.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": summary.cached_tokens},
+    })
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(State(state): State<AppState>, body: Bytes) -> Response {
+    let arrived = Instant::now();
+    let result = async {
+        let request: ChatRequest = parse_json(FLAVOR, &body)?;
+        let (options, stream, include_usage) = request.sampling.options()?;
+        let messages = chat_messages(request.messages)?;
+        let prepared = generation::prepare(
+            &state,
+            FLAVOR,
+            &request.model,
+            PromptSource::Chat(messages),
+            &options,
+        )?;
+        let identity = Identity::new(Kind::Chat, &prepared.model.name);
+        let events = generation::submit(&state, FLAVOR, prepared, arrived)?;
+        respond(identity, events, stream, include_usage).await
+    };
+    result.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `POST /v1/completions`.
+pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response {
+    let arrived = Instant::now();
+    let result = async {
+        let request: CompletionRequest = parse_json(FLAVOR, &body)?;
+        let prompt = match request.prompt.into_vec() {
+            prompts if prompts.len() == 1 => prompts.into_iter().collect::<String>(),
+            _ => {
+                return Err(ApiError::bad_request(
+                    FLAVOR,
+                    "'prompt' must be one string (batches of prompts are not supported)",
+                ))
+            }
+        };
+        let (options, stream, include_usage) = request.sampling.options()?;
+        let prepared = generation::prepare(
+            &state,
+            FLAVOR,
+            &request.model,
+            PromptSource::Raw(prompt),
+            &options,
+        )?;
+        let identity = Identity::new(Kind::Completion, &prepared.model.name);
+        let events = generation::submit(&state, FLAVOR, prepared, arrived)?;
+        respond(identity, events, stream, include_usage).await
+    };
+    result.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn respond(
+    identity: Identity,
+    events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    stream: bool,
+    include_usage: bool,
+) -> Result<Response, ApiError> {
+    if stream {
+        let events = sse_events(identity, events, include_usage);
+        return Ok(Sse::new(events)
+            .keep_alive(KeepAlive::default())
+            .into_response());
+    }
+    let (text, summary) = generation::collect(FLAVOR, events).await?;
+    Ok(Json(identity.whole(text, &summary)).into_response())
+}
+
+/// The SSE stream of one response: a chunk per piece of text, a last chunk with
+/// the finish reason, the usage when asked, then `[DONE]`. A failure after the
+/// stream started is sent as an `error` object.
+fn sse_events(
+    identity: Identity,
+    events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    include_usage: bool,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    struct StreamState {
+        identity: Identity,
+        events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+        first: bool,
+        done: bool,
+        include_usage: bool,
+    }
+    let start = StreamState {
+        identity,
+        events,
+        first: true,
+        done: false,
+        include_usage,
+    };
+    stream::unfold(start, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let data: Vec<Value> = match st.events.recv().await {
+            Some(Event::Text(text)) => {
+                let chunk = st.identity.chunk(Some(&text), st.first, None);
+                st.first = false;
+                vec![chunk]
+            }
+            Some(Event::Done(summary)) => {
+                st.done = true;
+                let mut out = Vec::new();
+                if st.first && st.identity.kind == Kind::Chat {
+                    out.push(st.identity.chunk(Some(""), true, None));
+                }
+                out.push(
+                    st.identity
+                        .chunk(None, false, Some(finish_reason(summary.reason))),
+                );
+                if st.include_usage {
+                    let mut last = st.identity.envelope(true, json!([]));
+                    last["usage"] = usage(&summary);
+                    out.push(last);
+                }
+                out
+            }
+            Some(Event::Failed(message)) => {
+                st.done = true;
+                vec![ApiError::internal(FLAVOR, message).body()]
+            }
+            None => {
+                st.done = true;
+                vec![ApiError::internal(FLAVOR, "the engine dropped the request").body()]
+            }
+        };
+        let mut items: Vec<Result<SseEvent, Infallible>> = data
+            .into_iter()
+            .map(|v| Ok(SseEvent::default().data(v.to_string())))
+            .collect();
+        if st.done {
+            items.push(Ok(SseEvent::default().data("[DONE]")));
+        }
+        Some((stream::iter(items), st))
+    })
+    .flatten()
+}
+
+/// `GET /v1/models`.
+pub async fn models(State(state): State<AppState>) -> Json<Value> {
+    let data: Vec<Value> = state
+        .registry
+        .entries()
+        .iter()
+        .map(|m| {
+            let created = m
+                .summary
+                .modified
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            json!({"id": m.name, "object": "model", "created": created, "owned_by": "tensorlogic"})
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
