@@ -81,6 +81,11 @@ pub struct ServeArgs {
     /// least recently used idle ones. Default: no limit.
     #[arg(long, value_name = "MB")]
     pub model_memory_mb: Option<u64>,
+    /// Reuse the KV cache of an earlier request whose tokens start a new prompt
+    /// (faster chat follow-ups). Off by default: reused tokens were computed in
+    /// differently shaped passes, so outputs could depend on earlier requests.
+    #[arg(long)]
+    pub prompt_cache: bool,
     /// Require `Authorization: Bearer KEY` on every route but /health (also
     /// read from TL_API_KEY, which keeps the key out of the process list).
     #[arg(long, value_name = "KEY", env = "TL_API_KEY", hide_env_values = true)]

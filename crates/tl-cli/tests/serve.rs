@@ -60,7 +60,7 @@ fn streamed_chat_text(body: &str) -> (String, Value) {
 
 #[test]
 fn openai_chat_streamed_equals_whole() {
-    let server = Server::start(&["--ctx", "512"]);
+    let server = Server::start(&["--ctx", "512", "--prompt-cache"]);
     let whole = server.post(
         "/v1/chat/completions",
         &chat_body("Name three colors.", json!({})),
@@ -97,6 +97,22 @@ fn openai_chat_streamed_equals_whole() {
     assert_eq!(last["usage"]["completion_tokens"], completion);
     // The repeated prompt came from the cache.
     assert!(last["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64() > Some(0));
+}
+
+#[test]
+fn without_the_prompt_cache_every_prompt_runs_whole() {
+    let server = Server::start(&["--ctx", "512"]);
+    for _ in 0..2 {
+        let r = server.post(
+            "/v1/chat/completions",
+            &chat_body("Hi.", json!({"max_tokens": 2})),
+        );
+        assert_eq!(
+            r.json()["usage"]["prompt_tokens_details"]["cached_tokens"],
+            0
+        );
+    }
+    assert_eq!(server.metric("tl_kv_cached_tokens"), 0.0);
 }
 
 #[test]

@@ -28,6 +28,13 @@ pub struct ServerConfig {
     /// least recently used (the default model included, when idle). `None`: no
     /// limit.
     pub model_memory_budget: Option<u64>,
+    /// Reuse the KV cache of an earlier request whose tokens start the new
+    /// prompt (a chat's next turn then runs only the new messages). Off by
+    /// default: the reused part was computed in differently shaped passes
+    /// than a fresh prompt would be, which changes the last bits of the
+    /// logits and can change the tokens, so outputs would depend on what ran
+    /// before.
+    pub prompt_cache: bool,
     /// Requests must carry `Authorization: Bearer KEY` when set.
     pub api_key: Option<String>,
     /// Where models run.
@@ -45,6 +52,7 @@ impl Default for ServerConfig {
             context: None,
             prefill_chunk_tokens: 512,
             model_memory_budget: None,
+            prompt_cache: false,
             api_key: None,
             device: DeviceChoice::Auto,
         }

@@ -21,6 +21,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         context: args.ctx,
         prefill_chunk_tokens: args.prefill_chunk,
         model_memory_budget: args.model_memory_mb.map(|mb| mb * 1_000_000),
+        prompt_cache: args.prompt_cache,
         api_key: args.api_key.clone(),
         device: args.device,
     };

@@ -9,9 +9,10 @@
 //! chunk per turn, not by its whole length.
 //!
 //! Each sequence has its own sampler (seeded from its request), so its tokens do
-//! not depend on what else runs. Finished sequences' caches are kept idle for
-//! prefix reuse (a chat's next turn skips the shared history) up to `parallel`
-//! caches in all; a cancelled or failed sequence's cache is emptied at once.
+//! not depend on what else runs. Finished sequences' caches are kept idle (up to
+//! `parallel` caches in all, allocated at start) and, with `prompt_cache`, their
+//! tokens too, for prefix reuse (a chat's next turn skips the shared history);
+//! a cancelled or failed sequence's cache is emptied at once.
 //!
 //! On the CPU the decoding sequences of a model step together in one batched
 //! pass (each weight read once per step for all of them; each row's logits
@@ -66,6 +67,7 @@ pub struct Scheduler {
     idle: Vec<IdleCache>,
     parallel: usize,
     prefill_chunk_tokens: usize,
+    prompt_cache: bool,
     metrics: Arc<Metrics>,
 }
 
@@ -86,6 +88,7 @@ impl Scheduler {
             idle: Vec::new(),
             parallel: config.parallel,
             prefill_chunk_tokens: config.prefill_chunk_tokens,
+            prompt_cache: config.prompt_cache,
             metrics,
         }
     }
@@ -179,6 +182,9 @@ impl Scheduler {
             Ok(session) => session,
             Err(message) => return Err(self.fail_job(&job, message)),
         };
+        if !self.prompt_cache {
+            session.reset();
+        }
         let cached_tokens = match session.begin(&job.prompt) {
             Ok(reused) => reused,
             Err(e) => return Err(self.fail_job(&job, e.to_string())),
@@ -311,6 +317,9 @@ impl Scheduler {
                 sequence.session.reset();
             }
             Step::Continue => {}
+        }
+        if !self.prompt_cache {
+            sequence.session.reset();
         }
         self.idle.push(IdleCache {
             model: sequence.job.model.name.clone(),

@@ -1,0 +1,108 @@
+//! The official `openai` and `ollama` Python clients against `tl serve`:
+//! chat, streaming chat, completions and generate, model listing, and a
+//! missing model's error. The clients are installed from pip once into the
+//! cache folder (pinned versions, so the test means the same thing every run).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::server::Server;
+use serde_json::Value;
+
+const CLIENTS: [&str; 2] = ["openai==3.54.0", "ollama==0.6.3"];
+
+/// Where the clients are installed: `$TL_CACHE_DIR/python-clients`, else the
+/// platform cache folder's `tensorlogic/python-clients`.
+fn clients_dir() -> PathBuf {
+    let base = std::env::var_os("TL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|c| c.join("tensorlogic"))
+        })
+        .expect("no cache folder: set TL_CACHE_DIR or HOME");
+    base.join("python-clients").join(CLIENTS.join("-"))
+}
+
+fn install_clients() -> PathBuf {
+    let dir = clients_dir();
+    let marker = dir.join(".installed");
+    if marker.is_file() {
+        return dir;
+    }
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+        ])
+        .arg(&dir)
+        .args(CLIENTS)
+        .output()
+        .expect("cannot run python3 -m pip");
+    assert!(
+        out.status.success(),
+        "pip could not install {CLIENTS:?} into {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&marker, "").expect("write the install marker");
+    dir
+}
+
+#[test]
+fn official_python_clients_work_unchanged() {
+    let clients = install_clients();
+    let server = Server::start(&["--ctx", "512"]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/python_clients.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(server.url())
+        .arg("SmolLM2-135M-Instruct.Q4_1")
+        .env("PYTHONPATH", &clients)
+        .output()
+        .expect("cannot run python3");
+    assert!(
+        out.status.success(),
+        "the client script failed:\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+    let results: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    let text = |key: &str| {
+        results[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key}: {results}"))
+            .to_owned()
+    };
+
+    // One greedy answer to the same question, whichever client and mode asked.
+    let answer = text("openai_chat");
+    assert!(!answer.is_empty());
+    for key in [
+        "openai_chat_stream",
+        "ollama_chat",
+        "ollama_chat_stream",
+        "ollama_generate",
+        "ollama_generate_stream",
+    ] {
+        assert_eq!(text(key), answer, "{key}");
+    }
+    // Four tokens: ' ', '5', ',', ' '.
+    assert_eq!(text("openai_completion"), " 5, ");
+    assert_eq!(text("openai_completion_stream"), " 5, ");
+    let usage = results["openai_chat_usage"].as_array().unwrap();
+    assert!(usage[0].as_u64() > Some(0) && usage[1].as_u64() <= Some(8));
+    assert_eq!(results["openai_models"][0], "SmolLM2-135M-Instruct.Q4_1");
+    assert_eq!(results["ollama_list"][0], "SmolLM2-135M-Instruct.Q4_1");
+    assert_eq!(results["ollama_show_family"], "llama");
+    assert_eq!(results["openai_missing_model"], "NotFoundError");
+    assert_eq!(results["ollama_missing_model"], 404);
+}
