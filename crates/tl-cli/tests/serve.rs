@@ -421,6 +421,105 @@ fn concurrent_streams_give_what_each_prompt_gives_alone() {
     assert_eq!(together, solo);
 }
 
+#[test]
+fn models_load_on_demand_within_the_memory_budget() {
+    // A second name for the default model: two models of 127 MB loaded each
+    // (the CPU repacks some matrices), of which a 200 MB budget holds one.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.gguf");
+    std::os::unix::fs::symlink(common::default_model(), &copy).unwrap();
+    let server = Server::start(&[
+        "-m",
+        copy.to_str().unwrap(),
+        "--ctx",
+        "64",
+        "--model-memory-mb",
+        "200",
+    ]);
+    let loaded = || {
+        (
+            server.metric("tl_models_loaded"),
+            server.metric("tl_model_bytes_loaded"),
+        )
+    };
+    let (count, bytes) = loaded();
+    assert_eq!(count, 1.0);
+    assert!(bytes > 98e6 && bytes <= 200e6, "{bytes}");
+    let tags = server.get("/api/tags").json();
+    assert_eq!(tags["models"][1]["name"], "copy");
+
+    let complete = |model: &str| {
+        let body = json!({"model": model, "prompt": COUNTING, "max_tokens": 3, "temperature": 0});
+        let r = server.post("/v1/completions", &body.to_string());
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["choices"][0]["text"].as_str().unwrap().to_owned()
+    };
+    let first = complete(MODEL);
+    // Several requests for the other model at once load it once, evicting the default.
+    let answers: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..3).map(|_| scope.spawn(|| complete("copy"))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(loaded(), (count, bytes));
+    assert!(
+        answers.iter().all(|a| *a == first),
+        "{answers:?} vs {first}"
+    );
+    assert_eq!(complete(MODEL), first, "a reloaded model answers the same");
+    assert_eq!(loaded(), (count, bytes));
+}
+
+#[test]
+fn a_long_prompt_does_not_stall_running_streams() {
+    let server = Server::start(&["--ctx", "1024", "--prefill-chunk", "32", "--parallel", "2"]);
+    let running = json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 300, "temperature": 0, "stream": true}).to_string();
+    let (_, mut stream) = open_stream(&server.address, "/v1/completions", &running);
+    let mut line = String::new();
+    stream.read_line(&mut line).unwrap();
+    // While the stream runs, a ~600-token prompt arrives.
+    let long_prompt = "the cat sat on the mat and ".repeat(80);
+    let long = std::thread::spawn({
+        let address = server.address.clone();
+        move || {
+            let body = json!({"model": MODEL, "prompt": long_prompt, "raw": true, "stream": false,
+                "options": {"num_predict": 1}});
+            request(
+                &address,
+                "POST",
+                "/api/generate",
+                Some(&body.to_string()),
+                &[],
+            )
+            .json()
+        }
+    });
+    let mut gaps = Vec::new();
+    let mut last = std::time::Instant::now();
+    while !long.is_finished() {
+        line.clear();
+        if stream.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if line.starts_with("data: ") {
+            gaps.push(last.elapsed());
+            last = std::time::Instant::now();
+        }
+    }
+    let answer = long.join().unwrap();
+    let prefill = Duration::from_nanos(answer["prompt_eval_duration"].as_u64().unwrap());
+    assert!(answer["prompt_eval_count"].as_u64() > Some(500), "{answer}");
+    let worst = gaps.iter().max().copied().unwrap_or_default();
+    assert!(
+        gaps.len() >= 5,
+        "the stream got {} tokens during the prompt",
+        gaps.len()
+    );
+    assert!(
+        worst * 4 < prefill,
+        "a token waited {worst:?} while the whole prompt took {prefill:?}: the prompt was not chunked"
+    );
+}
+
 /// A deterministic stream of pseudo-random numbers (no rand crate).
 struct Lcg(u64);
 

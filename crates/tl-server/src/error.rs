@@ -5,11 +5,8 @@ use std::path::PathBuf;
 /// What can go wrong starting or running the server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read model {path}: {source}")]
-    Model {
-        path: PathBuf,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    #[error("cannot read model {path}: {message}")]
+    Model { path: PathBuf, message: String },
     #[error("two models are both named '{0}' (rename one of the files)")]
     DuplicateModel(String),
     #[error("no model to serve")]

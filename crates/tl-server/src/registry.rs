@@ -86,7 +86,7 @@ impl Registry {
 fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
     let fail = |source: Box<dyn std::error::Error + Send + Sync>| Error::Model {
         path: path.to_path_buf(),
-        source,
+        message: source.to_string(),
     };
     let file = GgufFile::open(path).map_err(|e| fail(Box::new(e)))?;
     let config = ModelConfig::from_gguf(&file).map_err(|e| fail(Box::new(e)))?;

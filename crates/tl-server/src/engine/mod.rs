@@ -125,7 +125,7 @@ pub fn start(
             };
             let model_error = |e: String| crate::Error::Model {
                 path: default.path.clone(),
-                source: e.into(),
+                message: e,
             };
             if let Err(e) = pool.load(default) {
                 let _ = ready_tx.send(Err(model_error(e)));

@@ -76,8 +76,9 @@ impl ModelPool {
                 evicted: Vec::new(),
             });
         }
-        let needed = entry.summary.file_bytes;
-        let evicted = self.make_room(&entry.name, needed, busy)?;
+        // The file's size is a lower bound of the loaded bytes (the CPU
+        // repacks some matrices); the real size is checked once loaded.
+        let evicted = self.make_room(&entry.name, entry.summary.file_bytes, busy)?;
         let started = Instant::now();
         let backend = load_backend(entry, self.device)?;
         let bytes = backend.weight_bytes() as u64;
@@ -87,6 +88,15 @@ impl ModelPool {
             bytes,
             last_used: self.clock,
         });
+        let more = self.make_room(&entry.name, 0, &|name| name == entry.name || busy(name));
+        let evicted = match more {
+            Ok(more) => evicted.into_iter().chain(more).collect(),
+            Err(message) => {
+                self.loaded.retain(|m| m.name != entry.name);
+                self.update_metrics();
+                return Err(message);
+            }
+        };
         self.update_metrics();
         Ok(Ready {
             load_time: started.elapsed(),

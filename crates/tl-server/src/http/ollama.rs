@@ -115,7 +115,8 @@ pub async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
         let model = generation::find_model(&state, FLAVOR, &request.model)?;
         let stream = request.stream.unwrap_or(true);
         if request.messages.is_empty() {
-            // Ollama answers an empty chat by loading the model.
+            // Ollama loads the model for an empty chat; here weights load on
+            // the first generating request, so the answer comes at once.
             return Ok(loaded_reply(Kind::Chat, &model, stream));
         }
         let messages = request
