@@ -5,10 +5,12 @@
 # a larger prefill chunk, then streaming load with 1, 16 and 64 clients.
 # Results (JSON and logs) go to OUT.
 #
-# Usage: scripts/gpu_serve.sh BIN OUT
+# Usage: scripts/gpu_serve.sh BIN OUT [TL]
+#   TL  the binary's name in BIN (default tl; e.g. tl-base for an older build)
 set -uo pipefail
 BIN=$(cd "$1" && pwd)
 OUT=$2
+TL=${3:-tl}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 status=0
@@ -20,7 +22,7 @@ export TL_KERNEL_CACHE=${TL_KERNEL_CACHE:-$(mktemp -d)}
 
 serve() {  # name, extra tl serve args...; sets URL and PID
     local name=$1; shift
-    "$BIN/tl" serve -m "$BIN/model.gguf" --device cuda --port 0 "$@" >"$OUT/serve-$name.log" 2>&1 &
+    "$BIN/$TL" serve -m "$BIN/model.gguf" --device cuda --port 0 "$@" >"$OUT/serve-$name.log" 2>&1 &
     PID=$!
     for _ in $(seq 600); do
         URL=$(grep -o 'http://[0-9.:]*' "$OUT/serve-$name.log" | head -1)

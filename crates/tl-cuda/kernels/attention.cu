@@ -224,6 +224,35 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
     }
 }
 
+// attention_f16_accumulator for a decode step of several sequences at once:
+// gridDim.y sequences, each with gridDim.x / heads rows of q and out (after the
+// previous sequences'), its start at start[blockIdx.y] and its caches in the
+// tables. A separate kernel so the lone step's stays as lean as it was.
+extern "C" __global__ void attention_f16_accumulator_batched(
+    const float* q, int q_stride, const u16* const* k_tables, const u16* const* v_tables,
+    const int* start, int heads, int kv_heads, int head_dim, int capacity, float scale,
+    float* out) {
+    __shared__ F16AccumulatorTile tile;
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    const u64 b = blockIdx.y, rows = gridDim.x / heads;
+    q += b * rows * q_stride;
+    out += b * rows * heads * head_dim;
+    start += b;
+    const u16* k_cache = k_tables[b];
+    const u16* v_cache = v_tables[b];
+    switch (head_dim / WARP) {
+        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+    }
+}
+
 // Attention for 64 rows or more, in f32 (llama.cpp's tiled CPU path): one warp
 // per (row, head); row r sits at position *start + r and sees
 // positions 0..=that. Lanes take 32 keys at a time (each lane one whole dot

@@ -248,25 +248,34 @@ __device__ __forceinline__ void rows_dot_f(const u8* qs, const u64* rows, int co
 // RoPE and the K/V cache write folded into the fused QKV projection (decode):
 // rows [0, q_width) are queries, then keys, then values, each head's adjacent
 // pairs rotated as rope_store_kv does (same arithmetic).
+//
+// In a batched launch (BATCHED below), sequence blockIdx.y has its position at
+// position[blockIdx.y] and its caches in the tables (k_cache and v_cache are
+// then unused).
 struct RopeStore {
     const float2* cos_sin;  // [position][head_dim/2] (cos, sin)
     const int* position;
     int q_width, kv_width, head_dim, capacity;
     u16* k_cache;  // [kv_head][capacity][head_dim]
     u16* v_cache;
+    u16* const* k_tables;  // batched: one key cache per sequence
+    u16* const* v_tables;
 };
 
 // Rotates the pair of rows (r, r + 1) of the QKV output `y` in place (queries),
 // or writes it to the cache (keys rotated, values as they are).
+template <bool BATCHED>
 __device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0, float x1) {
-    const int pos = *rope.position;
+    const int pos = BATCHED ? rope.position[blockIdx.y] : *rope.position;
     const int pairs = rope.head_dim / 2;
     const int within = r % rope.head_dim;
+    u16* const k_cache = BATCHED ? rope.k_tables[blockIdx.y] : rope.k_cache;
+    u16* const v_cache = BATCHED ? rope.v_tables[blockIdx.y] : rope.v_cache;
     if (r >= rope.q_width + rope.kv_width) {  // values
         const int v = r - rope.q_width - rope.kv_width;
         const u64 at = ((u64)(v / rope.head_dim) * rope.capacity + pos) * rope.head_dim + within;
-        rope.v_cache[at] = f2h(x0);
-        rope.v_cache[at + 1] = f2h(x1);
+        v_cache[at] = f2h(x0);
+        v_cache[at + 1] = f2h(x1);
         return;
     }
     const float2 cs = rope.cos_sin[(u64)pos * pairs + within / 2];
@@ -277,8 +286,8 @@ __device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0
     } else {
         const int k = r - rope.q_width;
         const u64 at = ((u64)(k / rope.head_dim) * rope.capacity + pos) * rope.head_dim + within;
-        rope.k_cache[at] = f2h(r0);
-        rope.k_cache[at + 1] = f2h(r1);
+        k_cache[at] = f2h(r0);
+        k_cache[at + 1] = f2h(r1);
     }
 }
 
@@ -286,9 +295,18 @@ __device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0
 // write. Each group of LPR lanes takes one output row at a time (for swiglu its
 // gate and up rows together; float types use whole warps); a block's groups
 // take consecutive rows, so with RoPE each pair of rows is in one block.
-template <int T, int MODE, int LPR>
+//
+// BATCHED (the gemv_batched_* kernels): gridDim.y sequences decode at once; x
+// and y of sequence blockIdx.y lie `cols` and `rows` values further on per
+// sequence. Each sequence's numbers are exactly those of a launch for it
+// alone, and the weights come from L2 after the first read.
+template <int T, int MODE, int LPR, bool BATCHED>
 __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
                      float eps, float* y, int rows, int cols, RopeStore rope) {
+    if (BATCHED) {
+        x += (u64)blockIdx.y * cols;
+        y += (u64)blockIdx.y * rows;
+    }
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
     __shared__ float pair_rows[GEMV_MAX_THREADS / 8];
@@ -348,7 +366,7 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
             __syncthreads();
             const int pair = threadIdx.x;
             if (pair < per_block / 2 && base + 2 * pair + 1 < rows)
-                rope_store_pair(rope, y, base + 2 * pair, pair_rows[2 * pair],
+                rope_store_pair<BATCHED>(rope, y, base + 2 * pair, pair_rows[2 * pair],
                                 pair_rows[2 * pair + 1]);
             __syncthreads();
         } else if (sub == 0 && r < rows) {
@@ -361,7 +379,8 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
 }
 
 // The kernels gemv_<mode>_<type>_l<LPR>: float types with whole warps per row,
-// quantized types with 8, 16 or 32 lanes per row (the host picks by row length).
+// quantized types with 8, 16 or 32 lanes per row (the host picks by row length);
+// gemv_batched_<mode>_<type>_l<LPR> take per-sequence cache tables too.
 #define GEMV_KERNEL(KIND, MODE, NAME, T, LPR)                                               \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_##KIND##NAME##_l##LPR(const u8* qs, const u8* sc, const float* x,               \
@@ -369,9 +388,19 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
                                    int cols, const float2* cos_sin, const int* position,     \
                                    int q_width, int kv_width, int head_dim, int capacity,    \
                                    u16* k_cache, u16* v_cache) {                             \
-        RopeStore rope = {cos_sin, position, q_width, kv_width,                              \
-                          head_dim, capacity, k_cache, v_cache};                             \
-        gemv<T, MODE, LPR>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);               \
+        RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                   \
+                          capacity, k_cache, v_cache, 0,        0};                          \
+        gemv<T, MODE, LPR, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);        \
+    }                                                                                        \
+    extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
+        gemv_batched_##KIND##NAME##_l##LPR(                                                  \
+            const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps, \
+            float* y, int rows, int cols, const float2* cos_sin, const int* position,        \
+            int q_width, int kv_width, int head_dim, int capacity, u16* const* k_tables,     \
+            u16* const* v_tables) {                                                          \
+        RopeStore rope = {cos_sin, position, q_width, kv_width, head_dim,                    \
+                          capacity, 0,       0,       k_tables, v_tables};                   \
+        gemv<T, MODE, LPR, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);         \
     }
 #define GEMV_KERNELS(NAME, T, LPR)                 \
     GEMV_KERNEL(, 0, NAME, T, LPR)                 \

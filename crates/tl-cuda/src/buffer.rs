@@ -131,8 +131,9 @@ impl<'a, T> Span<'a, T> {
         }
     }
 
-    /// The device address, for a kernel argument.
-    pub(crate) fn address(&self) -> u64 {
+    /// The device address, for a kernel argument or a table of addresses
+    /// (batched decode passes each sequence's cache through one).
+    pub fn address(&self) -> u64 {
         self.ptr
     }
 

@@ -539,6 +539,7 @@ fn rope_cache_write_and_attention_match_the_reference() {
             keys: keys_b.all(),
             values: values_b.all(),
             capacity,
+            tables: None,
         };
         let mut host_keys = vec![vec![0.0f32; capacity * h.head_dim]; h.kv_heads];
         let mut host_values = host_keys.clone();
@@ -682,6 +683,7 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
             keys: caches[2 * i].all(),
             values: caches[2 * i + 1].all(),
             capacity,
+            tables: None,
         };
         let (separate, fused) = (poisoned_f32(&gpu, rows), poisoned_f32(&gpu, rows));
         let weight = norm.all();

@@ -232,39 +232,69 @@ impl Backend {
     }
 }
 
-impl Backend {
-    /// Whether [`Backend::forward_batch`] runs several sequences' decode steps
-    /// in one pass (the CPU); elsewhere callers step sequences one by one.
-    pub fn batches_decode(&self) -> bool {
-        matches!(self, Backend::Cpu(_))
-    }
+/// What one sequence of a batched decode step needs back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted<'a> {
+    /// The most likely next token.
+    Argmax,
+    /// The `k` best candidates and the logits of the `window` tokens (see
+    /// [`Backend::forward_top_k`]).
+    TopK { k: usize, window: &'a [u32] },
+    /// The whole row of logits.
+    Logits,
+}
 
+/// What one sequence of a batched decode step got.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Picked {
+    /// The argmax, taken on the device.
+    Token(u32),
+    /// Candidates or the whole row (a CPU backend always gives the row).
+    Top(TopLogits),
+}
+
+impl Backend {
     /// One decode step for several sequences: `tokens[i]` goes to `caches[i]`
-    /// at the position equal to the cache's length. Returns one row of logits
-    /// per sequence, each equal to what a lone step would give.
+    /// at the position equal to the cache's length, and sequence i gets what
+    /// `wants[i]` asks for, each exactly what a lone step would give. On the
+    /// CPU every matrix product runs once for all rows; on a GPU every kernel
+    /// is launched once for all sequences.
     pub fn forward_batch(
         &self,
         tokens: &[u32],
         caches: &mut [&mut SequenceCache],
-    ) -> Result<Vec<Vec<f32>>> {
-        let Backend::Cpu(model) = self else {
-            return Err(Error::InvalidRequest(
-                "batched decode runs on the CPU backend only".into(),
-            ));
-        };
-        let mut steps = caches
-            .iter_mut()
-            .map(|cache| match &mut **cache {
-                SequenceCache::Cpu(c) => Ok(crate::model::BatchStep {
-                    position: c.len(),
-                    cache: c,
-                }),
-                SequenceCache::Cuda(_) => Err(mismatch()),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let logits = model.forward_batch(tokens, &mut steps)?;
-        let vocab = logits.len() / tokens.len().max(1);
-        Ok(logits.chunks(vocab.max(1)).map(<[f32]>::to_vec).collect())
+        wants: &[Wanted<'_>],
+    ) -> Result<Vec<Picked>> {
+        match self {
+            Backend::Cpu(model) => {
+                let mut steps = caches
+                    .iter_mut()
+                    .map(|cache| match &mut **cache {
+                        SequenceCache::Cpu(c) => Ok(crate::model::BatchStep {
+                            position: c.len(),
+                            cache: c,
+                        }),
+                        SequenceCache::Cuda(_) => Err(mismatch()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let logits = model.forward_batch(tokens, &mut steps)?;
+                let vocab = model.config().vocab_size;
+                Ok(logits
+                    .chunks(vocab)
+                    .map(|row| Picked::Top(TopLogits::Row(row.to_vec())))
+                    .collect())
+            }
+            Backend::Cuda(model) => {
+                let mut gpu_caches = caches
+                    .iter_mut()
+                    .map(|cache| match &mut **cache {
+                        SequenceCache::Cuda(c) => Ok(&mut **c),
+                        SequenceCache::Cpu(_) => Err(mismatch()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                model.forward_batch(tokens, &mut gpu_caches, wants)
+            }
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
-use crate::backend::{Backend, TopLogits};
+use crate::backend::{Backend, Picked, TopLogits, Wanted};
 use crate::error::Result;
 use crate::sampler::Sampler;
 use crate::session::Session;
@@ -185,19 +185,68 @@ pub fn step_sampled(
         let logits = session.step(model, token)?;
         return sampler.sample(&logits, session.tokens());
     };
-    // The tokens the penalties will look at once `token` is in (only the
-    // recent tail of the history matters).
-    let tokens = session.tokens();
-    let tail = tokens.len().saturating_sub(sampler.config().repeat_last_n);
-    let mut recent = tokens[tail..].to_vec();
-    recent.push(token);
-    let window = sampler.penalized_tokens(&recent).to_vec();
+    let window = penalty_window(session, sampler, token);
     match session.step_top_k(model, token, k, &window)? {
         TopLogits::Pairs { top, window_logits } => {
             sampler.sample_top_candidates(&top, &window, &window_logits)
         }
         TopLogits::Row(logits) => sampler.sample(&logits, session.tokens()),
     }
+}
+
+/// [`step_sampled`] for several sessions in one batched pass: `tokens[i]` is
+/// fed to `sessions[i]` and the token after it sampled with `samplers[i]`,
+/// each exactly as a lone [`step_sampled`] would. The outer error is the
+/// pass's (no session changed); the inner ones are each sampler's.
+pub fn step_batch_sampled(
+    sessions: &mut [&mut Session],
+    model: &Backend,
+    samplers: &mut [&mut Sampler],
+    tokens: &[u32],
+) -> Result<Vec<Result<u32>>> {
+    let windows: Vec<Vec<u32>> = sessions
+        .iter()
+        .zip(samplers.iter())
+        .zip(tokens)
+        .map(|((session, sampler), &token)| penalty_window(session, sampler, token))
+        .collect();
+    let wants: Vec<Wanted<'_>> = samplers
+        .iter()
+        .zip(&windows)
+        .map(|(sampler, window)| {
+            if sampler.config().is_plain_argmax() {
+                Wanted::Argmax
+            } else if let Some(k) = sampler.device_top_k() {
+                Wanted::TopK { k, window }
+            } else {
+                Wanted::Logits
+            }
+        })
+        .collect();
+    let picked = Session::step_batch(model, sessions, tokens, &wants)?;
+    Ok(picked
+        .into_iter()
+        .zip(sessions.iter())
+        .zip(samplers.iter_mut())
+        .zip(&windows)
+        .map(|(((picked, session), sampler), window)| match picked {
+            Picked::Token(token) => Ok(token),
+            Picked::Top(TopLogits::Pairs { top, window_logits }) => {
+                sampler.sample_top_candidates(&top, window, &window_logits)
+            }
+            Picked::Top(TopLogits::Row(logits)) => sampler.sample(&logits, session.tokens()),
+        })
+        .collect())
+}
+
+/// The tokens `sampler`'s penalties will look at once `token` is appended to
+/// `session` (only the recent tail of the history matters).
+fn penalty_window(session: &Session, sampler: &Sampler, token: u32) -> Vec<u32> {
+    let tokens = session.tokens();
+    let tail = tokens.len().saturating_sub(sampler.config().repeat_last_n);
+    let mut recent = tokens[tail..].to_vec();
+    recent.push(token);
+    sampler.penalized_tokens(&recent).to_vec()
 }
 
 /// The text side of one generation: turns sampled tokens into final text

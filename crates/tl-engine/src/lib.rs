@@ -15,7 +15,7 @@ pub mod session;
 pub mod stop_strings;
 pub mod synth;
 
-pub use backend::{Backend, DeviceChoice, KernelTime, SequenceCache, TopLogits};
+pub use backend::{Backend, DeviceChoice, KernelTime, Picked, SequenceCache, TopLogits, Wanted};
 pub use error::{Error, Result};
 pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};
 

@@ -2,7 +2,7 @@
 //! new prompt that extends the old one (the next turn of a chat) only runs the new
 //! tokens through the model.
 
-use crate::backend::{Backend, SequenceCache, TopLogits};
+use crate::backend::{Backend, Picked, SequenceCache, TopLogits, Wanted};
 use crate::error::{Error, Result};
 use crate::model::Logits;
 
@@ -42,22 +42,23 @@ impl Session {
     }
 
     /// One decode step for several sessions at once (see
-    /// [`Backend::forward_batch`]): `tokens[i]` is appended to `sessions[i]`;
-    /// returns each session's logits. On failure no session changes.
+    /// [`Backend::forward_batch`]): `tokens[i]` is appended to `sessions[i]`,
+    /// which gets what `wants[i]` asks for. On failure no session changes.
     pub fn step_batch(
         model: &Backend,
         sessions: &mut [&mut Session],
         tokens: &[u32],
-    ) -> Result<Vec<Vec<f32>>> {
+        wants: &[Wanted<'_>],
+    ) -> Result<Vec<Picked>> {
         let lengths: Vec<usize> = sessions.iter().map(|s| s.tokens.len()).collect();
         let mut caches: Vec<&mut SequenceCache> =
             sessions.iter_mut().map(|s| &mut s.cache).collect();
-        match model.forward_batch(tokens, &mut caches) {
-            Ok(logits) => {
+        match model.forward_batch(tokens, &mut caches, wants) {
+            Ok(picked) => {
                 for (session, &token) in sessions.iter_mut().zip(tokens) {
                     session.tokens.push(token);
                 }
-                Ok(logits)
+                Ok(picked)
             }
             Err(e) => {
                 for (session, len) in sessions.iter_mut().zip(lengths) {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tl_engine::model::Model;
 use tl_engine::sampler::argmax;
-use tl_engine::{Backend, Session};
+use tl_engine::{Backend, Picked, Session, TopLogits, Wanted};
 use tl_gguf::GgufFile;
 
 const CONTEXT: usize = 128;
@@ -36,6 +36,20 @@ fn real_model() -> PathBuf {
     path
 }
 
+/// One batched step; every session's row of logits.
+fn logits_rows(model: &Backend, sessions: &mut [Session], tokens: &[u32]) -> Vec<Vec<f32>> {
+    let mut refs: Vec<&mut Session> = sessions.iter_mut().collect();
+    let wants = vec![Wanted::Logits; tokens.len()];
+    Session::step_batch(model, &mut refs, tokens, &wants)
+        .unwrap()
+        .into_iter()
+        .map(|picked| match picked {
+            Picked::Top(TopLogits::Row(row)) => row,
+            other => panic!("asked for rows, got {other:?}"),
+        })
+        .collect()
+}
+
 #[test]
 fn batched_steps_equal_lone_steps_bit_for_bit() {
     let file = GgufFile::open(real_model()).unwrap();
@@ -56,8 +70,7 @@ fn batched_steps_equal_lone_steps_bit_for_bit() {
     let (mut batched, mut batched_next): (Vec<Session>, Vec<u32>) =
         prompts.iter().map(start).unzip();
     for step in 0..12 {
-        let mut refs: Vec<&mut Session> = batched.iter_mut().collect();
-        let rows = Session::step_batch(&model, &mut refs, &batched_next).unwrap();
+        let rows = logits_rows(&model, &mut batched, &batched_next);
         for (i, row) in rows.iter().enumerate() {
             let lone = alone[i].step(&model, alone_next[i]).unwrap();
             assert!(
@@ -91,12 +104,13 @@ fn a_failed_batch_leaves_every_session_as_it_was() {
     a.prefill(&model, &[1, 2, 3], 0, &mut || true).unwrap();
     b.prefill(&model, &[4, 5], 0, &mut || true).unwrap();
     let vocab = model.config().vocab_size as u32;
-    let err = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, vocab]).unwrap_err();
+    let wants = [Wanted::Logits; 2];
+    let err = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, vocab], &wants).unwrap_err();
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
     assert_eq!(a.tokens(), &[1, 2, 3]);
     assert_eq!(b.tokens(), &[4, 5]);
     // Both still step correctly afterwards.
-    let rows = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, 8]).unwrap();
+    let rows = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, 8], &wants).unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(a.tokens(), &[1, 2, 3, 7]);
 }

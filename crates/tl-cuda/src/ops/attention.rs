@@ -58,11 +58,37 @@ impl Heads {
 }
 
 /// One layer's key and value caches, `[kv_head][capacity][head_dim]` f16.
+/// For a batched decode step, `tables` holds the address of each sequence's
+/// key and value cache of this layer (all of `capacity` positions), and
+/// `keys`/`values` are the first sequence's.
 #[derive(Debug, Clone, Copy)]
 pub struct LayerCache<'a> {
     pub keys: Span<'a, u16>,
     pub values: Span<'a, u16>,
     pub capacity: usize,
+    pub tables: Option<CacheTables<'a>>,
+}
+
+/// Per-sequence cache addresses of one layer (see [`LayerCache`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CacheTables<'a> {
+    pub keys: Span<'a, u64>,
+    pub values: Span<'a, u64>,
+}
+
+impl LayerCache<'_> {
+    /// The key and value tables as kernel arguments, after checking they hold
+    /// `sequences` entries.
+    pub(crate) fn table_args(&self, sequences: usize) -> Result<[Arg; 2]> {
+        let Some(t) = self.tables else {
+            return Err(CudaError::Unsupported(
+                "a batched step needs a table of each sequence's cache".into(),
+            ));
+        };
+        t.keys.require(sequences, "key cache table")?;
+        t.values.require(sequences, "value cache table")?;
+        Ok([t.keys.into(), t.values.into()])
+    }
 }
 
 impl LayerCache<'_> {
@@ -148,6 +174,53 @@ pub fn attention_f16_accumulator(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Resul
         gpu.launch_dependent(
             "attention_f16_accumulator",
             (blocks, 1),
+            F16_ACCUMULATOR_THREADS,
+            0,
+            &args,
+        )
+    }
+}
+
+/// [`attention_f16_accumulator`] for `sequences` sequences at once (decode of
+/// several sequences): sequence s has `rows` query and output rows after the
+/// previous sequences', its start at `start[s]` and its caches in
+/// `cache.tables`. Each sequence's numbers equal those of a call for it alone.
+pub fn attention_f16_accumulator_batched(
+    gpu: &Gpu,
+    batch: &AttentionBatch<'_>,
+    sequences: usize,
+) -> Result<()> {
+    if batch.rows == 0 || sequences == 0 {
+        return Ok(());
+    }
+    let [keys, values] = batch.cache.table_args(sequences)?;
+    let mut args = batch_args(batch)?;
+    args.remove(ROWS_ARG);
+    // The tables take the places of the single caches (arguments 2 and 3).
+    args[2] = keys;
+    args[3] = values;
+    let all_rows = batch.rows * sequences;
+    batch.queries.require(
+        (all_rows - 1) * batch.query_stride + batch.heads.q_width(),
+        "queries",
+    )?;
+    batch
+        .out
+        .require(all_rows * batch.heads.q_width(), "attention output")?;
+    batch.start.require(sequences, "start positions")?;
+    let blocks = int(batch.rows * batch.heads.heads, "rows × heads")? as u32;
+    let sequences = int(sequences, "sequences")? as u32;
+    // SAFETY: matches attention_f16_accumulator_batched's signature; queries,
+    // output and starts are checked for every sequence's rows and the tables
+    // for every sequence, each entry the address of a cache of `capacity`
+    // positions (the caller builds them from live caches); positions read
+    // stay below start + rows <= capacity (the host checks room before every
+    // pass). The kernel waits for the previous one before its first dependent
+    // access.
+    unsafe {
+        gpu.launch_dependent(
+            "attention_f16_accumulator_batched",
+            (blocks, sequences),
             F16_ACCUMULATOR_THREADS,
             0,
             &args,

@@ -114,13 +114,31 @@ pub fn gemv(
     y: Span<'_, f32>,
     epilogue: Epilogue<'_>,
 ) -> Result<()> {
+    gemv_batched(gpu, w, x, y, epilogue, 1)
+}
+
+/// [`gemv`] for `sequences` vectors at once (decode of several sequences):
+/// x and y hold one vector per sequence, one after another; with RoPE,
+/// sequence s is at `position[s]` and its caches are in the layer cache's
+/// tables. Each sequence's numbers equal those of a [`gemv`] for it alone.
+pub fn gemv_batched(
+    gpu: &Gpu,
+    w: &DeviceMatrix,
+    x: Span<'_, f32>,
+    y: Span<'_, f32>,
+    epilogue: Epilogue<'_>,
+    sequences: usize,
+) -> Result<()> {
+    if sequences == 0 {
+        return Ok(());
+    }
     let (rows, cols) = (w.rows(), w.cols());
-    x.require(cols, "gemv input")?;
+    x.require(cols * sequences, "gemv input")?;
     let out_rows = match epilogue {
         Epilogue::NormSwiglu { .. } => rows / 2,
         _ => rows,
     };
-    y.require(out_rows, "gemv output")?;
+    y.require(out_rows * sequences, "gemv output")?;
     let shared = staged_bytes(w.weight_type(), cols);
     if shared > SHARED_LIMIT {
         return Err(CudaError::Unsupported(format!(
@@ -137,7 +155,18 @@ pub fn gemv(
     };
     let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
     let lanes = lanes_per_row(w.weight_type(), cols, pairs);
-    let kernel = format!("gemv_{mode}{}_l{lanes}", w.weight_type().kernel_suffix());
+    // A lone vector takes the lean kernel; batches (or a cache table) the
+    // batched one, which also reads per-sequence positions and caches.
+    let tables = match epilogue {
+        Epilogue::NormRope { cache, .. } => cache.tables.is_some(),
+        _ => false,
+    };
+    let batched = sequences > 1 || tables;
+    let family = if batched { "gemv_batched" } else { "gemv" };
+    let kernel = format!(
+        "{family}_{mode}{}_l{lanes}",
+        w.weight_type().kernel_suffix()
+    );
     // Every variant takes the same parameters; those it does not use are 0.
     let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
     match norm {
@@ -159,7 +188,18 @@ pub fn gemv(
             position,
             cache,
             ..
-        } => args.extend(rope_args(heads, cos_sin, position, cache, rows)?),
+        } => {
+            position.require(sequences, "positions")?;
+            let mut rope = rope_args(heads, cos_sin, position, cache, rows)?;
+            if batched {
+                // The batched kernels take the tables in the caches' places.
+                let [keys, values] = cache.table_args(sequences)?;
+                let n = rope.len();
+                rope[n - 2] = keys;
+                rope[n - 1] = values;
+            }
+            args.extend(rope);
+        }
         _ => args.extend([
             Arg::Ptr(0),
             Arg::Ptr(0),
@@ -177,10 +217,12 @@ pub fn gemv(
     let rows_per_block = warps * (32 / lanes);
     let cap = gpu.info().multiprocessors * blocks_per_multiprocessor();
     let blocks = blocks_for(out_rows, rows_per_block).min(cap.max(1) as u32);
-    let (grid, threads) = ((blocks, 1), (warps * 32) as u32);
+    let sequences = int(sequences, "sequences")? as u32;
+    let (grid, threads) = ((blocks, sequences), (warps * 32) as u32);
     // Only quantized GEMVs start early (see gemv.cu).
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
-    // x holds cols values, y out_rows, the norm weight cols, and the matrix's
+    // x holds cols values per sequence, y out_rows per sequence, the norm
+    // weight cols, the positions and cache tables one per sequence, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
     // upload), so every access is inside the spans. With RoPE the table and
     // caches hold `capacity` positions and the caller keeps *position below it

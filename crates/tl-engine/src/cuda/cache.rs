@@ -108,6 +108,7 @@ impl CudaCache {
             keys: self.keys.span(layer * self.layer_len, self.layer_len)?,
             values: self.values.span(layer * self.layer_len, self.layer_len)?,
             capacity: self.capacity,
+            tables: None,
         })
     }
 }

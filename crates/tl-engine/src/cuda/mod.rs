@@ -10,6 +10,7 @@
 //! up to the order of float additions.
 //! The host waits for the device once per pass, to read the result.
 
+mod batch;
 mod cache;
 mod prefill;
 mod weights;
@@ -35,6 +36,25 @@ use crate::model::llama::check_tokens;
 use crate::model::tensor_names as names;
 use crate::model::Logits;
 
+/// The candidates `top_k_select` wrote (its output buffer `out`) as pairs and
+/// the window's logits; `None` when ties overflowed the selection.
+fn top_pairs(out: &[u32], window: usize) -> Option<TopLogits> {
+    let (written, selected) = (out[0] as usize, out[1] as usize);
+    if selected > written {
+        return None;
+    }
+    let top = out[2..2 + 2 * written]
+        .chunks_exact(2)
+        .map(|pair| (pair[0], f32::from_bits(pair[1])))
+        .collect();
+    let window_at = 2 + 2 * row_ops::TOP_K_CAPACITY;
+    let window_logits = out[window_at..window_at + window]
+        .iter()
+        .map(|&bits| f32::from_bits(bits))
+        .collect();
+    Some(TopLogits::Pairs { top, window_logits })
+}
+
 /// Prompt tokens per GEMM batch: bounds the prefill buffers.
 const MAX_PREFILL_ROWS: usize = 1024;
 
@@ -53,6 +73,8 @@ pub struct CudaModel {
     /// Bytes of f16 weight copies kept for prompt GEMMs (0: dequantized per GEMM).
     f16_copy_bytes: usize,
     prefill: Mutex<Option<PrefillBuffers>>,
+    /// Buffers of batched decode steps, made on first use.
+    batch: Mutex<Option<batch::BatchBuffers>>,
     use_graphs: bool,
 }
 
@@ -88,6 +110,7 @@ impl CudaModel {
             rope,
             max_positions,
             prefill: Mutex::new(None),
+            batch: Mutex::new(None),
             use_graphs: std::env::var_os("TL_CUDA_GRAPHS").is_none_or(|v| v != "0"),
         })
     }
@@ -221,22 +244,12 @@ impl CudaModel {
         )?;
         let mut out = vec![0u32; row_ops::top_k_output_len()];
         self.gpu.download(s.top.all(), &mut out)?;
-        let (written, selected) = (out[0] as usize, out[1] as usize);
-        if selected > written {
-            let mut logits = vec![0.0; vocab];
-            self.gpu.download(s.logits.all(), &mut logits)?;
-            return Ok(TopLogits::Row(logits));
+        if let Some(pairs) = top_pairs(&out, window.len()) {
+            return Ok(pairs);
         }
-        let top = out[2..2 + 2 * written]
-            .chunks_exact(2)
-            .map(|pair| (pair[0], f32::from_bits(pair[1])))
-            .collect();
-        let window_at = 2 + 2 * row_ops::TOP_K_CAPACITY;
-        let window_logits = out[window_at..window_at + window.len()]
-            .iter()
-            .map(|&bits| f32::from_bits(bits))
-            .collect();
-        Ok(TopLogits::Pairs { top, window_logits })
+        let mut logits = vec![0.0; vocab];
+        self.gpu.download(s.logits.all(), &mut logits)?;
+        Ok(TopLogits::Row(logits))
     }
 
     /// Queues one decode step (through the graph when enabled) and commits it.

@@ -14,16 +14,16 @@
 //! tokens too, for prefix reuse (a chat's next turn skips the shared history);
 //! a cancelled or failed sequence's cache is emptied at once.
 //!
-//! On the CPU the decoding sequences of a model step together in one batched
-//! pass (each weight read once per step for all of them; each row's logits
-//! equal a lone step's); on a GPU they step one after another for now.
+//! The decoding sequences of a model step together in one batched pass (each
+//! weight read once per step for all of them; each sequence gets exactly what
+//! a lone step would give it); a sequence decoding alone takes the lone path.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use tl_engine::generate::{step_sampled, TextOutput};
+use tl_engine::generate::{step_batch_sampled, step_sampled, TextOutput};
 use tl_engine::sampler::Sampler;
 use tl_engine::{Backend, Session, StopReason};
 
@@ -215,17 +215,12 @@ impl Scheduler {
         message
     }
 
-    /// Advances every running sequence by one step and retires the finished.
-    /// On a backend that batches decode steps (the CPU), every decoding
-    /// sequence of a model runs in one pass; elsewhere each steps alone.
+    /// Advances every running sequence by one step and retires the finished;
+    /// every decoding sequence of a model runs in one batched pass.
     fn step_all(&mut self) {
         let mut steps: Vec<Option<Step>> = Vec::with_capacity(self.running.len());
         for sequence in &mut self.running {
-            let batched = matches!(sequence.phase, Phase::Decode { .. })
-                && self
-                    .pool
-                    .backend(&sequence.job.model.name)
-                    .is_some_and(Backend::batches_decode);
+            let batched = matches!(sequence.phase, Phase::Decode { .. });
             let step = if sequence.job.events.is_closed() {
                 Some(Step::Cancelled)
             } else if batched {
@@ -271,18 +266,23 @@ impl Scheduler {
                 .enumerate()
                 .filter(|(i, s)| steps[*i].is_none() && s.job.model.name == model)
                 .unzip();
+            if let [sequence] = &mut batch[..] {
+                // Alone, a sequence takes the single-step path (on a GPU a
+                // replayed graph).
+                let step = advance(sequence, backend, self.prefill_chunk_tokens, &self.metrics);
+                steps[indices[0]] = Some(step);
+                continue;
+            }
             let tokens: Vec<u32> = batch.iter().map(|s| s.pending_token()).collect();
-            let mut sessions: Vec<&mut Session> =
-                batch.iter_mut().map(|s| &mut s.session).collect();
-            match Session::step_batch(backend, &mut sessions, &tokens) {
-                Ok(rows) => {
-                    for ((i, sequence), row) in indices.into_iter().zip(batch).zip(rows) {
-                        let picked = sequence.sampler.sample(&row, sequence.session.tokens());
-                        steps[i] = Some(take_token(
-                            sequence,
-                            picked.map_err(|e| e.to_string()),
-                            &self.metrics,
-                        ));
+            let (mut sessions, mut samplers): (Vec<&mut Session>, Vec<&mut Sampler>) = batch
+                .iter_mut()
+                .map(|s| (&mut s.session, &mut s.sampler))
+                .unzip();
+            match step_batch_sampled(&mut sessions, backend, &mut samplers, &tokens) {
+                Ok(picked) => {
+                    for ((i, sequence), picked) in indices.into_iter().zip(batch).zip(picked) {
+                        let picked = picked.map_err(|e| e.to_string());
+                        steps[i] = Some(take_token(sequence, picked, &self.metrics));
                     }
                 }
                 Err(e) => {

@@ -1,0 +1,281 @@
+//! Decode steps of several sequences in one pass: the same kernels as a lone
+//! step, launched once for all sequences (a second grid dimension), so each
+//! weight is read from memory once per step for the whole batch and each
+//! sequence's numbers are exactly those of its lone step. Each sequence keeps
+//! its own KV cache; the kernels find it through a table of cache addresses.
+//! Launched directly (no graph: the batch's make-up changes every step), one
+//! host sync per step for the whole batch.
+
+use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
+use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
+use tl_cuda::ops::rows as row_ops;
+use tl_cuda::{Buffer, Gpu};
+
+use super::{CudaCache, CudaModel};
+use crate::backend::{Picked, Wanted};
+use crate::error::{Error, Result};
+use crate::model::config::ModelConfig;
+use crate::model::llama::check_tokens;
+
+/// The most sequences one pass runs (larger batches run in several passes).
+pub const MAX_BATCH: usize = 64;
+
+/// Device buffers of a batched step, `[sequence][feature]`.
+pub struct BatchBuffers {
+    tokens: Buffer<u32>,
+    positions: Buffer<i32>,
+    /// `[layer][keys | values][sequence]` cache addresses.
+    tables: Buffer<u64>,
+    x: Buffer<f32>,
+    qkv: Buffer<f32>,
+    attention: Buffer<f32>,
+    hidden: Buffer<f32>,
+    logits: Buffer<f32>,
+    next: Buffer<u32>,
+    top: Buffer<u32>,
+    window: Buffer<u32>,
+}
+
+impl BatchBuffers {
+    pub fn new(gpu: &Gpu, c: &ModelConfig) -> Result<Self> {
+        let n = MAX_BATCH;
+        let q_width = c.query_width();
+        let qkv_width = q_width + 2 * c.key_value_width();
+        Ok(BatchBuffers {
+            tokens: Buffer::zeros(gpu, n)?,
+            positions: Buffer::zeros(gpu, n)?,
+            tables: Buffer::zeros(gpu, c.block_count * 2 * n)?,
+            x: Buffer::zeros(gpu, n * c.embedding_length)?,
+            qkv: Buffer::zeros(gpu, n * qkv_width)?,
+            attention: Buffer::zeros(gpu, n * q_width)?,
+            hidden: Buffer::zeros(gpu, n * c.feed_forward_length)?,
+            logits: Buffer::zeros(gpu, n * c.vocab_size)?,
+            next: Buffer::zeros(gpu, n * row_ops::argmax_output_len(gpu))?,
+            top: Buffer::zeros(gpu, n * row_ops::top_k_output_len())?,
+            window: Buffer::zeros(gpu, n * row_ops::TOP_K_WINDOW)?,
+        })
+    }
+}
+
+impl CudaModel {
+    /// One decode step for each of `caches` (token `tokens[i]` at the
+    /// position equal to cache i's length), returning what each asked for.
+    pub fn forward_batch(
+        &self,
+        tokens: &[u32],
+        caches: &mut [&mut CudaCache],
+        wants: &[Wanted<'_>],
+    ) -> Result<Vec<Picked>> {
+        check_tokens(tokens, self.config.vocab_size)?;
+        if tokens.len() != caches.len() || wants.len() != caches.len() {
+            return Err(Error::InvalidRequest(format!(
+                "a batch of {} tokens, {} caches and {} requests",
+                tokens.len(),
+                caches.len(),
+                wants.len()
+            )));
+        }
+        let mut picked = Vec::with_capacity(tokens.len());
+        let groups = tokens
+            .chunks(MAX_BATCH)
+            .zip(caches.chunks_mut(MAX_BATCH))
+            .zip(wants.chunks(MAX_BATCH));
+        for ((tokens, caches), wants) in groups {
+            picked.extend(self.forward_group(tokens, caches, wants)?);
+        }
+        Ok(picked)
+    }
+
+    fn forward_group(
+        &self,
+        tokens: &[u32],
+        caches: &mut [&mut CudaCache],
+        wants: &[Wanted<'_>],
+    ) -> Result<Vec<Picked>> {
+        let capacity = caches.first().map_or(0, |c| c.capacity());
+        for cache in caches.iter() {
+            cache.check_room(cache.len(), 1)?;
+            if cache.capacity() != capacity {
+                return Err(Error::InvalidRequest(
+                    "the caches of a batched step must have the same capacity".into(),
+                ));
+            }
+        }
+        let mut guard = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(BatchBuffers::new(&self.gpu, &self.config)?);
+        }
+        let b = guard
+            .as_ref()
+            .ok_or_else(|| Error::InvalidRequest("batch buffers".into()))?;
+        let caches_ref: Vec<&CudaCache> = caches.iter().map(|c| &**c).collect();
+        self.upload_batch(b, tokens, &caches_ref)?;
+        self.record_batch(b, &caches_ref)?;
+        let picked = self.select(b, wants)?;
+        for cache in caches.iter_mut() {
+            let end = cache.len() + 1;
+            cache.commit(end);
+        }
+        Ok(picked)
+    }
+
+    /// Tokens, positions and every layer's cache addresses.
+    fn upload_batch(&self, b: &BatchBuffers, tokens: &[u32], caches: &[&CudaCache]) -> Result<()> {
+        let n = caches.len();
+        let positions: Vec<i32> = caches.iter().map(|c| c.len() as i32).collect();
+        let mut tables = vec![0u64; self.config.block_count * 2 * MAX_BATCH];
+        for layer in 0..self.config.block_count {
+            for (s, cache) in caches.iter().enumerate() {
+                let l = cache.layer(layer)?;
+                tables[(layer * 2) * MAX_BATCH + s] = l.keys.address();
+                tables[(layer * 2 + 1) * MAX_BATCH + s] = l.values.address();
+            }
+        }
+        self.gpu.upload(tokens, b.tokens.span(0, n)?)?;
+        self.gpu.upload(&positions, b.positions.span(0, n)?)?;
+        self.gpu.upload(&tables, b.tables.all())?;
+        Ok(())
+    }
+
+    /// The launches of one batched step (as `record_decode`, for n sequences).
+    fn record_batch(&self, b: &BatchBuffers, caches: &[&CudaCache]) -> Result<()> {
+        let gpu = &self.gpu;
+        let c = &self.config;
+        let n = caches.len();
+        let eps = c.rms_norm_eps;
+        let q_width = c.query_width();
+        let qkv_width = q_width + 2 * c.key_value_width();
+        let positions = b.positions.span(0, n)?;
+        row_ops::embed(gpu, &self.embedding, b.tokens.all(), n, b.x.all())?;
+        for (layer, w) in self.blocks.iter().enumerate() {
+            let first = caches[0].layer(layer)?;
+            let kv = LayerCache {
+                tables: Some(CacheTables {
+                    keys: b.tables.span(layer * 2 * MAX_BATCH, n)?,
+                    values: b.tables.span((layer * 2 + 1) * MAX_BATCH, n)?,
+                }),
+                ..first
+            };
+            let norm_rope = Epilogue::NormRope {
+                weight: w.attention_norm.all(),
+                eps,
+                heads: self.heads(),
+                cos_sin: self.rope.all(),
+                position: positions,
+                cache: kv,
+            };
+            gemv_batched(gpu, &w.qkv, b.x.all(), b.qkv.all(), norm_rope, n)?;
+            let attention = AttentionBatch {
+                heads: self.heads(),
+                queries: b.qkv.all(),
+                query_stride: qkv_width,
+                rows: 1,
+                cache: kv,
+                start: positions,
+                out: b.attention.all(),
+            };
+            attention_ops::attention_f16_accumulator_batched(gpu, &attention, n)?;
+            let residual = Epilogue::Residual;
+            gemv_batched(
+                gpu,
+                &w.attention_output,
+                b.attention.all(),
+                b.x.all(),
+                residual,
+                n,
+            )?;
+            let norm = Epilogue::NormSwiglu {
+                weight: w.feed_forward_norm.all(),
+                eps,
+            };
+            gemv_batched(gpu, &w.gate_up, b.x.all(), b.hidden.all(), norm, n)?;
+            gemv_batched(gpu, &w.down, b.hidden.all(), b.x.all(), residual, n)?;
+        }
+        let norm = Epilogue::Norm {
+            weight: self.output_norm.all(),
+            eps,
+        };
+        gemv_batched(
+            gpu,
+            self.output_matrix(),
+            b.x.all(),
+            b.logits.all(),
+            norm,
+            n,
+        )?;
+        Ok(())
+    }
+
+    /// Argmax or top-k selection per sequence on the device, then one
+    /// download for all (whole rows only where a sequence asked for one or
+    /// its ties overflowed the selection).
+    fn select(&self, b: &BatchBuffers, wants: &[Wanted<'_>]) -> Result<Vec<Picked>> {
+        let gpu = &self.gpu;
+        let vocab = self.config.vocab_size;
+        let (argmax_len, top_len) = (row_ops::argmax_output_len(gpu), row_ops::top_k_output_len());
+        let row = |s: usize| b.logits.span(s * vocab, vocab);
+        let mut any_top = false;
+        for (s, want) in wants.iter().enumerate() {
+            match want {
+                Wanted::Argmax => row_ops::argmax(
+                    gpu,
+                    row(s)?,
+                    vocab,
+                    b.next.span(s * argmax_len, argmax_len)?,
+                )?,
+                Wanted::TopK { k, window } if fits_top_k(*k, window) => {
+                    any_top = true;
+                    let ids = b
+                        .window
+                        .span(s * row_ops::TOP_K_WINDOW, row_ops::TOP_K_WINDOW)?;
+                    if !window.is_empty() {
+                        gpu.upload(window, ids)?;
+                    }
+                    let out = b.top.span(s * top_len, top_len)?;
+                    row_ops::top_k_select(
+                        gpu,
+                        row(s)?,
+                        vocab,
+                        k + window.len(),
+                        ids,
+                        window.len(),
+                        out,
+                    )?;
+                }
+                Wanted::TopK { .. } | Wanted::Logits => {}
+            }
+        }
+        let n = wants.len();
+        let mut next = vec![0u32; n * argmax_len];
+        gpu.download(b.next.span(0, n * argmax_len)?, &mut next)?;
+        let mut top = Vec::new();
+        if any_top {
+            top = vec![0u32; n * top_len];
+            gpu.download(b.top.span(0, n * top_len)?, &mut top)?;
+        }
+        let mut picked = Vec::with_capacity(n);
+        for (s, want) in wants.iter().enumerate() {
+            let whole_row = || -> Result<Picked> {
+                let mut logits = vec![0.0; vocab];
+                gpu.download(row(s)?, &mut logits)?;
+                Ok(Picked::Top(crate::backend::TopLogits::Row(logits)))
+            };
+            picked.push(match want {
+                Wanted::Argmax => Picked::Token(next[s * argmax_len]),
+                Wanted::TopK { k, window } if fits_top_k(*k, window) => {
+                    match super::top_pairs(&top[s * top_len..(s + 1) * top_len], window.len()) {
+                        Some(pairs) => Picked::Top(pairs),
+                        None => whole_row()?,
+                    }
+                }
+                Wanted::TopK { .. } | Wanted::Logits => whole_row()?,
+            });
+        }
+        Ok(picked)
+    }
+}
+
+/// Whether a top-k request fits the device's selection buffers.
+fn fits_top_k(k: usize, window: &[u32]) -> bool {
+    k + window.len() <= row_ops::TOP_K_CAPACITY && window.len() <= row_ops::TOP_K_WINDOW
+}
