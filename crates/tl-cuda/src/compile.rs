@@ -270,7 +270,9 @@ mod tests {
             for kernel in [
                 "gemv_norm_swiglu_q4_0_l16",
                 "gemv_norm_rope_f16_l32",
+                "gemv_batched_norm_rope_q4_1_l8",
                 "attention_f16_accumulator",
+                "attention_f16_accumulator_batched",
                 "attention_flash_64",
                 "attention_flash_128",
                 "profile_spin",
