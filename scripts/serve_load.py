@@ -70,6 +70,14 @@ def stream_chat(url, model, prompt, tokens):
     return "".join(text), ttft, gaps, completion
 
 
+def first_model(url):
+    """The first model the server lists (its default)."""
+    parsed = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    conn.request("GET", "/v1/models")
+    return json.loads(conn.getresponse().read())["data"][0]["id"]
+
+
 def percentile(values, p):
     if not values:
         return float("nan")
@@ -111,12 +119,7 @@ def main():
                     help="pad prompts to about this many tokens (fresh each run)")
     ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
-    model = args.model
-    if model is None:
-        parsed = urllib.parse.urlparse(args.url)
-        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
-        conn.request("GET", "/v1/models")
-        model = json.loads(conn.getresponse().read())["data"][0]["id"]
+    model = args.model or first_model(args.url)
     prompts = [prompt_for(i, args.prompt_tokens) for i in range(args.clients)]
 
     solo = [stream_chat(args.url, model, p, args.tokens) for p in prompts]

@@ -14,6 +14,8 @@ import statistics
 import time
 import urllib.parse
 
+from serve_load import first_model
+
 
 # Common words that are one token each (with their leading space) in the
 # usual BPE vocabularies.
@@ -56,12 +58,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    model = args.model
-    if model is None:
-        parsed = urllib.parse.urlparse(args.url)
-        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
-        conn.request("GET", "/v1/models")
-        model = json.loads(conn.getresponse().read())["data"][0]["id"]
+    model = args.model or first_model(args.url)
     times, counts = [], []
     for run in range(args.runs + 1):  # the first run warms up
         words = " ".join(WORDS[(run * 31 + j * 7) % len(WORDS)] for j in range(args.tokens - 19))

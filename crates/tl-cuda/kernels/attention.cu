@@ -199,6 +199,23 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
     }
 }
 
+// attend_f16_accumulator for a head size known only at run time.
+__device__ __forceinline__ void attend_f16_accumulator_any(
+    const float* q, int q_stride, const u16* k_cache, const u16* v_cache, const int* start,
+    int heads, int kv_heads, int head_dim, int capacity, float scale, float* out,
+    F16AccumulatorTile& tile) {
+    switch (head_dim / WARP) {
+        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+    }
+}
+
 // Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
 // (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
 // f32, online softmax over the positions in order with the running output kept
@@ -212,16 +229,8 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
     __shared__ F16AccumulatorTile tile;
     allow_next_kernel();
     wait_for_previous_kernel();
-    switch (head_dim / WARP) {
-        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-    }
+    attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
+                               capacity, scale, out, tile);
 }
 
 // attention_f16_accumulator for a decode step of several sequences at once:
@@ -241,16 +250,8 @@ extern "C" __global__ void attention_f16_accumulator_batched(
     start += b;
     const u16* k_cache = k_tables[b];
     const u16* v_cache = v_tables[b];
-    switch (head_dim / WARP) {
-        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-    }
+    attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
+                               capacity, scale, out, tile);
 }
 
 // Attention for 64 rows or more, in f32 (llama.cpp's tiled CPU path): one warp

@@ -149,6 +149,13 @@ fn dominant_weight_type(file: &GgufFile) -> String {
 }
 
 impl ModelSummary {
+    /// The file's modification time, in seconds since the Unix epoch.
+    pub fn modified_unix_seconds(&self) -> i64 {
+        self.modified
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    }
+
     /// Parameters as Ollama writes them: `135M`, `1.1B`.
     pub fn parameter_size(&self) -> String {
         let n = self.parameter_count as f64;

@@ -124,16 +124,14 @@ pub async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
             .into_iter()
             .map(|m| ChatMessage::new(m.role, m.content))
             .collect();
-        let options = request.options.into_options(model.context);
-        let prepared = generation::prepare(
-            &state,
-            FLAVOR,
-            &model.name,
-            PromptSource::Chat(messages),
-            &options,
-        )?;
-        let events = generation::submit(&state, FLAVOR, prepared, arrived)?;
-        respond(Kind::Chat, model.name.clone(), events, stream).await
+        let source = PromptSource::Chat(messages);
+        let run = Run {
+            kind: Kind::Chat,
+            model: &model,
+            stream,
+            arrived,
+        };
+        run.generate(&state, source, request.options).await
     };
     result.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -159,12 +157,38 @@ pub async fn generate(State(state): State<AppState>, body: Bytes) -> Response {
             messages.push(ChatMessage::user(request.prompt));
             PromptSource::Chat(messages)
         };
-        let options = request.options.into_options(model.context);
-        let prepared = generation::prepare(&state, FLAVOR, &model.name, source, &options)?;
-        let events = generation::submit(&state, FLAVOR, prepared, arrived)?;
-        respond(Kind::Generate, model.name.clone(), events, stream).await
+        let run = Run {
+            kind: Kind::Generate,
+            model: &model,
+            stream,
+            arrived,
+        };
+        run.generate(&state, source, request.options).await
     };
     result.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// One request of either endpoint, once its prompt is known.
+struct Run<'a> {
+    kind: Kind,
+    model: &'a ModelEntry,
+    stream: bool,
+    arrived: Instant,
+}
+
+impl Run<'_> {
+    /// Prepares, submits and answers the request.
+    async fn generate(
+        self,
+        state: &AppState,
+        source: PromptSource,
+        options: ModelOptions,
+    ) -> Result<Response, ApiError> {
+        let options = options.into_options(self.model.context);
+        let prepared = generation::prepare(state, FLAVOR, &self.model.name, source, &options)?;
+        let events = generation::submit(state, FLAVOR, prepared, self.arrived)?;
+        respond(self.kind, self.model.name.clone(), events, self.stream).await
+    }
 }
 
 /// RFC 3339 UTC time, as Ollama's `created_at`.
@@ -266,11 +290,7 @@ pub async fn tags(State(state): State<AppState>) -> Json<Value> {
         .entries()
         .iter()
         .map(|m| {
-            let modified = m
-                .summary
-                .modified
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64);
+            let modified = m.summary.modified_unix_seconds();
             let date = CivilDateTime::from_unix_seconds(modified);
             json!({
                 "name": m.name,

@@ -253,18 +253,17 @@ pub async fn chat_completions(State(state): State<AppState>, body: Bytes) -> Res
     let arrived = Instant::now();
     let result = async {
         let request: ChatRequest = parse_json(FLAVOR, &body)?;
-        let (options, stream, include_usage) = request.sampling.options()?;
-        let messages = chat_messages(request.messages)?;
-        let prepared = generation::prepare(
+        let source = PromptSource::Chat(chat_messages(request.messages)?);
+        let model = request.model;
+        generate(
             &state,
-            FLAVOR,
-            &request.model,
-            PromptSource::Chat(messages),
-            &options,
-        )?;
-        let identity = Identity::new(Kind::Chat, &prepared.model.name);
-        let events = generation::submit(&state, FLAVOR, prepared, arrived)?;
-        respond(identity, events, stream, include_usage).await
+            Kind::Chat,
+            &model,
+            source,
+            request.sampling,
+            arrived,
+        )
+        .await
     };
     result.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -283,19 +282,35 @@ pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response
                 ))
             }
         };
-        let (options, stream, include_usage) = request.sampling.options()?;
-        let prepared = generation::prepare(
+        let source = PromptSource::Raw(prompt);
+        let model = request.model;
+        generate(
             &state,
-            FLAVOR,
-            &request.model,
-            PromptSource::Raw(prompt),
-            &options,
-        )?;
-        let identity = Identity::new(Kind::Completion, &prepared.model.name);
-        let events = generation::submit(&state, FLAVOR, prepared, arrived)?;
-        respond(identity, events, stream, include_usage).await
+            Kind::Completion,
+            &model,
+            source,
+            request.sampling,
+            arrived,
+        )
+        .await
     };
     result.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Prepares, submits and answers one request of either endpoint.
+async fn generate(
+    state: &AppState,
+    kind: Kind,
+    model: &str,
+    source: PromptSource,
+    sampling: Sampling,
+    arrived: Instant,
+) -> Result<Response, ApiError> {
+    let (options, stream, include_usage) = sampling.options()?;
+    let prepared = generation::prepare(state, FLAVOR, model, source, &options)?;
+    let identity = Identity::new(kind, &prepared.model.name);
+    let events = generation::submit(state, FLAVOR, prepared, arrived)?;
+    respond(identity, events, stream, include_usage).await
 }
 
 async fn respond(
@@ -391,11 +406,7 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
         .entries()
         .iter()
         .map(|m| {
-            let created = m
-                .summary
-                .modified
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
+            let created = m.summary.modified_unix_seconds();
             json!({"id": m.name, "object": "model", "created": created, "owned_by": "tensorlogic"})
         })
         .collect();
