@@ -344,7 +344,7 @@ fn the_api_key_guards_every_route_but_health() {
 
 #[test]
 fn a_full_queue_refuses_and_hanging_up_frees_the_kv_cache() {
-    let server = Server::start(&["--ctx", "512", "--parallel", "1", "--max-queue", "1"]);
+    let server = Server::start(&["--ctx", "512", "--parallel", "1", "--max-queue", "1", "-v"]);
     let long = json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 400, "temperature": 0, "stream": true}).to_string();
     let (status, mut running) = open_stream(&server.address, "/v1/completions", &long);
     assert_eq!(status, 200);
@@ -377,6 +377,13 @@ fn a_full_queue_refuses_and_hanging_up_frees_the_kv_cache() {
         &json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 2}).to_string(),
     );
     assert_eq!(after.status, 200, "{}", after.body);
+    // -v logs each finished request.
+    let log = server.log();
+    assert!(log.contains("cancelled (client left)"), "{log}");
+    assert!(
+        log.contains("2 generated") && log.contains("MaxTokens"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -518,6 +525,26 @@ fn a_long_prompt_does_not_stall_running_streams() {
         worst * 4 < prefill,
         "a token waited {worst:?} while the whole prompt took {prefill:?}: the prompt was not chunked"
     );
+}
+
+#[test]
+fn ctrl_c_stops_the_server_even_with_streams_running() {
+    let mut server = Server::start(&["--ctx", "512"]);
+    let long =
+        json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 450, "stream": true}).to_string();
+    let (_, mut stream) = open_stream(&server.address, "/v1/completions", &long);
+    let mut line = String::new();
+    stream.read_line(&mut line).unwrap();
+    server.interrupt();
+    assert!(
+        server.exits_within(Duration::from_secs(10)),
+        "still running 10 s after Ctrl-C: {}",
+        server.log()
+    );
+    assert!(server.log().contains("shutting down"), "{}", server.log());
+    // The stream ends (the connection closes) instead of hanging.
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stream, &mut rest);
 }
 
 /// A deterministic stream of pseudo-random numbers (no rand crate).

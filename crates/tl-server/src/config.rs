@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub api_key: Option<String>,
     /// Where models run.
     pub device: DeviceChoice,
+    /// Print one line on stderr per finished request (`tl serve -v`).
+    pub log_requests: bool,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +57,7 @@ impl Default for ServerConfig {
             prompt_cache: false,
             api_key: None,
             device: DeviceChoice::Auto,
+            log_requests: false,
         }
     }
 }

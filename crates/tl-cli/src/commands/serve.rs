@@ -6,7 +6,7 @@ use tl_server::ServerConfig;
 use crate::cli::ServeArgs;
 use crate::default_model;
 
-pub fn run(args: &ServeArgs) -> Result<()> {
+pub fn run(args: &ServeArgs, verbose: bool) -> Result<()> {
     let models = if args.model.is_empty() {
         vec![default_model::ensure()?]
     } else {
@@ -24,6 +24,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         prompt_cache: args.prompt_cache,
         api_key: args.api_key.clone(),
         device: args.device,
+        log_requests: verbose,
     };
     eprintln!("loading {} ...", config.models[0].display());
     tl_server::serve(&config, &mut |address| {

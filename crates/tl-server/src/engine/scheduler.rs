@@ -68,6 +68,7 @@ pub struct Scheduler {
     parallel: usize,
     prefill_chunk_tokens: usize,
     prompt_cache: bool,
+    log_requests: bool,
     metrics: Arc<Metrics>,
 }
 
@@ -89,6 +90,7 @@ impl Scheduler {
             parallel: config.parallel,
             prefill_chunk_tokens: config.prefill_chunk_tokens,
             prompt_cache: config.prompt_cache,
+            log_requests: config.log_requests,
             metrics,
         }
     }
@@ -297,6 +299,9 @@ impl Scheduler {
     /// Ends a sequence: tells its client (if still there) and keeps or empties
     /// its cache.
     fn retire(&mut self, mut sequence: Sequence, step: Step) {
+        if self.log_requests {
+            log_request(&sequence, &step);
+        }
         match step {
             Step::Finished(reason) => {
                 let rest = sequence.output.finish(reason);
@@ -444,6 +449,28 @@ fn take_token(sequence: &mut Sequence, picked: Result<u32, String>, metrics: &Me
     }
     sequence.phase = Phase::Decode { token };
     Step::Continue
+}
+
+/// The `-v` line of a finished request.
+fn log_request(sequence: &Sequence, step: &Step) {
+    let outcome = match step {
+        Step::Finished(reason) => format!("{reason:?}"),
+        Step::Cancelled => "cancelled (client left)".into(),
+        Step::Failed(message) => format!("failed: {message}"),
+        Step::Continue => return,
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let first = sequence.prompt_done.map_or(String::from("-"), |t| {
+        format!("{:.1} ms", ms(t - sequence.job.arrived))
+    });
+    eprintln!(
+        "{}: prompt {} tokens ({} cached), {} generated, first token {first}, total {:.1} ms: {outcome}",
+        sequence.job.model.name,
+        sequence.job.prompt.len(),
+        sequence.cached_tokens,
+        sequence.output.tokens().len(),
+        ms(sequence.job.arrived.elapsed()),
+    );
 }
 
 fn record_token_time(sequence: &mut Sequence, metrics: &Metrics) {

@@ -64,8 +64,29 @@ pub fn find_model(
         .ok_or_else(|| ApiError::unknown_model(flavor, name))
 }
 
+/// [`prepare`] on a blocking-task thread: templating and tokenizing a long
+/// prompt takes milliseconds of CPU, which must not stall the async workers
+/// that serve every other connection.
+pub async fn prepare_blocking(
+    state: &AppState,
+    flavor: Flavor,
+    model: &str,
+    source: PromptSource,
+    options: Options,
+) -> Result<Prepared, ApiError> {
+    let (state, model) = (state.clone(), model.to_owned());
+    tokio::task::spawn_blocking(move || prepare(&state, flavor, &model, source, &options))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ApiError::internal(
+                flavor,
+                format!("preparing the request failed: {e}"),
+            ))
+        })
+}
+
 /// Templates, tokenizes and checks a request.
-pub fn prepare(
+fn prepare(
     state: &AppState,
     flavor: Flavor,
     model: &str,

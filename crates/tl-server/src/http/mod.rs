@@ -136,14 +136,30 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
             .await
             .map_err(|source| Error::Bind { address, source })?;
         on_listening(listener.local_addr()?);
-        axum::serve(listener, router(state))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+        let (stopping, stop_requested) = tokio::sync::oneshot::channel::<()>();
+        let server = axum::serve(listener, router(state)).with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+            eprintln!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
+            let _ = stopping.send(());
+        });
+        tokio::select! {
+            served = server => served?,
+            // Streams can run for minutes: after the grace period, returning
+            // drops their connections, which cancels them.
+            () = async {
+                if stop_requested.await.is_ok() {
+                    tokio::time::sleep(SHUTDOWN_GRACE).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            } => eprintln!("stopped the requests still running"),
+        }
         Ok(())
     })
 }
+
+/// How long requests still running at Ctrl-C may take to finish.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

@@ -185,7 +185,8 @@ impl Run<'_> {
         options: ModelOptions,
     ) -> Result<Response, ApiError> {
         let options = options.into_options(self.model.context);
-        let prepared = generation::prepare(state, FLAVOR, &self.model.name, source, &options)?;
+        let prepared =
+            generation::prepare_blocking(state, FLAVOR, &self.model.name, source, options).await?;
         let events = generation::submit(state, FLAVOR, prepared, self.arrived)?;
         respond(self.kind, self.model.name.clone(), events, self.stream).await
     }

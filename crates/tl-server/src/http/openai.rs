@@ -307,7 +307,7 @@ async fn generate(
     arrived: Instant,
 ) -> Result<Response, ApiError> {
     let (options, stream, include_usage) = sampling.options()?;
-    let prepared = generation::prepare(state, FLAVOR, model, source, &options)?;
+    let prepared = generation::prepare_blocking(state, FLAVOR, model, source, options).await?;
     let identity = Identity::new(kind, &prepared.model.name);
     let events = generation::submit(state, FLAVOR, prepared, arrived)?;
     respond(identity, events, stream, include_usage).await
