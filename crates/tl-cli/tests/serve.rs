@@ -303,6 +303,17 @@ fn bad_requests_get_each_apis_errors() {
         &json!({"model": MODEL, "prompt": "x", "options": {"num_predict": "many"}}).to_string(),
         400,
     );
+    // Errors axum raises itself come in the APIs' shapes too.
+    let huge = format!(
+        "{{\"model\": \"{MODEL}\", \"prompt\": \"{}\"}}",
+        "x".repeat(33 << 20)
+    );
+    let r = server.post("/v1/completions", &huge);
+    assert_eq!(r.status, 413, "{}", &r.body[..r.body.len().min(200)]);
+    assert!(r.json()["error"]["message"].is_string());
+    let r = server.get("/api/chat");
+    assert_eq!(r.status, 405);
+    assert!(r.json()["error"].is_string(), "{}", r.body);
     let detok = server.post("/detokenize", &json!({"tokens": [999999]}).to_string());
     assert_eq!(detok.status, 400);
     // Unknown fields are ignored.

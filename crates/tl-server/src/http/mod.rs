@@ -63,7 +63,35 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(utility::health))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// Errors axum writes itself (a body over the size limit: 413; a wrong
+/// method: 405; ...) come as plain text; clients of either API expect their
+/// JSON error shape, so those are rewritten.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let flavor = Flavor::of_path(request.uri().path());
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body).trim().to_owned();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    ApiError::new(flavor, status, message).into_response()
 }
 
 /// With `--api-key`, every route but `/health` needs `Authorization: Bearer KEY`.
