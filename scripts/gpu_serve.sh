@@ -50,4 +50,32 @@ if serve chunk2048 --parallel 4 --prefill-chunk 2048; then
     python3 "$HERE/serve_ttft.py" --url "$URL" --tokens 625 --runs 5 --json "$OUT/ttft-chunk2048.json" || status=1
     stop
 fi
+echo "=== two models on one GPU (the second loads on demand, on a thread of its own)"
+ln -sf "$BIN/model.gguf" "$OUT/copy.gguf"
+"$BIN/$TL" serve -m "$BIN/model.gguf" -m "$OUT/copy.gguf" --device cuda --port 0 --parallel 4 -v \
+    >"$OUT/serve-two.log" 2>&1 &
+PID=$!
+for _ in $(seq 600); do
+    URL=$(grep -o 'http://[0-9.:]*' "$OUT/serve-two.log" | head -1)
+    [ -n "$URL" ] && break
+    sleep 0.1
+done
+python3 - "$URL" <<'PY' || status=1
+import json, sys, urllib.request
+url = sys.argv[1]
+def complete(model):
+    body = json.dumps({"model": model, "prompt": "1, 2, 3,", "max_tokens": 8, "temperature": 0}).encode()
+    with urllib.request.urlopen(urllib.request.Request(url + "/v1/completions", body)) as r:
+        return json.load(r)["choices"][0]["text"]
+first = complete("model")
+second = complete("copy")
+print("model:", repr(first), "copy:", repr(second))
+assert first == second, "the two copies answer differently"
+with urllib.request.urlopen(url + "/metrics") as r:
+    loaded = [l for l in r.read().decode().splitlines() if l.startswith("tl_models_loaded ")]
+print(loaded)
+assert loaded == ["tl_models_loaded 2"], loaded
+PY
+stop
+
 exit $status

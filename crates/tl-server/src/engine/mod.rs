@@ -21,6 +21,13 @@ use crate::registry::{ModelEntry, Registry};
 
 pub use pool::ModelPool;
 
+/// What reaches the engine thread: requests, and finished background loads.
+pub enum Message {
+    Job(Job),
+    /// Boxed: a loaded model is large and rare beside requests.
+    Loaded(Box<pool::LoadResult>),
+}
+
 /// One generation request, parsed, templated and tokenized.
 pub struct Job {
     pub model: Arc<ModelEntry>,
@@ -74,7 +81,7 @@ pub enum Refusal {
 /// The HTTP side's end of the engine.
 #[derive(Clone)]
 pub struct EngineHandle {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Message>,
     metrics: Arc<Metrics>,
     max_queue: u64,
 }
@@ -92,7 +99,7 @@ impl EngineHandle {
         if reserved.is_err() {
             return Err(Refusal::QueueFull);
         }
-        self.jobs.send(job).map_err(|_| {
+        self.jobs.send(Message::Job(job)).map_err(|_| {
             self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
             Refusal::Stopped
         })
@@ -108,6 +115,7 @@ pub fn start(
     metrics: Arc<Metrics>,
 ) -> Result<EngineHandle> {
     let (jobs, receiver) = mpsc::channel();
+    let loads = jobs.clone();
     let (ready_tx, ready_rx) = mpsc::channel();
     let engine_config = config.clone();
     let engine_metrics = metrics.clone();
@@ -131,7 +139,8 @@ pub fn start(
                 let _ = ready_tx.send(Err(model_error(e)));
                 return;
             }
-            let mut scheduler = scheduler::Scheduler::new(pool, &engine_config, engine_metrics);
+            let mut scheduler =
+                scheduler::Scheduler::new(pool, &engine_config, engine_metrics, loads);
             if let Err(e) = scheduler.preallocate(default) {
                 let _ = ready_tx.send(Err(model_error(e)));
                 return;

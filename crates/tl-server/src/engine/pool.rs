@@ -1,6 +1,10 @@
 //! The models whose weights are loaded, one copy each, under a byte budget:
 //! a model a request needs is loaded on demand, evicting the least recently
 //! used models that no running sequence uses until it fits.
+//!
+//! Loading happens on a thread of its own (reading and uploading gigabytes
+//! takes seconds), so the engine keeps generating for the models it has;
+//! one model loads at a time, which keeps the budget arithmetic simple.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,6 +21,8 @@ struct LoadedModel {
     backend: Backend,
     bytes: u64,
     last_used: u64,
+    load_time: Duration,
+    loaded_at: Instant,
 }
 
 /// Loaded weights by model name.
@@ -24,17 +30,17 @@ pub struct ModelPool {
     device: DeviceChoice,
     budget: Option<u64>,
     loaded: Vec<LoadedModel>,
+    /// The model being loaded in the background, if any.
+    loading: Option<String>,
     /// Ticks on every use, ordering the models for eviction.
     clock: u64,
     metrics: Arc<Metrics>,
 }
 
-/// What making a model ready did.
-pub struct Ready {
-    /// Time spent loading (zero when it was loaded already).
-    pub load_time: Duration,
-    /// Models evicted to make room; their idle caches must go too.
-    pub evicted: Vec<String>,
+/// A finished background load, sent back to the engine thread.
+pub struct LoadResult {
+    pub name: String,
+    pub result: Result<(Backend, Duration), String>,
 }
 
 impl ModelPool {
@@ -43,6 +49,7 @@ impl ModelPool {
             device,
             budget,
             loaded: Vec::new(),
+            loading: None,
             clock: 0,
             metrics,
         }
@@ -56,52 +63,95 @@ impl ModelPool {
             .map(|m| &m.backend)
     }
 
-    /// Loads `entry` with no eviction (at start).
-    pub fn load(&mut self, entry: &ModelEntry) -> Result<Duration, String> {
-        self.ensure(entry, &|_| true).map(|ready| ready.load_time)
+    /// How long `name` took to load and when it finished, when it is loaded.
+    pub fn load_time(&self, name: &str) -> Option<(Duration, Instant)> {
+        self.loaded
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| (m.load_time, m.loaded_at))
     }
 
-    /// Makes `entry` loaded and most recently used; `busy(name)` says which
-    /// models running sequences hold (never evicted).
-    pub fn ensure(
-        &mut self,
-        entry: &ModelEntry,
-        busy: &dyn Fn(&str) -> bool,
-    ) -> Result<Ready, String> {
+    /// Marks `name` most recently used; whether it is loaded.
+    pub fn touch(&mut self, name: &str) -> bool {
         self.clock += 1;
-        if let Some(model) = self.loaded.iter_mut().find(|m| m.name == entry.name) {
-            model.last_used = self.clock;
-            return Ok(Ready {
-                load_time: Duration::ZERO,
-                evicted: Vec::new(),
-            });
+        let clock = self.clock;
+        match self.loaded.iter_mut().find(|m| m.name == name) {
+            Some(model) => {
+                model.last_used = clock;
+                true
+            }
+            None => false,
         }
+    }
+
+    /// Whether a background load is under way.
+    pub fn is_loading(&self) -> bool {
+        self.loading.is_some()
+    }
+
+    /// Loads `entry` on this thread (the default model, at start).
+    pub fn load(&mut self, entry: &ModelEntry) -> Result<(), String> {
+        let loaded = load_backend(entry, self.device)?;
+        self.finish_load(&entry.name, Ok(loaded), &|_| true)
+            .map(|_| ())
+    }
+
+    /// Starts loading `entry` on a new thread, after evicting idle models to
+    /// make room for it (`busy(name)`: models running sequences hold, never
+    /// evicted); `done` gets the result. Returns the evicted models.
+    pub fn start_load(
+        &mut self,
+        entry: &Arc<ModelEntry>,
+        busy: &dyn Fn(&str) -> bool,
+        done: impl FnOnce(LoadResult) + Send + 'static,
+    ) -> Result<Vec<String>, String> {
         // The file's size is a lower bound of the loaded bytes (the CPU
         // repacks some matrices); the real size is checked once loaded.
         let evicted = self.make_room(&entry.name, entry.summary.file_bytes, busy)?;
-        let started = Instant::now();
-        let backend = load_backend(entry, self.device)?;
-        let bytes = backend.weight_bytes() as u64;
+        self.loading = Some(entry.name.clone());
+        let (entry, device) = (entry.clone(), self.device);
+        let spawned = std::thread::Builder::new()
+            .name(format!("tl-load-{}", entry.name))
+            .spawn(move || {
+                let result = load_backend(&entry, device);
+                done(LoadResult {
+                    name: entry.name.clone(),
+                    result,
+                });
+            });
+        if let Err(e) = spawned {
+            self.loading = None;
+            return Err(format!("cannot start a thread to load the model: {e}"));
+        }
+        Ok(evicted)
+    }
+
+    /// Takes a finished load in: the model joins the pool, and idle models
+    /// are evicted if its real size needs the room. Returns the evicted
+    /// models, or why the model could not be kept.
+    pub fn finish_load(
+        &mut self,
+        name: &str,
+        result: Result<(Backend, Duration), String>,
+        busy: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<String>, String> {
+        self.loading = None;
+        let (backend, load_time) = result?;
+        self.clock += 1;
         self.loaded.push(LoadedModel {
-            name: entry.name.clone(),
+            name: name.to_owned(),
+            bytes: backend.weight_bytes() as u64,
             backend,
-            bytes,
             last_used: self.clock,
+            load_time,
+            loaded_at: Instant::now(),
         });
-        let more = self.make_room(&entry.name, 0, &|name| name == entry.name || busy(name));
-        let evicted = match more {
-            Ok(more) => evicted.into_iter().chain(more).collect(),
-            Err(message) => {
-                self.loaded.retain(|m| m.name != entry.name);
-                self.update_metrics();
-                return Err(message);
-            }
-        };
+        let evicted = self.make_room(name, 0, &|other| other == name || busy(other));
+        if evicted.is_err() {
+            self.loaded.retain(|m| m.name != name);
+        }
         self.update_metrics();
-        Ok(Ready {
-            load_time: started.elapsed(),
-            evicted,
-        })
+        evicted
     }
 
     /// Evicts idle models, least recently used first, until `needed` more
@@ -127,7 +177,7 @@ impl ModelPool {
             let Some(victim) = victim else {
                 return Err(format!(
                     "model '{name}' ({:.1} MB) does not fit in the model memory budget of {:.1} MB beside the models in use; try again when they are idle",
-                    needed as f64 / 1e6,
+                    needed.max(self.bytes_of(name)) as f64 / 1e6,
                     budget as f64 / 1e6
                 ));
             };
@@ -135,6 +185,13 @@ impl ModelPool {
         }
         self.update_metrics();
         Ok(evicted)
+    }
+
+    fn bytes_of(&self, name: &str) -> u64 {
+        self.loaded
+            .iter()
+            .find(|m| m.name == name)
+            .map_or(0, |m| m.bytes)
     }
 
     fn loaded_bytes(&self) -> u64 {
@@ -150,7 +207,8 @@ impl ModelPool {
     }
 }
 
-fn load_backend(entry: &ModelEntry, device: DeviceChoice) -> Result<Backend, String> {
+fn load_backend(entry: &ModelEntry, device: DeviceChoice) -> Result<(Backend, Duration), String> {
+    let started = Instant::now();
     let fail = |e: &dyn std::fmt::Display| format!("cannot load {}: {e}", entry.path.display());
     let file = GgufFile::open(&entry.path).map_err(|e| fail(&e))?;
     let loaded = Backend::load(&file, entry.context, device).map_err(|e| fail(&e))?;
@@ -160,5 +218,5 @@ fn load_backend(entry: &ModelEntry, device: DeviceChoice) -> Result<Backend, Str
             entry.name, fallback.reason
         );
     }
-    Ok(loaded.backend)
+    Ok((loaded.backend, started.elapsed()))
 }

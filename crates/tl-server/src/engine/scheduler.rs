@@ -27,8 +27,9 @@ use tl_engine::generate::{step_batch_sampled, step_sampled, TextOutput};
 use tl_engine::sampler::Sampler;
 use tl_engine::{Backend, Session, StopReason};
 
+use super::pool::LoadResult;
 use super::pool::ModelPool;
-use super::{Event, Job, Summary};
+use super::{Event, Job, Message, Summary};
 use crate::config::ServerConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::registry::ModelEntry;
@@ -70,6 +71,8 @@ pub struct Scheduler {
     prompt_cache: bool,
     log_requests: bool,
     metrics: Arc<Metrics>,
+    /// Where background model loads report back.
+    loads: mpsc::Sender<Message>,
 }
 
 /// How a step left a sequence.
@@ -81,7 +84,12 @@ enum Step {
 }
 
 impl Scheduler {
-    pub fn new(pool: ModelPool, config: &ServerConfig, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        pool: ModelPool,
+        config: &ServerConfig,
+        metrics: Arc<Metrics>,
+        loads: mpsc::Sender<Message>,
+    ) -> Self {
         Scheduler {
             pool,
             waiting: VecDeque::new(),
@@ -92,6 +100,7 @@ impl Scheduler {
             prompt_cache: config.prompt_cache,
             log_requests: config.log_requests,
             metrics,
+            loads,
         }
     }
 
@@ -119,22 +128,54 @@ impl Scheduler {
     }
 
     /// Runs until every [`super::EngineHandle`] is gone.
-    pub fn run(mut self, jobs: mpsc::Receiver<Job>) {
+    pub fn run(mut self, messages: mpsc::Receiver<Message>) {
         loop {
-            if self.running.is_empty() && self.waiting.is_empty() {
-                match jobs.recv() {
-                    Ok(job) => self.waiting.push_back(job),
-                    Err(_) => return,
-                }
-            }
-            while let Ok(job) = jobs.try_recv() {
-                self.waiting.push_back(job);
+            while let Ok(message) = messages.try_recv() {
+                self.receive(message);
             }
             self.drop_abandoned();
             self.admit();
+            if self.running.is_empty() {
+                // Nothing to step: every waiting request (if any) waits for
+                // a model to load. Sleep until a request or a load arrives.
+                match messages.recv() {
+                    Ok(message) => self.receive(message),
+                    Err(_) => return,
+                }
+                continue;
+            }
             self.step_all();
             self.update_metrics();
         }
+    }
+
+    fn receive(&mut self, message: Message) {
+        match message {
+            Message::Job(job) => self.waiting.push_back(job),
+            Message::Loaded(load) => self.finish_load(*load),
+        }
+    }
+
+    /// Takes a background load in; on failure, fails the requests that
+    /// waited for the model.
+    fn finish_load(&mut self, load: LoadResult) {
+        let running = &self.running;
+        let busy = |name: &str| running.iter().any(|s| s.job.model.name == name);
+        match self.pool.finish_load(&load.name, load.result, &busy) {
+            Ok(evicted) => self.idle.retain(|c| !evicted.contains(&c.model)),
+            Err(message) => {
+                eprintln!("{message}");
+                let (failed, waiting): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.waiting)
+                    .into_iter()
+                    .partition(|job| job.model.name == load.name);
+                self.waiting = waiting.into();
+                for job in failed {
+                    self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
+                    self.fail_job(&job, message.clone());
+                }
+            }
+        }
+        self.update_metrics();
     }
 
     /// Forgets waiting requests whose client has gone.
@@ -148,10 +189,22 @@ impl Scheduler {
         }
     }
 
+    /// Starts waiting requests, oldest first, while fewer than `parallel`
+    /// run; a request whose model is not loaded starts its load (one at a
+    /// time) and waits, without holding up requests for loaded models.
     fn admit(&mut self) {
-        while self.running.len() < self.parallel {
-            let Some(job) = self.waiting.pop_front() else {
-                return;
+        let mut i = 0;
+        while self.running.len() < self.parallel && i < self.waiting.len() {
+            let model = self.waiting[i].model.clone();
+            if !self.pool.touch(&model.name) {
+                if !self.pool.is_loading() {
+                    self.start_load(&model);
+                }
+                i += 1;
+                continue;
+            }
+            let Some(job) = self.waiting.remove(i) else {
+                break;
             };
             self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
             if let Err(message) = self.start(job) {
@@ -160,19 +213,33 @@ impl Scheduler {
         }
     }
 
-    /// Loads the job's model if needed, gives it a cache and starts its prompt.
-    fn start(&mut self, job: Job) -> Result<(), String> {
+    /// Loads `model` in the background (see [`ModelPool::start_load`]); if it
+    /// cannot even start, fails the requests waiting for it.
+    fn start_load(&mut self, model: &Arc<ModelEntry>) {
         let running = &self.running;
-        let ready = self.pool.ensure(&job.model, &|name| {
-            running.iter().any(|s| s.job.model.name == name)
-        });
-        let ready = match ready {
-            Ok(ready) => ready,
-            Err(message) => return Err(self.fail_job(&job, message)),
+        let busy = |name: &str| running.iter().any(|s| s.job.model.name == name);
+        let loads = self.loads.clone();
+        let done = move |result| {
+            let _ = loads.send(Message::Loaded(Box::new(result)));
         };
-        self.idle.retain(|c| !ready.evicted.contains(&c.model));
+        match self.pool.start_load(model, &busy, done) {
+            Ok(evicted) => self.idle.retain(|c| !evicted.contains(&c.model)),
+            Err(message) => self.finish_load(LoadResult {
+                name: model.name.clone(),
+                result: Err(message),
+            }),
+        }
+    }
+
+    /// Gives a job (whose model is loaded) a cache and starts its prompt.
+    fn start(&mut self, job: Job) -> Result<(), String> {
         let Some(backend) = self.pool.backend(&job.model.name) else {
             return Err(self.fail_job(&job, "the model is not loaded".into()));
+        };
+        // A request that waited for its model's load counts the load.
+        let load_time = match self.pool.load_time(&job.model.name) {
+            Some((took, finished)) if finished > job.arrived => took,
+            _ => Duration::ZERO,
         };
         let mut session = match take_cache(
             &mut self.idle,
@@ -202,7 +269,7 @@ impl Scheduler {
             },
             session,
             cached_tokens,
-            load_time: ready.load_time,
+            load_time,
             admitted: Instant::now(),
             prompt_done: None,
             last_token: None,
