@@ -125,7 +125,7 @@ fn matmul_benchmark() {
         (WeightType::Q8_0, 1536, 576),
         (WeightType::Q4_1, 128, 64),
     ];
-    for m in [1, 512] {
+    for m in [1, 4, 16, 64, 512] {
         for (ty, rows, cols) in cases {
             match &only {
                 Some(only) if *only != format!("{ty} {cols}→{rows} {m}") => {}
