@@ -26,10 +26,38 @@ pub fn run(args: &ServeArgs, verbose: bool) -> Result<()> {
         device: args.device,
         log_requests: verbose,
     };
+    if config.api_key.is_none() && !is_loopback(&config.host) {
+        eprintln!(
+            "warning: listening on {} without --api-key: anyone who can reach this machine can use the models",
+            config.host
+        );
+    }
     eprintln!("loading {} ...", config.models[0].display());
     tl_server::serve(&config, &mut |address| {
         // Tests and scripts wait for this line to learn the port.
         eprintln!("listening on http://{address}");
     })?;
     Ok(())
+}
+
+/// Whether `host` only accepts connections from this machine.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback;
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        assert!(is_loopback("127.0.0.1"));
+        assert!(is_loopback("::1"));
+        assert!(is_loopback("localhost"));
+        assert!(!is_loopback("0.0.0.0"));
+        assert!(!is_loopback("192.168.1.5"));
+    }
 }
