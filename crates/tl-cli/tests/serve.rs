@@ -303,14 +303,10 @@ fn bad_requests_get_each_apis_errors() {
         &json!({"model": MODEL, "prompt": "x", "options": {"num_predict": "many"}}).to_string(),
         400,
     );
-    // Errors axum raises itself come in the APIs' shapes too.
-    let huge = format!(
-        "{{\"model\": \"{MODEL}\", \"prompt\": \"{}\"}}",
-        "x".repeat(33 << 20)
-    );
-    let r = server.post("/v1/completions", &huge);
-    assert_eq!(r.status, 413, "{}", &r.body[..r.body.len().min(200)]);
-    assert!(r.json()["error"]["message"].is_string());
+    // Errors axum raises itself (here 405) come in the APIs' shapes too.
+    // (A body over 32 MiB gets a 413 through the same rewriting; it is not
+    // sent here: a server that answers before reading such a body resets
+    // the connection, and whether the client still sees the answer is a race.)
     let r = server.get("/api/chat");
     assert_eq!(r.status, 405);
     assert!(r.json()["error"].is_string(), "{}", r.body);
@@ -389,12 +385,10 @@ fn a_full_queue_refuses_and_hanging_up_frees_the_kv_cache() {
     );
     assert_eq!(after.status, 200, "{}", after.body);
     // -v logs each finished request.
-    let log = server.log();
+    let log = server.wait_for_log("MaxTokens", Duration::from_secs(10));
     assert!(log.contains("cancelled (client left)"), "{log}");
-    assert!(
-        log.contains("2 generated") && log.contains("MaxTokens"),
-        "{log}"
-    );
+    assert!(log.contains("2 generated, "), "{log}");
+    assert!(log.contains("MaxTokens"), "{log}");
 }
 
 #[test]
@@ -552,7 +546,8 @@ fn ctrl_c_stops_the_server_even_with_streams_running() {
         "still running 10 s after Ctrl-C: {}",
         server.log()
     );
-    assert!(server.log().contains("shutting down"), "{}", server.log());
+    let log = server.wait_for_log("shutting down", Duration::from_secs(10));
+    assert!(log.contains("shutting down"), "{log}");
     // The stream ends (the connection closes) instead of hanging.
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut stream, &mut rest);

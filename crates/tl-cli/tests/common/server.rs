@@ -77,6 +77,19 @@ impl Server {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// Waits up to `timeout` for stderr to contain `needle` (the reader
+    /// thread may lag behind the server); the log so far either way.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(needle) || start.elapsed() >= timeout {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn get(&self, path: &str) -> Response {
         request(&self.address, "GET", path, None, &[])
     }
