@@ -97,13 +97,6 @@ impl Metrics {
         }
     }
 
-    pub fn outcome_count(&self, outcome: Outcome) -> u64 {
-        OUTCOMES
-            .iter()
-            .position(|(o, _)| *o == outcome)
-            .map_or(0, |i| self.outcomes[i].load(Ordering::Relaxed))
-    }
-
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -130,13 +123,7 @@ impl Metrics {
                 &self.generated_tokens,
             ),
         ];
-        for (name, help, value) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
+        render_scalars(&mut out, "counter", &counters);
         self.time_to_first_token.render(
             &mut out,
             "tl_time_to_first_token_seconds",
@@ -184,14 +171,19 @@ impl Metrics {
                 &self.model_bytes_loaded,
             ),
         ];
-        for (name, help, value) in gauges {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
+        render_scalars(&mut out, "gauge", &gauges);
         out
+    }
+}
+
+/// Writes single-valued metrics of one `kind` (counter or gauge).
+fn render_scalars(out: &mut String, kind: &str, metrics: &[(&str, &str, &AtomicU64)]) {
+    for (name, help, value) in metrics {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+            value.load(Ordering::Relaxed)
+        );
     }
 }
 

@@ -554,14 +554,14 @@ fn record_token_time(sequence: &mut Sequence, metrics: &Metrics) {
 
 fn summarize(sequence: &Sequence, reason: StopReason) -> Summary {
     let now = Instant::now();
+    // The first token is sampled right after the prompt's last chunk.
     let prompt_done = sequence.prompt_done.unwrap_or(now);
-    let first_token = prompt_done;
     Summary {
         reason,
         prompt_tokens: sequence.job.prompt.len(),
         cached_tokens: sequence.cached_tokens,
         completion_tokens: sequence.output.generated_tokens(reason),
-        time_to_first_token: first_token - sequence.job.arrived,
+        time_to_first_token: prompt_done - sequence.job.arrived,
         load_time: sequence.load_time,
         prompt_time: prompt_done - sequence.admitted,
         decode_time: now - prompt_done,
