@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Load test for `tl serve`: N concurrent streaming clients (OpenAI chat API,
-greedy, fixed length), then each prompt again alone. Prints aggregate tokens/s,
+greedy unless --temperature, client i with seed i; fixed length), then each
+prompt again alone. Prints aggregate tokens/s,
 time to first token and inter-token latency (p50/p99), and checks that every
 stream's text equals what its prompt gives alone. Standard library only, so it
 runs on machines without pip.
 
     python3 scripts/serve_load.py --url http://127.0.0.1:8080 --clients 16 \\
-        --tokens 64 [--model NAME] [--json OUT.json] [--prompt-tokens 625]
+        --tokens 64 [--model NAME] [--json OUT.json] [--prompt-tokens 625] \\
+        [--temperature 0.8]
 """
 
 import argparse
@@ -33,12 +35,13 @@ def prompt_for(i, prompt_tokens):
     return text
 
 
-def stream_chat(url, model, prompt, tokens):
+def stream_chat(url, model, prompt, tokens, temperature=0.0, seed=0):
     """Returns (text, ttft_seconds, inter_token_gaps, completion_tokens)."""
     parsed = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=600)
     body = json.dumps({
-        "model": model, "stream": True, "temperature": 0, "max_tokens": tokens,
+        "model": model, "stream": True, "temperature": temperature, "seed": seed,
+        "max_tokens": tokens,
         "messages": [{"role": "user", "content": prompt}],
         "stream_options": {"include_usage": True},
     })
@@ -85,7 +88,7 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def run_concurrent(url, model, prompts, tokens):
+def run_concurrent(url, model, prompts, tokens, temperature):
     results = [None] * len(prompts)
     errors = []
     barrier = threading.Barrier(len(prompts))
@@ -93,7 +96,7 @@ def run_concurrent(url, model, prompts, tokens):
     def client(i):
         try:
             barrier.wait()
-            results[i] = stream_chat(url, model, prompts[i], tokens)
+            results[i] = stream_chat(url, model, prompts[i], tokens, temperature, i)
         except Exception as e:  # reported below
             errors.append(f"client {i}: {e}")
 
@@ -117,15 +120,18 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--prompt-tokens", type=int, default=0,
                     help="pad prompts to about this many tokens (fresh each run)")
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="sample (the server's other defaults, client i with seed i)")
     ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
     model = args.model or first_model(args.url)
     prompts = [prompt_for(i, args.prompt_tokens) for i in range(args.clients)]
 
-    solo = [stream_chat(args.url, model, p, args.tokens) for p in prompts]
+    solo = [stream_chat(args.url, model, p, args.tokens, args.temperature, i)
+            for i, p in enumerate(prompts)]
     single_rate = statistics.median(
         (r[3] - 1) / sum(r[2]) for r in solo if r[2])
-    results, elapsed = run_concurrent(args.url, model, prompts, args.tokens)
+    results, elapsed = run_concurrent(args.url, model, prompts, args.tokens, args.temperature)
     total = sum(r[3] for r in results)
     aggregate = total / elapsed
     ttfts = [r[1] for r in results]
@@ -133,7 +139,7 @@ def main():
     mismatched = [i for i, (a, b) in enumerate(zip(solo, results)) if a[0] != b[0]]
     figures = {
         "clients": args.clients, "tokens_per_client": args.tokens,
-        "prompt_tokens": args.prompt_tokens,
+        "prompt_tokens": args.prompt_tokens, "temperature": args.temperature,
         "single_client_decode_tokens_per_s": round(single_rate, 1),
         "aggregate_tokens_per_s": round(aggregate, 1),
         "speedup": round(aggregate / single_rate, 2),

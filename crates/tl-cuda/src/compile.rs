@@ -21,6 +21,7 @@ const GEMV: (&str, &str) = ("gemv.cu", include_str!("../kernels/gemv.cu"));
 const COMMON: &[(&str, &str)] = &[
     PRELUDE,
     ("rows.cu", include_str!("../kernels/rows.cu")),
+    ("sample.cu", include_str!("../kernels/sample.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     (
         "flash_attention.cu",
@@ -277,6 +278,7 @@ mod tests {
                 "attention_flash_128",
                 "profile_spin",
                 "argmax",
+                "sample_candidates",
             ] {
                 assert!(
                     cubins.iter().any(|c| contains(c, kernel)),

@@ -9,6 +9,7 @@ use tl_cuda::ops::attention::{
     AttentionBatch, Heads, LayerCache,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
+use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SamplingParams};
 use tl_cuda::ops::{blas, rows};
 use tl_cuda::{Buffer, CudaError, DeviceMatrix, Gpu, Graph, WeightType};
 
@@ -729,15 +730,28 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
 }
 
 /// The k largest usable values: every value above the k-th and every value
-/// tied with it, NaN and -inf never, against a sort on the host.
+/// tied with it, NaN and -inf never, against a sort on the host (the device
+/// sampler's first step; tl-engine's GPU tests check the whole sampler
+/// against the host's).
 #[test]
 fn top_k_select_returns_the_largest_values_and_their_ties() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(9);
-    let out = Buffer::from_host(&gpu, &vec![0u32; rows::top_k_output_len()]).unwrap();
+    let buffers = SampleBuffers::new(&gpu, 1).unwrap();
     let window_tokens = [3u32, 0, 3, 1_000_000];
-    let window = Buffer::from_host(&gpu, &window_tokens).unwrap();
-    for (n, k) in [
+    let params = SamplingParams {
+        top_k: 1,
+        greedy: false,
+        temperature: 1.0,
+        top_p: 1.0,
+        min_p: 0.0,
+        repeat_penalty: 1.0,
+        presence_penalty: 0.0,
+        frequency_penalty: 0.0,
+        draw: 0.5,
+    };
+    // (n, top-k): the selection holds top-k + window length values.
+    for (n, top_k) in [
         (1usize, 1usize),
         (50, 40),
         (1000, 1),
@@ -745,6 +759,8 @@ fn top_k_select_returns_the_largest_values_and_their_ties() {
         (151_936, 256),
         (3000, 5),
     ] {
+        let window_len = if n > 3 { window_tokens.len() } else { 0 };
+        let k = top_k + window_len;
         let mut x = rng.vec(n);
         if n > 100 {
             x[7] = f32::NAN;
@@ -759,11 +775,18 @@ fn top_k_select_returns_the_largest_values_and_their_ties() {
             x[22] = -0.0;
         }
         let xb = Buffer::from_host(&gpu, &x).unwrap();
-        let window_len = if n > 3 { window_tokens.len() } else { 0 };
-        rows::top_k_select(&gpu, xb.all(), n, k, window.all(), window_len, out.all()).unwrap();
-        let got = download(&gpu, &out, rows::top_k_output_len());
+        let job = SampleJob {
+            row: 0,
+            params: SamplingParams { top_k, ..params },
+            window: &window_tokens[..window_len],
+        };
+        let prepared = sample::prepare(&gpu, &[job], &buffers).unwrap();
+        sample::select_candidates(&gpu, xb.all(), n, prepared, &buffers).unwrap();
+        let mut got = vec![0u32; sample::SELECTION_LEN];
+        gpu.download(buffers.selection(0).unwrap(), &mut got)
+            .unwrap();
         // The window's values, NaN for the token outside x.
-        let at = 2 + 2 * rows::TOP_K_CAPACITY;
+        let at = 2 + 2 * sample::TOP_K_CAPACITY;
         for (j, &token) in window_tokens[..window_len].iter().enumerate() {
             let want = x.get(token as usize).copied().unwrap_or(f32::NAN);
             let got = f32::from_bits(got[at + j]);

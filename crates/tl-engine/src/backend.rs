@@ -10,6 +10,7 @@ use tl_gguf::GgufFile;
 use crate::cuda::{CudaCache, CudaModel};
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Model, ModelConfig};
+use crate::sampler::SamplingParams;
 
 /// The device a user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -233,24 +234,28 @@ impl Backend {
 }
 
 /// What one sequence of a batched decode step needs back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Wanted<'a> {
     /// The most likely next token.
     Argmax,
-    /// The `k` best candidates and the logits of the `window` tokens (see
-    /// [`Backend::forward_top_k`]).
-    TopK { k: usize, window: &'a [u32] },
+    /// A token picked by the sampler with these settings, the penalties
+    /// looking at the `window` tokens (see [`Backend::forward_sample`]).
+    Sample {
+        params: SamplingParams,
+        window: &'a [u32],
+    },
     /// The whole row of logits.
     Logits,
 }
 
-/// What one sequence of a batched decode step got.
+/// What one sequence of a decode step got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Picked {
-    /// The argmax, taken on the device.
+    /// The token, picked on the device.
     Token(u32),
-    /// Candidates or the whole row (a CPU backend always gives the row).
-    Top(TopLogits),
+    /// The whole row of logits, for the host to pick from (a CPU backend
+    /// always gives the row).
+    Row(Vec<f32>),
 }
 
 impl Backend {
@@ -281,7 +286,7 @@ impl Backend {
                 let vocab = model.config().vocab_size;
                 Ok(logits
                     .chunks(vocab)
-                    .map(|row| Picked::Top(TopLogits::Row(row.to_vec())))
+                    .map(|row| Picked::Row(row.to_vec()))
                     .collect())
             }
             Backend::Cuda(model) => {
@@ -298,44 +303,33 @@ impl Backend {
     }
 }
 
-/// What a step gives the sampler: the best (token, logit) pairs selected on a
-/// GPU with the logits of the penalised tokens (see
-/// [`crate::sampler::Sampler::sample_top_candidates`]), or the whole row.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TopLogits {
-    Pairs {
-        top: Vec<(u32, f32)>,
-        window_logits: Vec<f32>,
-    },
-    Row(Vec<f32>),
-}
-
 fn mismatch() -> Error {
     Error::InvalidRequest("a cache made by one backend was used with another".into())
 }
 
 impl Backend {
-    /// Runs one token and returns the `k + window.len()` highest logits that
-    /// follow it (with ties) and the logits of the `window` tokens, when the
-    /// GPU selects them; else the whole row (the CPU, a selection too large for
-    /// the GPU's buffer, or ties overflowing it).
-    pub fn forward_top_k(
+    /// Runs one token and picks the next with the sampler settings `params`
+    /// (see [`crate::sampler::Sampler::device_sampling`]), its penalties
+    /// looking at the `window` tokens: on a GPU the whole chain runs there
+    /// and only the token id comes back; the CPU, or a GPU whose selection
+    /// overflowed on ties, gives the whole row for the host's sampler.
+    pub fn forward_sample(
         &self,
         token: u32,
         index_pos: usize,
         cache: &mut SequenceCache,
-        k: usize,
+        params: &SamplingParams,
         window: &[u32],
-    ) -> Result<TopLogits> {
+    ) -> Result<Picked> {
         match (self, cache) {
-            (Backend::Cpu(m), SequenceCache::Cpu(c)) => Ok(TopLogits::Row(m.forward(
+            (Backend::Cpu(m), SequenceCache::Cpu(c)) => Ok(Picked::Row(m.forward(
                 &[token],
                 index_pos,
                 c,
                 Logits::Last,
             )?)),
             (Backend::Cuda(m), SequenceCache::Cuda(c)) => {
-                m.forward_top_k(token, index_pos, c, k, window)
+                m.forward_sample(token, index_pos, c, params, window)
             }
             _ => Err(mismatch()),
         }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
-use crate::backend::{Backend, Picked, TopLogits, Wanted};
+use crate::backend::{Backend, Picked, Wanted};
 use crate::error::Result;
 use crate::sampler::Sampler;
 use crate::session::Session;
@@ -169,9 +169,8 @@ impl Generator<'_> {
 
 /// Feeds `token` to `session` and samples the token that follows it, asking the
 /// device for as little as the sampler needs: plain argmax is taken on the
-/// device (only a token id comes back); a sampler that needs only the top k gets
-/// k candidates and the logits of the tokens its penalties look at; anything
-/// else gets the whole row.
+/// device, and so is every pick top-k bounds (the whole sampler runs there);
+/// only a token id comes back then. Anything else gets the whole row.
 pub fn step_sampled(
     session: &mut Session,
     model: &Backend,
@@ -181,16 +180,24 @@ pub fn step_sampled(
     if sampler.config().is_plain_argmax() {
         return session.step_greedy(model, token);
     }
-    let Some(k) = sampler.device_top_k() else {
+    let Some(params) = sampler.device_sampling() else {
         let logits = session.step(model, token)?;
         return sampler.sample(&logits, session.tokens());
     };
     let window = penalty_window(session, sampler, token);
-    match session.step_top_k(model, token, k, &window)? {
-        TopLogits::Pairs { top, window_logits } => {
-            sampler.sample_top_candidates(&top, &window, &window_logits)
+    let picked = session.step_sample(model, token, &params, &window)?;
+    finish_pick(sampler, picked, session.tokens())
+}
+
+/// The token of a step's [`Picked`]: the device's pick (moving the sampler's
+/// random stream past the draw it used) or the host sampler's from the row.
+pub fn finish_pick(sampler: &mut Sampler, picked: Picked, history: &[u32]) -> Result<u32> {
+    match picked {
+        Picked::Token(token) => {
+            sampler.accept_device_token();
+            Ok(token)
         }
-        TopLogits::Row(logits) => sampler.sample(&logits, session.tokens()),
+        Picked::Row(logits) => sampler.sample(&logits, history),
     }
 }
 
@@ -216,8 +223,8 @@ pub fn step_batch_sampled(
         .map(|(sampler, window)| {
             if sampler.config().is_plain_argmax() {
                 Wanted::Argmax
-            } else if let Some(k) = sampler.device_top_k() {
-                Wanted::TopK { k, window }
+            } else if let Some(params) = sampler.device_sampling() {
+                Wanted::Sample { params, window }
             } else {
                 Wanted::Logits
             }
@@ -228,14 +235,7 @@ pub fn step_batch_sampled(
         .into_iter()
         .zip(sessions.iter())
         .zip(samplers.iter_mut())
-        .zip(&windows)
-        .map(|(((picked, session), sampler), window)| match picked {
-            Picked::Token(token) => Ok(token),
-            Picked::Top(TopLogits::Pairs { top, window_logits }) => {
-                sampler.sample_top_candidates(&top, window, &window_logits)
-            }
-            Picked::Top(TopLogits::Row(logits)) => sampler.sample(&logits, session.tokens()),
-        })
+        .map(|((picked, session), sampler)| finish_pick(sampler, picked, session.tokens()))
         .collect())
 }
 

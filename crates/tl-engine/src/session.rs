@@ -2,9 +2,10 @@
 //! new prompt that extends the old one (the next turn of a chat) only runs the new
 //! tokens through the model.
 
-use crate::backend::{Backend, Picked, SequenceCache, TopLogits, Wanted};
+use crate::backend::{Backend, Picked, SequenceCache, Wanted};
 use crate::error::{Error, Result};
 use crate::model::Logits;
+use crate::sampler::SamplingParams;
 
 /// One sequence's state.
 pub struct Session {
@@ -149,21 +150,21 @@ impl Session {
         }
     }
 
-    /// Appends one token and returns the highest logits that follow it and
-    /// those of the `window` tokens (on a GPU only those cross to the host;
-    /// see [`Backend::forward_top_k`]).
-    pub fn step_top_k(
+    /// Appends one token and picks the next with the sampler settings
+    /// `params` (on a GPU the token comes back, else the row; see
+    /// [`Backend::forward_sample`]).
+    pub fn step_sample(
         &mut self,
         model: &Backend,
         token: u32,
-        k: usize,
+        params: &SamplingParams,
         window: &[u32],
-    ) -> Result<TopLogits> {
+    ) -> Result<Picked> {
         let start = self.tokens.len();
-        match model.forward_top_k(token, start, &mut self.cache, k, window) {
-            Ok(top) => {
+        match model.forward_sample(token, start, &mut self.cache, params, window) {
+            Ok(picked) => {
                 self.tokens.push(token);
-                Ok(top)
+                Ok(picked)
             }
             Err(e) => {
                 self.truncate(start);

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tl_engine::model::Model;
 use tl_engine::sampler::argmax;
-use tl_engine::{Backend, Picked, Session, TopLogits, Wanted};
+use tl_engine::{Backend, Picked, Session, Wanted};
 use tl_gguf::GgufFile;
 
 const CONTEXT: usize = 128;
@@ -44,7 +44,7 @@ fn logits_rows(model: &Backend, sessions: &mut [Session], tokens: &[u32]) -> Vec
         .unwrap()
         .into_iter()
         .map(|picked| match picked {
-            Picked::Top(TopLogits::Row(row)) => row,
+            Picked::Row(row) => row,
             other => panic!("asked for rows, got {other:?}"),
         })
         .collect()

@@ -260,13 +260,12 @@ fn gpu_runs_are_deterministic() {
     }
 }
 
-/// Sampling from the top-k pairs the GPU selects (and the logits of the
-/// penalised tokens) gives, step for step, the tokens the host sampler gives
-/// from the whole row of the same logits (same seed), for a few sampler
-/// settings, penalties included.
+/// The sampler run on the device gives, step for step, the tokens the host
+/// sampler gives from the whole row of the same logits (same seed), for a
+/// few sampler settings, penalties and greedy-with-penalties included.
 #[test]
-fn sampling_from_device_top_k_matches_sampling_from_the_whole_row() {
-    use tl_engine::TopLogits;
+fn sampling_on_the_device_matches_sampling_from_the_whole_row() {
+    use tl_engine::generate::finish_pick;
     let Some(gpu) = gpu() else { return };
     for path in models() {
         let (_, cuda) = load_both(&path, &gpu);
@@ -276,6 +275,7 @@ fn sampling_from_device_top_k_matches_sampling_from_the_whole_row() {
             (1.5, 200, 1.0, 0.0, 1.0, 0.0, 0.0),
             (0.3, 1, 1.0, 0.0, 1.0, 0.0, 0.0),
             (0.9, 40, 0.95, 0.05, 1.3, 0.5, 0.2),
+            (0.0, 0, 1.0, 0.0, 1.3, 0.5, 0.2),
         ] {
             let config = SamplerConfig {
                 temperature,
@@ -288,7 +288,8 @@ fn sampling_from_device_top_k_matches_sampling_from_the_whole_row() {
                 repeat_last_n: 16,
                 seed: 5,
             };
-            let run = |device: bool| {
+            let (mut on_device, mut steps) = (0, 0);
+            let mut run = |device: bool| {
                 let mut sampler = Sampler::new(config.clone());
                 let tokens = prompt(cuda.config().vocab_size);
                 let mut cache = cuda.new_cache(CONTEXT).unwrap();
@@ -297,15 +298,15 @@ fn sampling_from_device_top_k_matches_sampling_from_the_whole_row() {
                 let mut next = sampler.sample(&logits, &history).unwrap();
                 for position in tokens.len()..tokens.len() + STEPS {
                     history.push(next);
-                    let window = sampler.penalized_tokens(&history).to_vec();
                     next = if device {
-                        let step = cuda.forward_top_k(next, position, &mut cache, top_k, &window);
-                        match step.unwrap() {
-                            TopLogits::Pairs { top, window_logits } => sampler
-                                .sample_top_candidates(&top, &window, &window_logits)
-                                .unwrap(),
-                            TopLogits::Row(row) => sampler.sample(&row, &history).unwrap(),
-                        }
+                        let window = sampler.penalized_tokens(&history).to_vec();
+                        let params = sampler.device_sampling().unwrap();
+                        let picked = cuda
+                            .forward_sample(next, position, &mut cache, &params, &window)
+                            .unwrap();
+                        steps += 1;
+                        on_device += usize::from(matches!(picked, tl_engine::Picked::Token(_)));
+                        finish_pick(&mut sampler, picked, &history).unwrap()
                     } else {
                         let row = cuda
                             .forward(&[next], position, &mut cache, Logits::Last)
@@ -316,14 +317,131 @@ fn sampling_from_device_top_k_matches_sampling_from_the_whole_row() {
                 history.push(next);
                 history
             };
+            let (device, host) = (run(true), run(false));
             assert_eq!(
-                run(true),
-                run(false),
+                device,
+                host,
                 "{}: top-k {top_k}, temperature {temperature}, repeat {repeat}",
                 path.display()
             );
+            eprintln!("top-k {top_k}, temperature {temperature}: {on_device} of {steps} tokens picked on the device");
+            assert_eq!(on_device, steps, "every step fits the device's buffers");
         }
     }
+}
+
+/// The device sampler (`tl_cuda::ops::sample`) against the host sampler on
+/// random rows: for many draws, several settings (all sampled in one call,
+/// one job each) and vocabulary sizes (ties, NaN and -inf in the row, a
+/// penalty window with repeats and a token outside the vocabulary), the device
+/// picks the token `Sampler::sample` picks from the row; where it cannot
+/// decide (ties overflowing its selection, nothing usable) it says so.
+#[test]
+fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
+    use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob};
+    use tl_cuda::Buffer;
+    let Some(gpu) = gpu() else { return };
+    // (temperature, top-k, top-p, min-p, repeat, presence, frequency)
+    let settings = [
+        (0.8, 40, 0.95, 0.05, 1.0, 0.0, 0.0),
+        (1.0, 256, 1.0, 0.0, 1.0, 0.0, 0.0),
+        (2.0, 100, 0.5, 0.0, 1.0, 0.0, 0.0),
+        (0.5, 7, 1.0, 0.2, 1.0, 0.0, 0.0),
+        (0.7, 1, 1.0, 0.0, 1.0, 0.0, 0.0),
+        (1.2, 40, 0.9, 0.05, 1.5, 0.3, 0.1),
+        (1.0, 20, 1.0, 0.0, 0.8, -0.5, 0.0), // penalties that raise logits
+        (0.0, 0, 1.0, 0.0, 1.3, 0.5, 0.2),   // greedy after penalties
+    ];
+    let jobs_at_once = settings.len();
+    let buffers = SampleBuffers::new(&gpu, jobs_at_once).unwrap();
+    let tokens = Buffer::<u32>::zeros(&gpu, jobs_at_once).unwrap();
+    // One token per job, job i sampling row i of `logits`.
+    let pick = |logits: &Buffer<f32>, n: usize, jobs: &[SampleJob<'_>]| {
+        let prepared = sample::prepare(&gpu, jobs, &buffers).unwrap();
+        sample::sample(&gpu, logits.all(), n, prepared, &buffers, tokens.all(), 1).unwrap();
+        let mut picked = vec![0u32; jobs.len()];
+        gpu.download(tokens.span(0, jobs.len()).unwrap(), &mut picked)
+            .unwrap();
+        picked
+    };
+    let mut state = 0x5eed_u64;
+    let mut unit = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        (state >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let mut agreed = 0;
+    for (vocab, spread) in [(7usize, 1.0f32), (1000, 4.0), (49152, 10.0), (151_936, 6.0)] {
+        let mut row: Vec<f32> = (0..vocab).map(|_| (unit() * 2.0 - 1.0) * spread).collect();
+        let top = (0..vocab)
+            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+            .unwrap();
+        row[(top + 1) % vocab] = row[top]; // a tie at the top
+        if vocab > 5 {
+            row[3] = f32::NAN;
+            row[4] = f32::NEG_INFINITY;
+        }
+        let logits = Buffer::from_host(&gpu, &row.repeat(jobs_at_once)).unwrap();
+        let mut samplers: Vec<Sampler> = settings
+            .iter()
+            .map(
+                |&(temperature, top_k, top_p, min_p, repeat, presence, frequency)| {
+                    Sampler::new(SamplerConfig {
+                        temperature,
+                        top_k,
+                        top_p,
+                        min_p,
+                        repeat_penalty: repeat,
+                        presence_penalty: presence,
+                        frequency_penalty: frequency,
+                        repeat_last_n: 8,
+                        seed: vocab as u64,
+                    })
+                },
+            )
+            .collect();
+        let mut histories = vec![vec![top as u32, top as u32, 2, vocab as u32 + 3]; jobs_at_once];
+        for draw in 0..60 {
+            let jobs: Vec<SampleJob<'_>> = samplers
+                .iter()
+                .zip(&histories)
+                .enumerate()
+                .map(|(row, (sampler, history))| SampleJob {
+                    row,
+                    params: sampler.device_sampling().unwrap(),
+                    window: sampler.penalized_tokens(history),
+                })
+                .collect();
+            let got = pick(&logits, vocab, &jobs);
+            for (i, (sampler, history)) in samplers.iter_mut().zip(&mut histories).enumerate() {
+                let want = sampler.sample(&row, history).unwrap();
+                assert_eq!(
+                    got[i], want,
+                    "vocabulary {vocab}, setting {:?}, draw {draw}",
+                    settings[i]
+                );
+                agreed += 1;
+                history.push(want);
+            }
+        }
+    }
+    eprintln!("{agreed} device picks equal the host's");
+    // Row 0: ties far beyond the selection; row 1: nothing usable.
+    let n = 5000;
+    let rows = [vec![0.5f32; n], vec![f32::NAN; n]].concat();
+    let logits = Buffer::from_host(&gpu, &rows).unwrap();
+    let params = Sampler::new(SamplerConfig::default())
+        .device_sampling()
+        .unwrap();
+    let jobs: Vec<SampleJob<'_>> = (0..2)
+        .map(|row| SampleJob {
+            row,
+            params,
+            window: &[],
+        })
+        .collect();
+    assert_eq!(pick(&logits, n, &jobs), vec![sample::FALLBACK; 2]);
 }
 
 /// The real model's greedy continuations of five prompts. Where the GPU's
@@ -626,12 +744,12 @@ fn gpu_matmul_matches_the_cpu_matmul() {
 }
 
 /// A batched decode step gives every sequence exactly what its lone step
-/// gives: the same logits bit for bit, the same device argmax, the same top-k
-/// selection (with a penalty window), also for more sequences than one pass
+/// gives: the same logits bit for bit, the same device argmax, the same
+/// sampled token (with a penalty window), also for more sequences than one pass
 /// takes (64) and with sequences at different positions.
 #[test]
 fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
-    use tl_engine::{Picked, Session, TopLogits, Wanted};
+    use tl_engine::{Picked, Session, Wanted};
     let Some(gpu) = gpu() else { return };
     for path in models() {
         let (_, cuda) = load_both(&path, &gpu);
@@ -653,21 +771,18 @@ fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
         let (mut batched, mut batched_next): (Vec<Session>, Vec<u32>) =
             (0..count).map(start).unzip();
         let window = [1u32, 2, 3];
-        let best = |top: &TopLogits| match top {
-            TopLogits::Pairs { top, .. } => top
-                .iter()
-                .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-                .map(|p| p.0)
-                .unwrap(),
-            TopLogits::Row(row) => argmax(row).unwrap(),
-        };
+        let sampler = Sampler::new(SamplerConfig {
+            repeat_penalty: 1.2,
+            ..SamplerConfig::default()
+        });
+        let params = sampler.device_sampling().unwrap();
         for step in 0..6 {
             let wants: Vec<Wanted<'_>> = (0..count)
                 .map(|i| match (step + i) % 3 {
                     0 => Wanted::Logits,
                     1 => Wanted::Argmax,
-                    _ => Wanted::TopK {
-                        k: 40,
+                    _ => Wanted::Sample {
+                        params,
                         window: &window,
                     },
                 })
@@ -677,19 +792,17 @@ fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
             for (i, picked) in picked.iter().enumerate() {
                 let token = lone_next[i];
                 let expected = match wants[i] {
-                    Wanted::Logits => {
-                        Picked::Top(TopLogits::Row(lone[i].step(&cuda, token).unwrap()))
-                    }
+                    Wanted::Logits => Picked::Row(lone[i].step(&cuda, token).unwrap()),
                     Wanted::Argmax => Picked::Token(lone[i].step_greedy(&cuda, token).unwrap()),
-                    Wanted::TopK { k, window } => {
-                        Picked::Top(lone[i].step_top_k(&cuda, token, k, window).unwrap())
+                    Wanted::Sample { params, window } => {
+                        lone[i].step_sample(&cuda, token, &params, window).unwrap()
                     }
                 };
                 let same = match (&expected, picked) {
-                    (Picked::Top(TopLogits::Row(a)), Picked::Top(TopLogits::Row(b))) => {
+                    (Picked::Row(a), Picked::Row(b)) => {
                         a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
                     }
-                    (a, b) => canonical(a) == canonical(b),
+                    (a, b) => a == b,
                 };
                 assert!(
                     same,
@@ -698,7 +811,7 @@ fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
                 );
                 let next = match &expected {
                     Picked::Token(t) => *t,
-                    Picked::Top(top) => best(top),
+                    Picked::Row(row) => argmax(row).unwrap(),
                 };
                 lone_next[i] = next;
                 batched_next[i] = next;
@@ -707,22 +820,5 @@ fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
         for (a, b) in lone.iter().zip(&batched) {
             assert_eq!(a.tokens(), b.tokens());
         }
-    }
-}
-
-/// The device writes top-k candidates in whatever order its threads finish
-/// (the sampler orders them itself), so compare them sorted.
-fn canonical(picked: &tl_engine::Picked) -> tl_engine::Picked {
-    use tl_engine::{Picked, TopLogits};
-    match picked {
-        Picked::Top(TopLogits::Pairs { top, window_logits }) => {
-            let mut top = top.clone();
-            top.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-            Picked::Top(TopLogits::Pairs {
-                top,
-                window_logits: window_logits.clone(),
-            })
-        }
-        other => other.clone(),
     }
 }

@@ -8,10 +8,11 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use serde::Serialize;
+use tl_engine::generate::finish_pick;
 use tl_engine::model::Logits;
 use tl_engine::sampler::rng::Xoshiro256StarStar;
 use tl_engine::sampler::{Sampler, SamplerConfig};
-use tl_engine::{Backend, KernelTime, SequenceCache, TopLogits};
+use tl_engine::{Backend, KernelTime, Picked, SequenceCache};
 
 use crate::cli::BenchArgs;
 use crate::loaded_model;
@@ -182,9 +183,9 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
             Ok((history[0], 0))
         }
     };
-    // Greedy steps take the device argmax (4 bytes back per token); with a
-    // temperature the default sampler settings apply (top-k 40: the GPU sends
-    // back 40 candidates).
+    // Greedy steps take the device argmax; with a temperature the default
+    // sampler settings apply (top-k 40), and the GPU runs the whole sampler.
+    // Either way 4 bytes come back per token.
     let generate = |cache: &mut SequenceCache, (mut token, mut position): (u32, usize)| {
         let mut sampler = Sampler::new(SamplerConfig {
             temperature: args.temperature,
@@ -194,22 +195,19 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
         let mut context: Vec<u32> = history[..position.min(history.len())].to_vec();
         for _ in 0..args.generate {
             token = if args.temperature > 0.0 {
-                // As `tl generate` samples: the top-k pairs from the GPU when
-                // the sampler needs no more, else the whole row.
+                // As `tl generate` samples: the whole sampler on the GPU when
+                // top-k bounds the choice, else the whole row.
                 context.push(token);
                 let window = sampler.penalized_tokens(&context).to_vec();
-                let step = match sampler.device_top_k() {
-                    Some(k) => backend.forward_top_k(token, position, cache, k, &window)?,
+                let picked = match sampler.device_sampling() {
+                    Some(params) => {
+                        backend.forward_sample(token, position, cache, &params, &window)?
+                    }
                     None => {
-                        TopLogits::Row(backend.forward(&[token], position, cache, Logits::Last)?)
+                        Picked::Row(backend.forward(&[token], position, cache, Logits::Last)?)
                     }
                 };
-                match step {
-                    TopLogits::Pairs { top, window_logits } => {
-                        sampler.sample_top_candidates(&top, &window, &window_logits)?
-                    }
-                    TopLogits::Row(logits) => sampler.sample(&logits, &context)?,
-                }
+                finish_pick(&mut sampler, picked, &context)?
             } else {
                 backend.forward_greedy(token, position, cache)?
             };

@@ -5,6 +5,7 @@ pub mod attention;
 pub mod blas;
 pub mod gemv;
 pub mod rows;
+pub mod sample;
 
 /// Blocks of `threads` needed to cover `items`, at least one.
 pub(crate) fn blocks_for(items: usize, per_block: usize) -> u32 {

@@ -9,6 +9,7 @@
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
 use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
 use tl_cuda::ops::rows as row_ops;
+use tl_cuda::ops::sample::{self as sample_ops, SampleBuffers};
 use tl_cuda::{Buffer, Gpu};
 
 use super::{CudaCache, CudaModel};
@@ -32,8 +33,7 @@ pub struct BatchBuffers {
     hidden: Buffer<f32>,
     logits: Buffer<f32>,
     next: Buffer<u32>,
-    top: Buffer<u32>,
-    window: Buffer<u32>,
+    sampler: SampleBuffers,
 }
 
 impl BatchBuffers {
@@ -51,8 +51,7 @@ impl BatchBuffers {
             hidden: Buffer::zeros(gpu, n * c.feed_forward_length)?,
             logits: Buffer::zeros(gpu, n * c.vocab_size)?,
             next: Buffer::zeros(gpu, n * row_ops::argmax_output_len(gpu))?,
-            top: Buffer::zeros(gpu, n * row_ops::top_k_output_len())?,
-            window: Buffer::zeros(gpu, n * row_ops::TOP_K_WINDOW)?,
+            sampler: SampleBuffers::new(gpu, n)?,
         })
     }
 }
@@ -109,9 +108,12 @@ impl CudaModel {
             .as_ref()
             .ok_or_else(|| Error::InvalidRequest("batch buffers".into()))?;
         let caches_ref: Vec<&CudaCache> = caches.iter().map(|c| &**c).collect();
+        // Every upload before the step's launches, so none waits for them.
+        let jobs = sample_jobs(wants);
+        let prepared = sample_ops::prepare(&self.gpu, &jobs, &b.sampler)?;
         self.upload_batch(b, tokens, &caches_ref)?;
         self.record_batch(b, &caches_ref)?;
-        let picked = self.select(b, wants)?;
+        let picked = self.select(b, wants, prepared)?;
         for cache in caches.iter_mut() {
             let end = cache.len() + 1;
             cache.commit(end);
@@ -206,76 +208,68 @@ impl CudaModel {
         Ok(())
     }
 
-    /// Argmax or top-k selection per sequence on the device, then one
-    /// download for all (whole rows only where a sequence asked for one or
-    /// its ties overflowed the selection).
-    fn select(&self, b: &BatchBuffers, wants: &[Wanted<'_>]) -> Result<Vec<Picked>> {
+    /// Argmax per sequence and the whole sampler for all sampling sequences
+    /// at once on the device (their jobs `prepared`), then one download of
+    /// the picked tokens for all (whole rows only where a sequence asked for
+    /// one or the device could not decide).
+    fn select(
+        &self,
+        b: &BatchBuffers,
+        wants: &[Wanted<'_>],
+        prepared: sample_ops::Prepared,
+    ) -> Result<Vec<Picked>> {
         let gpu = &self.gpu;
         let vocab = self.config.vocab_size;
-        let (argmax_len, top_len) = (row_ops::argmax_output_len(gpu), row_ops::top_k_output_len());
+        let argmax_len = row_ops::argmax_output_len(gpu);
         let row = |s: usize| b.logits.span(s * vocab, vocab);
-        let mut any_top = false;
         for (s, want) in wants.iter().enumerate() {
-            match want {
-                Wanted::Argmax => row_ops::argmax(
-                    gpu,
-                    row(s)?,
-                    vocab,
-                    b.next.span(s * argmax_len, argmax_len)?,
-                )?,
-                Wanted::TopK { k, window } if fits_top_k(*k, window) => {
-                    any_top = true;
-                    let ids = b
-                        .window
-                        .span(s * row_ops::TOP_K_WINDOW, row_ops::TOP_K_WINDOW)?;
-                    if !window.is_empty() {
-                        gpu.upload(window, ids)?;
-                    }
-                    let out = b.top.span(s * top_len, top_len)?;
-                    row_ops::top_k_select(
-                        gpu,
-                        row(s)?,
-                        vocab,
-                        k + window.len(),
-                        ids,
-                        window.len(),
-                        out,
-                    )?;
-                }
-                Wanted::TopK { .. } | Wanted::Logits => {}
+            if *want == Wanted::Argmax {
+                let next = b.next.span(s * argmax_len, argmax_len)?;
+                row_ops::argmax(gpu, row(s)?, vocab, next)?;
             }
         }
+        let (logits, next) = (b.logits.all(), b.next.all());
+        sample_ops::sample(gpu, logits, vocab, prepared, &b.sampler, next, argmax_len)?;
         let n = wants.len();
         let mut next = vec![0u32; n * argmax_len];
         gpu.download(b.next.span(0, n * argmax_len)?, &mut next)?;
-        let mut top = Vec::new();
-        if any_top {
-            top = vec![0u32; n * top_len];
-            gpu.download(b.top.span(0, n * top_len)?, &mut top)?;
-        }
         let mut picked = Vec::with_capacity(n);
         for (s, want) in wants.iter().enumerate() {
-            let whole_row = || -> Result<Picked> {
+            let token = next[s * argmax_len];
+            let on_device = match want {
+                Wanted::Argmax => true,
+                Wanted::Sample { params, window } => {
+                    sample_ops::fits(params.top_k, window.len()) && token != sample_ops::FALLBACK
+                }
+                Wanted::Logits => false,
+            };
+            picked.push(if on_device {
+                Picked::Token(token)
+            } else {
                 let mut logits = vec![0.0; vocab];
                 gpu.download(row(s)?, &mut logits)?;
-                Ok(Picked::Top(crate::backend::TopLogits::Row(logits)))
-            };
-            picked.push(match want {
-                Wanted::Argmax => Picked::Token(next[s * argmax_len]),
-                Wanted::TopK { k, window } if fits_top_k(*k, window) => {
-                    match super::top_pairs(&top[s * top_len..(s + 1) * top_len], window.len()) {
-                        Some(pairs) => Picked::Top(pairs),
-                        None => whole_row()?,
-                    }
-                }
-                Wanted::TopK { .. } | Wanted::Logits => whole_row()?,
+                Picked::Row(logits)
             });
         }
         Ok(picked)
     }
 }
 
-/// Whether a top-k request fits the device's selection buffers.
-fn fits_top_k(k: usize, window: &[u32]) -> bool {
-    k + window.len() <= row_ops::TOP_K_CAPACITY && window.len() <= row_ops::TOP_K_WINDOW
+/// The sequences the device samples for: those that asked for a sampled
+/// token with settings that fit its buffers.
+fn sample_jobs<'a>(wants: &[Wanted<'a>]) -> Vec<sample_ops::SampleJob<'a>> {
+    wants
+        .iter()
+        .enumerate()
+        .filter_map(|(row, want)| match *want {
+            Wanted::Sample { params, window } if sample_ops::fits(params.top_k, window.len()) => {
+                Some(sample_ops::SampleJob {
+                    row,
+                    params,
+                    window,
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -4,6 +4,7 @@
 
 use tl_cuda::ops::attention::{Heads, LayerCache};
 use tl_cuda::ops::rows as row_ops;
+use tl_cuda::ops::sample::SampleBuffers;
 use tl_cuda::{Buffer, Gpu, Graph};
 
 use crate::error::Result;
@@ -20,12 +21,11 @@ pub struct StepBuffers {
     pub attention: Buffer<f32>,
     pub hidden: Buffer<f32>,
     pub logits: Buffer<f32>,
-    /// The argmax of the logits (first value; the rest is the kernel's scratch).
+    /// The picked token, argmax or sampled (first value; the rest is the
+    /// argmax kernel's scratch).
     pub next: Buffer<u32>,
-    /// The sampler's top-k candidates (`row_ops::top_k_select`'s output).
-    pub top: Buffer<u32>,
-    /// The tokens the sampler's penalties look at (written by the host).
-    pub window: Buffer<u32>,
+    /// The device sampler's job, window and candidates.
+    pub sampler: SampleBuffers,
 }
 
 /// A sequence's KV cache and decode state on the GPU.
@@ -55,8 +55,7 @@ impl CudaCache {
             hidden: Buffer::zeros(gpu, c.feed_forward_length)?,
             logits: Buffer::zeros(gpu, c.vocab_size)?,
             next: Buffer::zeros(gpu, row_ops::argmax_output_len(gpu))?,
-            top: Buffer::zeros(gpu, row_ops::top_k_output_len())?,
-            window: Buffer::zeros(gpu, row_ops::TOP_K_WINDOW)?,
+            sampler: SampleBuffers::new(gpu, 1)?,
         };
         Ok(CudaCache {
             keys: Buffer::zeros(gpu, total)?,

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::Device;
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, Heads};
 use tl_cuda::ops::gemv::{gemv, Epilogue};
-use tl_cuda::ops::{blas, rows as row_ops};
+use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
 use tl_gguf::GgufFile;
 
@@ -29,31 +29,13 @@ pub use cache::CudaCache;
 use prefill::PrefillBuffers;
 use weights::{BlockWeights, Uploader};
 
-use crate::backend::TopLogits;
+use crate::backend::Picked;
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
 use crate::model::llama::check_tokens;
 use crate::model::tensor_names as names;
 use crate::model::Logits;
-
-/// The candidates `top_k_select` wrote (its output buffer `out`) as pairs and
-/// the window's logits; `None` when ties overflowed the selection.
-fn top_pairs(out: &[u32], window: usize) -> Option<TopLogits> {
-    let (written, selected) = (out[0] as usize, out[1] as usize);
-    if selected > written {
-        return None;
-    }
-    let top = out[2..2 + 2 * written]
-        .chunks_exact(2)
-        .map(|pair| (pair[0], f32::from_bits(pair[1])))
-        .collect();
-    let window_at = 2 + 2 * row_ops::TOP_K_CAPACITY;
-    let window_logits = out[window_at..window_at + window]
-        .iter()
-        .map(|&bits| f32::from_bits(bits))
-        .collect();
-    Some(TopLogits::Pairs { top, window_logits })
-}
+use crate::sampler::SamplingParams;
 
 /// Prompt tokens per GEMM batch: bounds the prefill buffers.
 const MAX_PREFILL_ROWS: usize = 1024;
@@ -205,51 +187,45 @@ impl CudaModel {
         Ok(next[0])
     }
 
-    /// Runs one token and returns the `k + window.len()` highest logits that
-    /// follow it as (token, logit) pairs (with any ties), selected on the
-    /// device, and the logits of the `window` tokens; the whole row when the
-    /// selection does not fit the device's buffers. One sync either way but
-    /// an overflow of ties.
-    pub fn forward_top_k(
+    /// Runs one token and picks the next on the device with the sampler
+    /// settings `params`, its penalties looking at `window`: only the token
+    /// id comes back (one sync), or the whole row when the device cannot
+    /// decide (ties overflowing the selection, nothing usable) or the
+    /// settings do not fit its buffers.
+    pub fn forward_sample(
         &self,
         token: u32,
         index_pos: usize,
         cache: &mut CudaCache,
-        k: usize,
+        params: &SamplingParams,
         window: &[u32],
-    ) -> Result<TopLogits> {
+    ) -> Result<Picked> {
         check_tokens(&[token], self.config.vocab_size)?;
         cache.check_room(index_pos, 1)?;
-        let wanted = k + window.len();
-        let fits = wanted <= row_ops::TOP_K_CAPACITY && window.len() <= row_ops::TOP_K_WINDOW;
-        if !fits {
+        if !sample_ops::fits(params.top_k, window.len()) {
             let row = self.forward(&[token], index_pos, cache, Logits::Last)?;
-            return Ok(TopLogits::Row(row));
+            return Ok(Picked::Row(row));
         }
-        if !window.is_empty() {
-            self.gpu.upload(window, cache.step.window.all())?;
-        }
+        let job = sample_ops::SampleJob {
+            row: 0,
+            params: *params,
+            window,
+        };
+        // Uploaded before the step is queued, so the copy does not wait for it.
+        let prepared = sample_ops::prepare(&self.gpu, &[job], &cache.step.sampler)?;
         self.decode(token, index_pos, cache)?;
         let s = &cache.step;
         let vocab = self.config.vocab_size;
-        let (logits, ids) = (s.logits.all(), s.window.all());
-        row_ops::top_k_select(
-            &self.gpu,
-            logits,
-            vocab,
-            wanted,
-            ids,
-            window.len(),
-            s.top.all(),
-        )?;
-        let mut out = vec![0u32; row_ops::top_k_output_len()];
-        self.gpu.download(s.top.all(), &mut out)?;
-        if let Some(pairs) = top_pairs(&out, window.len()) {
-            return Ok(pairs);
+        let (logits, next) = (s.logits.all(), s.next.all());
+        sample_ops::sample(&self.gpu, logits, vocab, prepared, &s.sampler, next, 1)?;
+        let mut picked = [0u32];
+        self.gpu.download(s.next.span(0, 1)?, &mut picked)?;
+        if picked[0] != sample_ops::FALLBACK {
+            return Ok(Picked::Token(picked[0]));
         }
         let mut logits = vec![0.0; vocab];
         self.gpu.download(s.logits.all(), &mut logits)?;
-        Ok(TopLogits::Row(logits))
+        Ok(Picked::Row(logits))
     }
 
     /// Queues one decode step (through the graph when enabled) and commits it.

@@ -81,7 +81,9 @@ pub fn softmax(candidates: &mut [Candidate], temperature: f32) {
         return;
     }
     for c in candidates.iter_mut() {
-        c.prob = ((c.logit - max_logit) / temperature).exp();
+        // exp in f64, rounded once to f32: nearly always the correctly rounded
+        // result, so the GPU's sampler (which does the same) gets the same bits.
+        c.prob = f64::from((c.logit - max_logit) / temperature).exp() as f32;
     }
 }
 

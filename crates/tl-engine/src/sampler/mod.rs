@@ -10,8 +10,13 @@
 //! Each step lives in its own module. The [`Sampler`] keeps its buffers (the
 //! [`Candidate`] set, a penalised copy of the logits) between calls, so
 //! steady-state sampling does not allocate; with top-k set, only about 2k
-//! candidates are ever materialised, whatever the vocabulary size. The random stream comes from our own xoshiro256** ([`rng`]):
-//! a seed gives the same tokens on every run, platform and crate version.
+//! candidates are ever materialised, whatever the vocabulary size. The random
+//! stream comes from our own xoshiro256** ([`rng`]): a seed gives the same
+//! tokens on every run, platform and crate version.
+//!
+//! A GPU runs the same chain itself (`tl_cuda::ops::sample`, given
+//! [`Sampler::device_sampling`]), following this code operation for
+//! operation, so both pick the same token from the same logits.
 
 mod candidates;
 mod config;
@@ -87,19 +92,49 @@ impl Sampler {
     }
 }
 
-/// The largest top-k for which [`Sampler::device_top_k`] offers the GPU path.
-pub const MAX_DEVICE_TOP_K: usize = 256;
+pub use tl_cuda::ops::sample::{SamplingParams, MAX_TOP_K as MAX_DEVICE_TOP_K};
 
 impl Sampler {
-    /// `Some(k)` when this sampler's choice depends only on the `k` highest
-    /// logits (after penalties), so a GPU may select candidates and send back a
-    /// few pairs instead of the whole row: sampling (not greedy) with top-k in
-    /// `1..=MAX_DEVICE_TOP_K`. See [`Sampler::sample_top_candidates`] for what
-    /// the device must send when penalties apply.
-    pub fn device_top_k(&self) -> Option<usize> {
+    /// The settings a GPU needs to make this sampler's next pick itself
+    /// (`tl_cuda::ops::sample`), when it can: valid settings, and either
+    /// greedy (the best token after the penalties) or a draw with top-k in
+    /// `1..=MAX_DEVICE_TOP_K`. Its `draw` is the one [`Sampler::sample`] would
+    /// use next; once the device has picked, call
+    /// [`Sampler::accept_device_token`]. The device also needs the tokens of
+    /// [`Sampler::penalized_tokens`].
+    pub fn device_sampling(&self) -> Option<SamplingParams> {
         let config = &self.config;
-        let k = config.top_k;
-        (!config.is_greedy() && (1..=MAX_DEVICE_TOP_K).contains(&k)).then_some(k)
+        config.validate().ok()?;
+        let greedy = config.is_greedy();
+        let top_k = if greedy { 1 } else { config.top_k };
+        if !(1..=MAX_DEVICE_TOP_K).contains(&top_k) {
+            return None;
+        }
+        Some(SamplingParams {
+            top_k,
+            greedy,
+            temperature: config.temperature,
+            top_p: config.top_p,
+            min_p: config.min_p,
+            repeat_penalty: config.repeat_penalty,
+            presence_penalty: config.presence_penalty,
+            frequency_penalty: config.frequency_penalty,
+            // A peek: the stream moves on only when the device's pick is used.
+            draw: if greedy {
+                0.0
+            } else {
+                self.rng.clone().next_f64()
+            },
+        })
+    }
+
+    /// Moves the random stream past the draw [`Sampler::device_sampling`]
+    /// handed out, as [`Sampler::sample`] would have: once per token the
+    /// device picked.
+    pub fn accept_device_token(&mut self) {
+        if !self.config.is_greedy() {
+            self.rng.next_f64();
+        }
     }
 
     /// The tokens of `history` whose logits the penalties change (empty when
@@ -109,68 +144,6 @@ impl Sampler {
             return &[];
         }
         penalty_window(history, self.config.repeat_last_n)
-    }
-
-    /// Picks the next token from part of the row: `top` holds at least the
-    /// best `k + window.len()` usable (token, logit) pairs of the row before
-    /// penalties (in any order; more is fine), and `window_logits[i]` the logit
-    /// of `window[i]` (NaN for a token outside the vocabulary), where `k` is
-    /// [`Sampler::device_top_k`] and `window` is
-    /// [`Sampler::penalized_tokens`]. Gives the token [`Sampler::sample`]
-    /// gives from the whole row: penalties only touch window tokens, so the
-    /// best k after them are among those pairs and the window.
-    pub fn sample_top_candidates(
-        &mut self,
-        top: &[(u32, f32)],
-        window: &[u32],
-        window_logits: &[f32],
-    ) -> Result<u32> {
-        self.config.validate()?;
-        if window.len() != window_logits.len() {
-            return Err(Error::InvalidRequest(format!(
-                "sampler: {} window tokens but {} window logits",
-                window.len(),
-                window_logits.len()
-            )));
-        }
-        let Self {
-            config,
-            rng,
-            candidates,
-            ..
-        } = self;
-        let penalties = Penalties::from_config(config);
-        // The window's tokens in token order, each with its logit and count.
-        let mut seen: Vec<(u32, f32)> = window
-            .iter()
-            .copied()
-            .zip(window_logits.iter().copied())
-            .collect();
-        seen.sort_unstable_by_key(|&(token, _)| token);
-        let in_window = |token: u32| seen.binary_search_by_key(&token, |&(t, _)| t).is_ok();
-        // Every pair outside the window keeps its logit; the window's tokens
-        // are penalised as `sample` penalises them.
-        candidates.clear();
-        candidates.extend(
-            top.iter()
-                .filter(|(token, logit)| *logit > f32::NEG_INFINITY && !in_window(*token))
-                .map(|&(token, logit)| Candidate::new(token, logit)),
-        );
-        for run in seen.chunk_by(|a, b| a.0 == b.0) {
-            let (token, logit) = run[0];
-            let logit = penalize_logit(logit, run.len() as u32, &penalties);
-            if logit > f32::NEG_INFINITY {
-                candidates.push(Candidate::new(token, logit));
-            }
-        }
-        candidates.sort_unstable_by(candidates::by_logit_descending);
-        candidates.truncate(config.top_k.max(1));
-        let token = if config.is_greedy() {
-            candidates.first().map(|c| c.token)
-        } else {
-            draw_from(candidates, config, rng)
-        };
-        token.ok_or_else(no_usable_logits)
     }
 }
 

@@ -241,65 +241,34 @@ fn invalid_config_is_reported_not_panicked() {
     ));
 }
 
-/// The GPU path: the best `k + window` (token, logit) pairs of the row before
-/// penalties, in any order and with extra lower ones, and the window's
-/// logits give the token the whole row gives, step after step, penalties or
-/// not.
+/// The draw `device_sampling` hands out is the one `sample` would use next,
+/// and the stream moves on only when the device's pick is accepted (or the
+/// host samples), so device and host steps can alternate without changing
+/// the tokens a seed gives.
 #[test]
-fn top_candidates_pick_what_the_whole_row_picks() {
-    let settings = [
-        (1, 1.0, 0.0, 1.0, 0.0, 0.0),
-        (5, 0.9, 0.0, 1.0, 0.0, 0.0),
-        (40, 0.95, 0.05, 1.0, 0.0, 0.0),
-        (256, 1.0, 0.1, 1.0, 0.0, 0.0),
-        (40, 0.95, 0.05, 1.5, 0.0, 0.0),
-        (10, 1.0, 0.0, 1.2, 0.7, 0.3),
-        (10, 1.0, 0.0, 0.8, -0.5, 0.0), // penalties that raise logits
-    ];
-    for (k, top_p, min_p, repeat, presence, frequency) in settings {
-        let config = SamplerConfig {
-            temperature: 0.8,
-            top_k: k,
-            top_p,
-            min_p,
-            repeat_penalty: repeat,
-            presence_penalty: presence,
-            frequency_penalty: frequency,
-            repeat_last_n: 12,
-            seed: 11,
-        };
-        let mut row = logit_row(1000);
-        row[17] = row[3]; // a tie near the top
-        row[5] = f32::NAN;
-        row[6] = f32::NEG_INFINITY;
-        let mut whole = Sampler::new(config.clone());
-        let mut top = Sampler::new(config);
-        assert_eq!(whole.device_top_k(), Some(k));
-        // History: likely tokens, repeated, and one outside the vocabulary.
-        let mut history = vec![3u32, 17, 3, 5000, 900];
-        for step in 0..50 {
-            let window = top.penalized_tokens(&history).to_vec();
-            let mut pairs: Vec<(u32, f32)> = (0u32..).zip(row.iter().copied()).collect();
-            pairs.retain(|(_, logit)| *logit > f32::NEG_INFINITY);
-            pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            pairs.truncate(k + window.len() + 3);
-            pairs.reverse();
-            let window_logits: Vec<f32> = window
-                .iter()
-                .map(|&t| row.get(t as usize).copied().unwrap_or(f32::NAN))
-                .collect();
-            let want = whole.sample(&row, &history).unwrap();
-            let got = top
-                .sample_top_candidates(&pairs, &window, &window_logits)
-                .unwrap();
-            assert_eq!(got, want, "k {k}, repeat {repeat}, step {step}");
-            history.push(want);
+fn device_sampling_hands_out_the_next_draw_of_the_stream() {
+    let config = SamplerConfig {
+        seed: 9,
+        ..SamplerConfig::default()
+    };
+    let mut reference = rng::Xoshiro256StarStar::from_seed(9);
+    let mut sampler = Sampler::new(config);
+    let row = logit_row(500);
+    for step in 0..20 {
+        let params = sampler.device_sampling().unwrap();
+        // Asking twice does not move the stream.
+        assert_eq!(sampler.device_sampling().unwrap().draw, params.draw);
+        assert_eq!(params.draw, reference.next_f64(), "step {step}");
+        if step % 2 == 0 {
+            sampler.accept_device_token();
+        } else {
+            sampler.sample(&row, &[]).unwrap();
         }
     }
 }
 
 #[test]
-fn the_device_path_is_offered_only_when_top_k_decides() {
+fn the_device_path_is_offered_when_top_k_bounds_the_choice() {
     let sampling = |top_k, temperature, repeat_penalty| {
         Sampler::new(SamplerConfig {
             top_k,
@@ -307,19 +276,23 @@ fn the_device_path_is_offered_only_when_top_k_decides() {
             repeat_penalty,
             ..SamplerConfig::default()
         })
-        .device_top_k()
+        .device_sampling()
+        .map(|p| (p.top_k, p.greedy))
     };
-    assert_eq!(sampling(40, 0.8, 1.0), Some(40));
+    assert_eq!(sampling(40, 0.8, 1.0), Some((40, false)));
     assert_eq!(sampling(0, 0.8, 1.0), None, "top-k off needs the whole row");
     assert_eq!(sampling(MAX_DEVICE_TOP_K + 1, 0.8, 1.0), None);
     assert_eq!(
-        sampling(40, 0.0, 1.0),
-        None,
-        "greedy has its own device path"
+        sampling(0, 0.0, 1.1),
+        Some((1, true)),
+        "greedy with penalties: the best after them"
     );
     assert_eq!(
         sampling(40, 0.8, 1.1),
-        Some(40),
+        Some((40, false)),
         "penalties travel as a window"
     );
+    assert_eq!(sampling(40, f32::NAN, 1.0), None, "invalid settings");
+    let greedy = Sampler::new(SamplerConfig::greedy());
+    assert_eq!(greedy.device_sampling().unwrap().draw, 0.0);
 }

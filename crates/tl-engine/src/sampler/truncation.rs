@@ -18,9 +18,8 @@ const PREFIX_GROWTH: usize = 4;
 /// Fills `candidates` with the `k` usable tokens of `logits` that have the
 /// highest logits, the lowest ids winning ties (0 = every usable token, in
 /// vocabulary order). With k > 0 the survivors come out most likely first
-/// ([`by_logit_descending`]), so a GPU that selects the same set (see
-/// [`super::Sampler::sample_top_candidates`]) feeds the rest of the chain the
-/// same input in the same order.
+/// ([`by_logit_descending`]), the order the GPU's sampler
+/// (`tl_cuda::ops::sample`) puts its candidates in too.
 ///
 /// One pass over the vocabulary: tokens are buffered while they beat the
 /// current k-th best logit, and the buffer is cut back to `k` whenever it
