@@ -47,75 +47,205 @@ __device__ __forceinline__ u32 warp_sum_u32(u32 v) {
     return v;
 }
 
-// Selects, for job blockIdx.y, the k = top_k + window_len largest usable
-// values of its row of n logits: every value whose key is above the k-th
-// largest key, and every value equal to it (the sampler keeps the lowest
-// token ids among those). One block per job; the k-th key is found by a radix
-// select over the keys' four bytes. (Counting each digit once per warp with
-// __match_any_sync, against the contention of logits sharing their top byte,
-// made the kernel 4x slower on an H100: 207 µs for 49,152 logits.) Its
-// selection gets: [0] pairs written (at most
-// TOP_K_CAPACITY), [1] pairs selected (more than written: the host must
-// decide), then (token, value bits) pairs in no particular order, then after
-// TOP_K_CAPACITY pairs the values at the window's tokens (NaN bits for a token
-// outside the row): the tokens the penalties will change.
+// The selection runs in two steps, so that the passes over a row of 50k-150k
+// logits spread over many multiprocessors: top_k_partial splits each row into
+// TOP_K_PARTS slices and keeps, per slice, the values at or above the slice's
+// own k-th largest (a superset of what the row's selection takes from it: a
+// slice's k-th largest is never above the row's); top_k_select then finds the
+// row's k-th largest among those and keeps every value at or above it.
+#define TOP_K_PARTS 32
+#define PART_LEN (2 + 2 * TOP_K_CAPACITY)
+
+// Among the keys of `digits` counted in `histogram`, the digit holding the
+// remaining-th largest (scanning down from 255; digit 0 when the counts run
+// out); warp 0 only, 8 digits a lane. Updates prefix and remaining.
+__device__ void find_digit(const u32* histogram, int shift, u32* prefix, u32* remaining) {
+    const int lane = threadIdx.x % WARP;
+    u32 counts[8];
+    u32 total = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        counts[j] = histogram[255 - 8 * lane - j];
+        total += counts[j];
+    }
+    u32 inclusive = total;  // the counts of this lane's digits and every digit above
+#pragma unroll
+    for (int o = 1; o < WARP; o <<= 1) {
+        const u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
+        if (lane >= o) inclusive += t;
+    }
+    u32 above = inclusive - total;
+    const u32 wanted = *remaining;
+    __syncwarp();
+    if (above < wanted && (wanted <= inclusive || lane == WARP - 1)) {
+        int j = 0;
+        for (; j < 7 && above + counts[j] < wanted; ++j) above += counts[j];
+        *remaining = wanted - above;
+        *prefix |= (u32)(255 - 8 * lane - j) << shift;
+    }
+}
+
+// The key of the k-th largest usable key among key_at(0..count) (keys of 0
+// are unusable), or 1 when at most k are usable: the selection is every key
+// at or above the result. A radix select over the keys' four bytes; every
+// thread of the block calls it.
+template <typename KeyAt>
+__device__ u32 kth_largest_key(KeyAt key_at, int count, int k) {
+    __shared__ u32 histogram[256];
+    __shared__ u32 prefix, remaining, usable;
+    if (threadIdx.x == 0) {
+        prefix = 0u;
+        remaining = (u32)k;
+        usable = 0u;
+    }
+    __syncthreads();
+    u32 local = 0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) local += key_at(i) != 0u;
+    local = warp_sum_u32(local);
+    if (threadIdx.x % WARP == 0) atomicAdd(&usable, local);
+    __syncthreads();
+    if (usable <= (u32)k) return 1u;
+    u32 mask = 0u;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int d = threadIdx.x; d < 256; d += blockDim.x) histogram[d] = 0u;
+        __syncthreads();
+        const u32 want = prefix;
+        for (int i = threadIdx.x; i < count; i += blockDim.x) {
+            const u32 key = key_at(i);
+            if (key != 0u && (key & mask) == want) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x < WARP) find_digit(histogram, shift, &prefix, &remaining);
+        __syncthreads();
+        mask |= 0xffu << shift;
+    }
+    return prefix;
+}
+
+// Keys a block stages in shared memory: a loop of global loads that feeds
+// shared atomics runs at the latency of each load, so the radix passes read
+// the keys from shared memory when they fit (slices of rows up to 262,144
+// logits; merged candidates of top-k up to about 256), else from global.
+#define STAGED_KEYS 8192
+
+// Step one, grid (TOP_K_PARTS, jobs): slice blockIdx.x of job blockIdx.y's
+// row keeps the values at or above its own k-th largest (k = top_k +
+// window_len). Its part gets [0] pairs written (at most TOP_K_CAPACITY), [1]
+// pairs kept, then (token, value bits) pairs.
+extern "C" __global__ void top_k_partial(const float* logits, int n, const SampleJob* jobs,
+                                         u32* partials) {
+    __shared__ u32 staged[STAGED_KEYS];
+    __shared__ u32 written, kept;
+    const SampleJob job = jobs[blockIdx.y];
+    const int slice = (n + TOP_K_PARTS - 1) / TOP_K_PARTS;
+    const int start = min(n, (int)blockIdx.x * slice);
+    const int count = min(n, start + slice) - start;
+    const float* x = logits + (size_t)job.row * n + start;
+    u32* out = partials + ((size_t)blockIdx.y * TOP_K_PARTS + blockIdx.x) * PART_LEN;
+    const bool in_shared = count <= STAGED_KEYS;
+    if (in_shared)
+        for (int i = threadIdx.x; i < count; i += blockDim.x) staged[i] = order_key(x[i]);
+    if (threadIdx.x == 0) {
+        written = 0u;
+        kept = 0u;
+    }
+    auto key_at = [&](int i) { return in_shared ? staged[i] : order_key(x[i]); };
+    const u32 threshold = kth_largest_key(key_at, count, job.top_k + job.window_len);
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+        const u32 key = key_at(i);
+        if (key >= threshold && key != 0u) {
+            atomicAdd(&kept, 1u);
+            const u32 slot = atomicAdd(&written, 1u);
+            if (slot < (u32)TOP_K_CAPACITY) {
+                out[2 + 2 * slot] = (u32)(start + i);
+                out[3 + 2 * slot] = __float_as_uint(x[i]);
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[0] = min(written, (u32)TOP_K_CAPACITY);
+        out[1] = kept;
+    }
+}
+
+// Step two, one block per job: the k = top_k + window_len largest usable
+// values of the row, from the parts top_k_partial kept: every value whose key
+// is above the k-th largest key, and every value equal to it (the sampler
+// keeps the lowest token ids among those). Its selection gets: [0] pairs
+// written (at most TOP_K_CAPACITY), [1] pairs selected (more than written:
+// the host must decide), then (token, value bits) pairs in no particular
+// order, then after TOP_K_CAPACITY pairs the values at the window's tokens
+// (NaN bits for a token outside the row): the tokens the penalties will
+// change.
 extern "C" __global__ void top_k_select(const float* logits, int n, const SampleJob* jobs,
-                                        const u32* windows, u32* selections) {
+                                        const u32* windows, const u32* partials,
+                                        u32* selections) {
+    __shared__ u32 staged[STAGED_KEYS];
+    __shared__ u32 part_start[TOP_K_PARTS + 1];
+    __shared__ u32 overflowed, written, selected;
     const SampleJob job = jobs[blockIdx.y];
     const float* x = logits + (size_t)job.row * n;
     const u32* window = windows + job.window_start;
-    const int k = job.top_k + job.window_len;
+    const u32* parts = partials + (size_t)blockIdx.y * TOP_K_PARTS * PART_LEN;
     u32* out = selections + (size_t)blockIdx.y * SELECTION_LEN;
     for (int j = threadIdx.x; j < job.window_len; j += blockDim.x)
         out[2 + 2 * TOP_K_CAPACITY + j] = window[j] < (u32)n ? __float_as_uint(x[window[j]]) : 0x7fc00000u;
-    __shared__ u32 histogram[256];
-    __shared__ u32 prefix, mask, remaining, usable, written, selected;
-    if (threadIdx.x == 0) {
-        prefix = 0u;
-        mask = 0u;
-        remaining = (u32)k;
-        usable = 0u;
-        written = 0u;
-        selected = 0u;
-    }
-    __syncthreads();
-    const int lane = threadIdx.x % WARP;
-    u32 local = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) local += order_key(x[i]) != 0u;
-    local = warp_sum_u32(local);
-    if (lane == 0) atomicAdd(&usable, local);
-    __syncthreads();
-    u32 threshold = 1u;  // every usable value, when there are at most k
-    if (usable > (u32)k) {
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int d = threadIdx.x; d < 256; d += blockDim.x) histogram[d] = 0u;
-            __syncthreads();
-            for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                const u32 key = order_key(x[i]);
-                if (key != 0u && (key & mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
-            }
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                // The digit holding the remaining-th largest key, scanning down.
-                u32 above = 0;
-                int d = 255;
-                for (; d > 0 && above + histogram[d] < remaining; --d) above += histogram[d];
-                remaining -= above;
-                prefix |= (u32)d << shift;
-                mask |= 0xffu << shift;
-            }
-            __syncthreads();
+    static_assert(TOP_K_PARTS == WARP, "one lane per part");
+    if (threadIdx.x < WARP) {
+        // Where each part's pairs start among all candidates: a scan over lanes.
+        const int p = threadIdx.x;
+        const u32 part_written = parts[p * PART_LEN], part_kept = parts[p * PART_LEN + 1];
+        u32 inclusive = part_written;
+#pragma unroll
+        for (int o = 1; o < WARP; o <<= 1) {
+            const u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
+            if (p >= o) inclusive += t;
         }
-        threshold = prefix;
+        part_start[p] = inclusive - part_written;
+        if (p == WARP - 1) part_start[TOP_K_PARTS] = inclusive;
+        const bool any_overflow = __any_sync(FULL_MASK, part_kept > part_written);
+        if (p == 0) {
+            overflowed = any_overflow ? 1u : 0u;
+            written = 0u;
+            selected = 0u;
+        }
     }
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = x[i];
-        if (order_key(v) >= threshold && order_key(v) != 0u) {
+    __syncthreads();
+    if (overflowed) {  // ties overflowed a part: the host decides
+        if (threadIdx.x == 0) {
+            out[0] = 0u;
+            out[1] = 1u;
+        }
+        return;
+    }
+    // Candidate i is slot i - part_start[p] of the part p holding it.
+    const int count = (int)part_start[TOP_K_PARTS];
+    auto pair_at = [&](int i) {
+        int p = 0;
+        while (part_start[p + 1] <= (u32)i) ++p;
+        return parts + p * PART_LEN + 2 + 2 * (i - (int)part_start[p]);
+    };
+    const bool in_shared = count <= STAGED_KEYS;
+    if (in_shared) {
+        // Slot by slot, so that no thread searches for its part.
+        for (int i = threadIdx.x; i < TOP_K_PARTS * TOP_K_CAPACITY; i += blockDim.x) {
+            const int p = i / TOP_K_CAPACITY, slot = i % TOP_K_CAPACITY;
+            if ((u32)slot < part_start[p + 1] - part_start[p])
+                staged[part_start[p] + slot] = order_key(__uint_as_float(parts[p * PART_LEN + 3 + 2 * slot]));
+        }
+    }
+    auto key_at = [&](int i) { return in_shared ? staged[i] : order_key(__uint_as_float(pair_at(i)[1])); };
+    const u32 threshold = kth_largest_key(key_at, count, job.top_k + job.window_len);
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+        const u32 key = key_at(i);
+        if (key >= threshold && key != 0u) {
             atomicAdd(&selected, 1u);
             const u32 slot = atomicAdd(&written, 1u);
             if (slot < (u32)TOP_K_CAPACITY) {
-                out[2 + 2 * slot] = (u32)i;
-                out[3 + 2 * slot] = __float_as_uint(v);
+                const u32* pair = pair_at(i);
+                out[2 + 2 * slot] = pair[0];
+                out[3 + 2 * slot] = pair[1];
             }
         }
     }

@@ -278,6 +278,8 @@ mod tests {
                 "attention_flash_128",
                 "profile_spin",
                 "argmax",
+                "top_k_partial",
+                "top_k_select",
                 "sample_candidates",
             ] {
                 assert!(

@@ -1,6 +1,6 @@
-//! The whole sampler on the device, for any number of sequences in two
-//! launches: `top_k_select` picks each sequence's candidates from its row of
-//! logits, then `sample_candidates` applies the penalties, top-k, temperature,
+//! The whole sampler on the device, for any number of sequences in three
+//! launches: `top_k_partial` and `top_k_select` pick each sequence's
+//! candidates from its row of logits, then `sample_candidates` applies the penalties, top-k, temperature,
 //! top-p, min-p and the draw (the host passes the uniform draw it would have
 //! used), so one token id per sequence is all that crosses to the host.
 
@@ -22,6 +22,12 @@ pub const TOP_K_WINDOW: usize = 1024;
 /// Values one job's selection holds: two counts, the pairs, the window's
 /// values (`SELECTION_LEN` in sample.cu).
 pub const SELECTION_LEN: usize = 2 + 2 * TOP_K_CAPACITY + TOP_K_WINDOW;
+
+/// Slices of a row the selection's first step works on in parallel
+/// (`TOP_K_PARTS` in sample.cu), each keeping up to [`TOP_K_CAPACITY`] pairs
+/// (`PART_LEN` values).
+const TOP_K_PARTS: usize = 32;
+const PART_LEN: usize = 2 + 2 * TOP_K_CAPACITY;
 
 /// What the kernel writes when it cannot decide (ties overflowed the
 /// selection, or no candidate is usable): the host samples from the row then.
@@ -79,6 +85,7 @@ pub struct SampleBuffers {
     max_jobs: usize,
     jobs: Buffer<u32>,
     windows: Buffer<u32>,
+    partials: Buffer<u32>,
     selections: Buffer<u32>,
 }
 
@@ -88,6 +95,7 @@ impl SampleBuffers {
             max_jobs,
             jobs: Buffer::zeros(gpu, max_jobs * JOB_WORDS)?,
             windows: Buffer::zeros(gpu, max_jobs * TOP_K_WINDOW)?,
+            partials: Buffer::zeros(gpu, max_jobs * TOP_K_PARTS * PART_LEN)?,
             selections: Buffer::zeros(gpu, max_jobs * SELECTION_LEN)?,
         })
     }
@@ -178,7 +186,7 @@ pub fn sample(
     unsafe { gpu.launch("sample_candidates", grid, 256, 0, &args) }
 }
 
-/// The first launch of [`sample`] alone: each job's selection, readable
+/// The first two launches of [`sample`] alone: each job's selection, readable
 /// through [`SampleBuffers::selection`].
 pub fn select_candidates(
     gpu: &Gpu,
@@ -191,21 +199,33 @@ pub fn select_candidates(
         return Ok(());
     }
     logits.require(prepared.rows * n, "logits of the sampling jobs")?;
-    let grid = (1, prepared.jobs as u32);
+    let jobs = prepared.jobs as u32;
+    let vocabulary = Arg::I32(int(n, "vocabulary")?);
     let args = [
         logits.into(),
-        Arg::I32(int(n, "vocabulary")?),
+        vocabulary,
+        buffers.jobs.all().into(),
+        buffers.partials.all().into(),
+    ];
+    // SAFETY: matches top_k_partial(const float*, int, const SampleJob*,
+    // u32*); every job's row lies inside `logits` (checked above), and block
+    // (p, j) writes PART_LEN values from (j · TOP_K_PARTS + p) · PART_LEN,
+    // inside the partials buffer (jobs <= max_jobs, checked by `prepare`).
+    unsafe { gpu.launch("top_k_partial", (TOP_K_PARTS as u32, jobs), 256, 0, &args)? };
+    let args = [
+        logits.into(),
+        vocabulary,
         buffers.jobs.all().into(),
         buffers.windows.all().into(),
+        buffers.partials.all().into(),
         buffers.selections.all().into(),
     ];
     // SAFETY: matches top_k_select(const float*, int, const SampleJob*, const
-    // u32*, u32*); every job's row lies inside `logits` (checked above) and
-    // its window inside the windows `prepare` uploaded (window tokens are
-    // checked against n in the kernel); job j writes SELECTION_LEN values
-    // from j · SELECTION_LEN, inside the selections buffer (jobs <= max_jobs,
-    // checked by `prepare`).
-    unsafe { gpu.launch("top_k_select", grid, 1024, 0, &args) }
+    // u32*, const u32*, u32*); reads the parts top_k_partial wrote for each
+    // job and its window inside the windows `prepare` uploaded (window tokens
+    // are checked against n in the kernel); job j writes SELECTION_LEN values
+    // from j · SELECTION_LEN, inside the selections buffer.
+    unsafe { gpu.launch("top_k_select", (1, jobs), 1024, 0, &args) }
 }
 
 /// A job as the kernel's `struct SampleJob` reads it.
