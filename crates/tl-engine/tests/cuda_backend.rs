@@ -385,21 +385,7 @@ fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
         let logits = Buffer::from_host(&gpu, &row.repeat(jobs_at_once)).unwrap();
         let mut samplers: Vec<Sampler> = settings
             .iter()
-            .map(
-                |&(temperature, top_k, top_p, min_p, repeat, presence, frequency)| {
-                    Sampler::new(SamplerConfig {
-                        temperature,
-                        top_k,
-                        top_p,
-                        min_p,
-                        repeat_penalty: repeat,
-                        presence_penalty: presence,
-                        frequency_penalty: frequency,
-                        repeat_last_n: 8,
-                        seed: vocab as u64,
-                    })
-                },
-            )
+            .map(|&setting| Sampler::new(sampler_config(setting, 8, vocab as u64)))
             .collect();
         let mut histories = vec![vec![top as u32, top as u32, 2, vocab as u32 + 3]; jobs_at_once];
         for draw in 0..60 {
@@ -820,5 +806,23 @@ fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
         for (a, b) in lone.iter().zip(&batched) {
             assert_eq!(a.tokens(), b.tokens());
         }
+    }
+}
+
+/// (temperature, top-k, top-p, min-p, repeat, presence, frequency).
+type Setting = (f32, usize, f32, f32, f32, f32, f32);
+
+fn sampler_config(setting: Setting, repeat_last_n: usize, seed: u64) -> SamplerConfig {
+    let (temperature, top_k, top_p, min_p, repeat, presence, frequency) = setting;
+    SamplerConfig {
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+        repeat_penalty: repeat,
+        presence_penalty: presence,
+        frequency_penalty: frequency,
+        repeat_last_n,
+        seed,
     }
 }
