@@ -277,17 +277,16 @@ fn sampling_on_the_device_matches_sampling_from_the_whole_row() {
             (0.9, 40, 0.95, 0.05, 1.3, 0.5, 0.2),
             (0.0, 0, 1.0, 0.0, 1.3, 0.5, 0.2),
         ] {
-            let config = SamplerConfig {
+            let setting = (
                 temperature,
                 top_k,
                 top_p,
                 min_p,
-                repeat_penalty: repeat,
-                presence_penalty: presence,
-                frequency_penalty: frequency,
-                repeat_last_n: 16,
-                seed: 5,
-            };
+                repeat,
+                presence,
+                frequency,
+            );
+            let config = sampler_config(setting, 16, 5);
             let (mut on_device, mut steps) = (0, 0);
             let mut run = |device: bool| {
                 let mut sampler = Sampler::new(config.clone());
