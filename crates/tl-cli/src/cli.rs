@@ -279,6 +279,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
 
+    /// Sequences decoded together in the generation test, each with its own
+    /// random history of --depth tokens (at least 1), as a server's batch of
+    /// streams; tokens/s counts every sequence's tokens.
+    #[arg(short = 'b', long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub batch: u32,
+
     /// Sample the generation test at this temperature (the other sampler
     /// settings at their defaults: top-k 40, top-p 0.95, min-p 0.05) instead of
     /// taking the argmax; on a GPU the top 40 logits come back every step.

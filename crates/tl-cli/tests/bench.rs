@@ -65,6 +65,37 @@ fn reports_prompt_and_generation_tests() {
 }
 
 #[test]
+fn a_batch_of_sequences_counts_every_sequence_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let report = bench_json(&[
+        "-m", &model, "-p", "0", "-n", "4", "-b", "3", "--depth", "5",
+    ]);
+    assert_eq!(test_names(&report), ["tg4 x3 @ d5"]);
+    let result = &report["results"][0];
+    assert_eq!(result["tokens"].as_u64(), Some(12));
+    assert_eq!(result["batch"].as_u64(), Some(3));
+    assert!(result["tokens_per_second_median"].as_f64().unwrap() > 0.0);
+    let sampled = bench_json(&[
+        "-m",
+        &model,
+        "-p",
+        "0",
+        "-n",
+        "3",
+        "-b",
+        "2",
+        "--temperature",
+        "0.7",
+    ]);
+    assert_eq!(test_names(&sampled), ["tg3 sampled x2"]);
+
+    let out = run(&["bench", "-m", &model, "--device", "cpu", "-b", "0"]);
+    assert_eq!(out.status.code(), Some(2), "clap refuses a batch of 0");
+    assert!(stderr(&out).contains("--batch"), "{}", stderr(&out));
+}
+
+#[test]
 fn profiling_on_the_cpu_says_there_is_nothing_to_profile() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(dir.path());

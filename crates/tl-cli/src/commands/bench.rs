@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use serde::Serialize;
-use tl_engine::generate::finish_pick;
+use tl_engine::generate::{finish_pick, step_batch_sampled};
 use tl_engine::model::Logits;
 use tl_engine::sampler::rng::Xoshiro256StarStar;
 use tl_engine::sampler::{Sampler, SamplerConfig};
-use tl_engine::{Backend, KernelTime, Picked, SequenceCache};
+use tl_engine::{Backend, KernelTime, Picked, SequenceCache, Session};
 
 use crate::cli::BenchArgs;
 use crate::loaded_model;
@@ -23,6 +23,8 @@ struct TestResult {
     test: String,
     tokens: usize,
     depth: usize,
+    /// Sequences decoded together (`tokens` counts all of theirs).
+    batch: usize,
     reps: usize,
     tokens_per_second_median: f64,
     tokens_per_second_min: f64,
@@ -106,7 +108,13 @@ pub fn run(args: &BenchArgs, verbose: bool) -> Result<()> {
         eprintln!("bench: pp{tokens} ({} reps)", args.reps);
         results.push(prompt_test(backend, tokens, context, args)?);
     }
-    if args.generate > 0 {
+    if args.generate > 0 && args.batch > 1 {
+        eprintln!(
+            "bench: tg{} for {} sequences at depth {} ({} reps)",
+            args.generate, args.batch, args.depth, args.reps
+        );
+        results.push(batched_generation_test(backend, context, args)?);
+    } else if args.generate > 0 {
         eprintln!(
             "bench: tg{} at depth {} ({} reps)",
             args.generate, args.depth, args.reps
@@ -248,6 +256,87 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
     Ok(result)
 }
 
+/// Decodes `--generate` tokens for each of `--batch` sequences in batched
+/// steps, as a server's running batch does: each sequence starts after its own
+/// `--depth` random tokens and has its own sampler (seed `--seed + i`).
+fn batched_generation_test(
+    backend: &Backend,
+    context: usize,
+    args: &BenchArgs,
+) -> Result<TestResult> {
+    let batch = args.batch as usize;
+    let vocab = backend.config().vocab_size;
+    let histories: Vec<Vec<u32>> = (0..batch as u64)
+        .map(|i| random_tokens(args.depth.max(1), vocab, args.seed + i))
+        .collect();
+    let mut sessions = histories
+        .iter()
+        .map(|_| Session::new(backend, context))
+        .collect::<tl_engine::Result<Vec<_>>>()?;
+    // Fills every cache to the depth; returns the tokens of the first step.
+    let fill = |sessions: &mut [Session]| -> Result<Vec<u32>> {
+        let mut first = Vec::with_capacity(batch);
+        for (session, history) in sessions.iter_mut().zip(&histories) {
+            session.reset();
+            if args.depth > 0 {
+                session.prefill(backend, history, 0, &mut || true)?;
+            }
+            first.extend(history.last());
+        }
+        Ok(first)
+    };
+    let generate = |sessions: &mut [Session], mut next: Vec<u32>| -> Result<()> {
+        let mut samplers: Vec<Sampler> = (0..batch as u64)
+            .map(|i| {
+                Sampler::new(SamplerConfig {
+                    temperature: args.temperature,
+                    seed: args.seed + i,
+                    ..SamplerConfig::default()
+                })
+            })
+            .collect();
+        for _ in 0..args.generate {
+            let mut refs: Vec<&mut Session> = sessions.iter_mut().collect();
+            let mut sampler_refs: Vec<&mut Sampler> = samplers.iter_mut().collect();
+            let picked = step_batch_sampled(&mut refs, backend, &mut sampler_refs, &next)?;
+            next = picked
+                .into_iter()
+                .collect::<tl_engine::Result<Vec<u32>>>()?;
+        }
+        Ok(())
+    };
+    let mut times = Vec::new();
+    let mut syncs = 0;
+    for rep in 0..=args.reps {
+        let first = fill(&mut sessions)?;
+        let before = backend.syncs();
+        let started = Instant::now();
+        generate(&mut sessions, first)?;
+        let elapsed = started.elapsed().as_secs_f64();
+        if rep > 0 {
+            times.push(elapsed);
+            syncs += backend.syncs() - before;
+        }
+    }
+    let sampled = if args.temperature > 0.0 {
+        " sampled"
+    } else {
+        ""
+    };
+    let mut test = format!("tg{}{sampled} x{batch}", args.generate);
+    if args.depth > 0 {
+        test = format!("{test} @ d{}", args.depth);
+    }
+    let tokens = args.generate * batch;
+    let mut result = summarise(test, tokens, args.depth, &times, syncs);
+    result.batch = batch;
+    let first = fill(&mut sessions)?;
+    result.profile = profiled(backend, args.profile, tokens, || {
+        generate(&mut sessions, first)
+    })?;
+    Ok(result)
+}
+
 fn summarise(test: String, tokens: usize, depth: usize, times: &[f64], syncs: u64) -> TestResult {
     let mut rates: Vec<f64> = times.iter().map(|t| tokens as f64 / t).collect();
     rates.sort_by(f64::total_cmp);
@@ -257,6 +346,7 @@ fn summarise(test: String, tokens: usize, depth: usize, times: &[f64], syncs: u6
         test,
         tokens,
         depth,
+        batch: 1,
         reps: times.len(),
         tokens_per_second_median: median(&rates),
         tokens_per_second_min: rates.first().copied().unwrap_or(0.0),

@@ -21,6 +21,7 @@ pub(crate) enum Arithmetic {
 }
 
 /// The weight data as the kernels read it.
+#[derive(Clone, Copy)]
 pub(crate) struct WeightRows<'a> {
     pub weight_type: WeightType,
     pub bytes: &'a [u8],
@@ -112,64 +113,76 @@ impl QuantizedMatrix {
     /// depends only on its weight row and activation row: batching and thread
     /// count never change a result.
     pub fn matmul(&self, x: &[f32], m: usize, out: &mut [f32], threads: usize) -> Result<()> {
-        if x.len() != m * self.cols || out.len() != m * self.rows {
-            return Err(Error::InvalidRequest(format!(
-                "matmul with a {}×{} matrix: x has {} values and out {}, expected {m}×{} and {m}×{}",
-                self.rows,
-                self.cols,
-                x.len(),
-                out.len(),
-                self.cols,
-                self.rows
-            )));
+        Self::matmul_shared_input(&mut [(self, out)], x, m, threads)
+    }
+
+    /// [`Self::matmul`] for several matrices of the same input width applied to
+    /// the same `x` (a block's query, key and value projections, say): `x` is
+    /// quantized once and the rows of all the matrices are shared among the
+    /// threads in one go, so small matrices do not leave threads idle. Each
+    /// output is what `matmul` gives it.
+    pub fn matmul_shared_input(
+        products: &mut [(&QuantizedMatrix, &mut [f32])],
+        x: &[f32],
+        m: usize,
+        threads: usize,
+    ) -> Result<()> {
+        let Some(cols) = products.first().map(|(matrix, _)| matrix.cols) else {
+            return Ok(());
+        };
+        for (matrix, out) in products.iter() {
+            matrix.check_shapes(cols, x.len(), m, out.len())?;
         }
-        if m == 0 || self.rows == 0 {
+        if m == 0 {
             return Ok(());
         }
         let (x_blocks, _) = x.as_chunks::<BLOCK_VALUES>();
         ACTIVATIONS.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut acts) => self.multiply(x_blocks, m, &mut acts, out, threads),
+            Ok(mut acts) => multiply(products, (x_blocks, cols), m, &mut acts, threads),
             // Re-entered on this thread (from inside a pool job, say): use a
             // buffer of its own.
-            Err(_) => self.multiply(
-                x_blocks,
+            Err(_) => multiply(
+                products,
+                (x_blocks, cols),
                 m,
                 &mut QuantizedActivations::default(),
-                out,
                 threads,
             ),
         });
         Ok(())
     }
 
-    fn multiply(
-        &self,
-        x: &[[f32; BLOCK_VALUES]],
-        m: usize,
-        acts: &mut QuantizedActivations,
-        out: &mut [f32],
-        threads: usize,
-    ) {
-        acts.quantize(x, self.cols, threads);
-        let acts = &*acts;
-        let weights = WeightRows {
+    /// Errors unless `x` (`x_len` values) is `m × cols`, `cols` this matrix's
+    /// width, and the output (`out_len` values) is `m × rows`.
+    fn check_shapes(&self, cols: usize, x_len: usize, m: usize, out_len: usize) -> Result<()> {
+        if cols != self.cols || x_len != m * self.cols || out_len != m * self.rows {
+            return Err(Error::InvalidRequest(format!(
+                "matmul with a {}×{} matrix: x has {x_len} values and out {out_len}, expected {m}×{} and {m}×{}",
+                self.rows, self.cols, self.cols, self.rows
+            )));
+        }
+        Ok(())
+    }
+
+    /// The kernels' view of the weights.
+    fn weight_rows(&self) -> WeightRows<'_> {
+        WeightRows {
             weight_type: self.weight_type,
             bytes: &self.bytes,
             blocks_per_row: self.cols / BLOCK_VALUES,
             arithmetic: self.arithmetic(),
-        };
-        let parts = if threads > 1 {
+        }
+    }
+
+    /// How many column shares this matrix's output is cut into.
+    fn share_count(&self, threads: usize) -> usize {
+        if threads > 1 {
             (threads * SHARES_PER_THREAD)
                 .min(self.rows / MIN_ROWS_PER_SHARE)
                 .max(1)
         } else {
             1
-        };
-        // Shares start at multiples of 8 so the 8-row Q4_0 tiles never straddle two.
-        let shares = parallel::split_columns(out, m, self.rows, parts, 8);
-        parallel::for_each(shares, threads, |mut share| {
-            backend::compute_rows(&weights, acts, m, &mut share)
-        });
+        }
     }
 
     fn arithmetic(&self) -> Arithmetic {
@@ -180,4 +193,26 @@ impl QuantizedMatrix {
             Arithmetic::VecDot
         }
     }
+}
+
+/// Quantizes `x` (`m × cols`) once, then runs every matrix's column shares
+/// from one queue.
+fn multiply(
+    products: &mut [(&QuantizedMatrix, &mut [f32])],
+    (x, cols): (&[[f32; BLOCK_VALUES]], usize),
+    m: usize,
+    acts: &mut QuantizedActivations,
+    threads: usize,
+) {
+    acts.quantize(x, cols, threads);
+    let acts = &*acts;
+    let shares = products.iter_mut().flat_map(|(matrix, out)| {
+        let weights = matrix.weight_rows();
+        let parts = matrix.share_count(threads);
+        // Shares start at multiples of 8 so the 8-row Q4_0 tiles never straddle two.
+        parallel::split_columns(out, m, matrix.rows, parts, 8).map(move |share| (weights, share))
+    });
+    parallel::for_each(shares, threads, |(weights, mut share)| {
+        backend::compute_rows(&weights, acts, m, &mut share)
+    });
 }

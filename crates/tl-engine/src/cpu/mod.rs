@@ -20,7 +20,7 @@
 mod activations;
 mod blocks;
 mod matrix;
-mod parallel;
+pub(crate) mod parallel;
 mod weight_type;
 
 // Compiled on every target: SIMD builds test their kernels against it.

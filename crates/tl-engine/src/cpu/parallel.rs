@@ -1,4 +1,4 @@
-//! Running matmul work on several threads. We use candle's persistent barrier
+//! Running matmul and attention work on several threads. We use candle's persistent barrier
 //! pool (`candle_core::utils::barrier_pool`): its workers spin for a while before
 //! parking, so a decode step's ~200 back-to-back matmuls each start in well under
 //! a microsecond, where waking rayon's workers measured 10-20 µs a call here. It

@@ -102,7 +102,9 @@ fn check_case(ty: WeightType, rows: usize, cols: usize, repacked: bool, random: 
     } else {
         Arithmetic::VecDot
     };
-    for m in [1, 3, 7, 64] {
+    // 21 rows: 6 groups of 4, the last partial, past one run of interleaved
+    // `Σ m·s` chains.
+    for m in [1, 3, 7, 21, 64] {
         let what = format!("{ty} {rows}×{cols} m={m} repacked={repacked} random={random}");
         let x = rng.activations(m * cols);
         let mut out = poisoned(m * rows);
@@ -175,6 +177,52 @@ fn batching_and_threads_do_not_change_results() {
             assert_bitwise_equal(&single, row, &format!("{ty} repacked={repacked} row {a}"));
         }
     }
+}
+
+/// Matrices multiplied together over one input give each what it gets alone.
+#[test]
+fn shared_input_products_equal_separate_ones() {
+    let mut rng = Rng::new(9);
+    let shapes = [
+        (WeightType::Q4_1, 72),
+        (WeightType::Q8_0, 24),
+        (WeightType::Q4_0, 40),
+        (WeightType::Q4_1, 5),
+    ];
+    let cols = 576;
+    let matrices: Vec<QuantizedMatrix> = shapes
+        .iter()
+        .map(|&(ty, rows)| {
+            let bytes = make_weights(ty, rows, cols, true, &mut rng);
+            QuantizedMatrix::new(ty, rows, cols, bytes).expect("valid matrix")
+        })
+        .collect();
+    for m in [1, 6] {
+        let x = rng.activations(m * cols);
+        let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| poisoned(m * w.rows())).collect();
+        let mut products: Vec<(&QuantizedMatrix, &mut [f32])> = matrices
+            .iter()
+            .zip(outs.iter_mut())
+            .map(|(w, out)| (w, out.as_mut_slice()))
+            .collect();
+        QuantizedMatrix::matmul_shared_input(&mut products, &x, m, 2).expect("matmul");
+        for (matrix, out) in matrices.iter().zip(&outs) {
+            let what = format!("{} {}×{cols} m={m}", matrix.weight_type(), matrix.rows());
+            assert_all_written(out, &what);
+            let mut alone = poisoned(m * matrix.rows());
+            matrix.matmul(&x, m, &mut alone, 2).expect("matmul");
+            assert_bitwise_equal(out, &alone, &what);
+        }
+    }
+    let narrow = QuantizedMatrix::new(WeightType::Q8_0, 8, 64, vec![0; 8 * 2 * 34]).unwrap();
+    let (mut a, mut b) = (vec![0.0; 576], vec![0.0; 8]);
+    let err = QuantizedMatrix::matmul_shared_input(
+        &mut [(&matrices[0], &mut a[..72]), (&narrow, &mut b)],
+        &rng.activations(cols),
+        1,
+        2,
+    );
+    assert!(err.is_err(), "matrices of different widths must be refused");
 }
 
 #[cfg(all(

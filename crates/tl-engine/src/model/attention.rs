@@ -8,11 +8,13 @@
 //!   sum of values is accumulated in an f16 vector (rounded at every step);
 //! - large batches follow the tiled path: f32 query, f32 accumulation.
 //!
-//! Each (row, head) is independent; rows are split across threads.
+//! Each (row, head) is independent; rows are split across threads, on the pool
+//! the matmuls use (its workers spin between the ~200 calls of a decode step, so
+//! work handed to another pool would compete with them for the cores).
 
 use half::f16;
-use rayon::prelude::*;
 
+use crate::cpu::parallel;
 use crate::model::cache::KvCache;
 use crate::model::f16_vector;
 
@@ -39,23 +41,53 @@ pub fn attend(
 ) {
     let row_width = shape.heads * shape.head_dim;
     let rows = queries.len() / row_width;
+    let items = out
+        .chunks_exact_mut(row_width)
+        .zip(queries.chunks_exact(row_width))
+        .enumerate();
+    parallel::for_each(
+        items,
+        rayon::current_num_threads(),
+        |(row, (out, query))| {
+            // Causal: the token at `start + row` sees positions up to itself.
+            let place = RowPlace {
+                cache,
+                layer,
+                position: start + row,
+            };
+            attend_row(shape, place, rows, query, out);
+        },
+    );
+}
+
+/// Where one query row sits: its sequence's cache, the layer, its position.
+#[derive(Clone, Copy)]
+pub struct RowPlace<'a> {
+    pub cache: &'a KvCache,
+    pub layer: usize,
+    pub position: usize,
+}
+
+/// Every head of one query row (`[head][head_dim]`) against the positions up to
+/// and including its own, with the arithmetic of a batch of `batch_rows` rows.
+pub fn attend_row(
+    shape: AttentionShape,
+    place: RowPlace<'_>,
+    batch_rows: usize,
+    query: &[f32],
+    out: &mut [f32],
+) {
     let scale = 1.0 / (shape.head_dim as f32).sqrt();
     let group = shape.heads / shape.kv_heads;
-    out.par_chunks_mut(row_width)
-        .zip(queries.par_chunks(row_width))
-        .enumerate()
-        .for_each(|(row, (out_row, query_row))| {
-            // Causal: the token at `start + row` sees positions up to itself.
-            let visible = start + row + 1;
-            let heads = out_row
-                .chunks_exact_mut(shape.head_dim)
-                .zip(query_row.chunks_exact(shape.head_dim));
-            for (head, (out_head, query)) in heads.enumerate() {
-                let keys = cache.keys(layer, head / group, visible);
-                let values = cache.values(layer, head / group, visible);
-                attend_head(query, keys, values, scale, rows, out_head);
-            }
-        });
+    let visible = place.position + 1;
+    let heads = out
+        .chunks_exact_mut(shape.head_dim)
+        .zip(query.chunks_exact(shape.head_dim));
+    for (head, (out_head, query)) in heads.enumerate() {
+        let keys = place.cache.keys(place.layer, head / group, visible);
+        let values = place.cache.values(place.layer, head / group, visible);
+        attend_head(query, keys, values, scale, batch_rows, out_head);
+    }
 }
 
 /// One query head attending to every position of `keys` and `values` (f16,

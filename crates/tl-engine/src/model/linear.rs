@@ -45,6 +45,25 @@ impl Linear {
         self.out_features
     }
 
+    /// `forward` of several matrices over the same `x`. When our kernels run
+    /// them all, `x` is quantized once and their rows share the threads in one
+    /// go (see [`QuantizedMatrix::matmul_shared_input`]); the results are those
+    /// of separate calls.
+    pub fn forward_shared_input(products: &mut [(&Linear, &mut [f32])], x: &[f32]) -> Result<()> {
+        let mut native = Vec::with_capacity(products.len());
+        for (linear, out) in products.iter_mut() {
+            match &linear.kernel {
+                Kernel::Native(matrix) => native.push((matrix, &mut **out)),
+                Kernel::Candle(_) => linear.forward(x, out)?,
+            }
+        }
+        let Some((first, _)) = native.first() else {
+            return Ok(());
+        };
+        let rows = x.len() / first.cols();
+        QuantizedMatrix::matmul_shared_input(&mut native, x, rows, rayon::current_num_threads())
+    }
+
     /// `out[rows × out_features] = x[rows × in_features] · Wᵀ`.
     pub fn forward(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
         let rows = x.len() / self.in_features;

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
-use rayon::prelude::*;
 use tl_gguf::GgufFile;
 
+use crate::cpu::parallel;
 use crate::error::{Error, Result};
 use crate::model::activation::swiglu_in_place;
-use crate::model::attention::{attend, AttentionShape};
+use crate::model::attention::{attend, attend_row, AttentionShape, RowPlace};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
 use crate::model::linear::Linear;
@@ -284,9 +284,14 @@ impl Block {
     ) -> Result<()> {
         let c = &model.config;
         rms_norm(x, &self.attention_norm, c.rms_norm_eps, &mut s.normed);
-        self.query.forward(&s.normed, &mut s.query)?;
-        self.key.forward(&s.normed, &mut s.key)?;
-        self.value.forward(&s.normed, &mut s.value)?;
+        Linear::forward_shared_input(
+            &mut [
+                (&self.query, &mut s.query),
+                (&self.key, &mut s.key),
+                (&self.value, &mut s.value),
+            ],
+            &s.normed,
+        )?;
         match rows {
             Rows::Sequence { start, cache } => {
                 attend_sequence(model, layer, *start, cache, s);
@@ -297,9 +302,11 @@ impl Block {
             .forward(&s.attention, &mut s.projected)?;
         add_in_place(x, &s.projected);
         rms_norm(x, &self.feed_forward_norm, c.rms_norm_eps, &mut s.normed);
-        self.gate.forward(&s.normed, &mut s.gate)?;
-        self.up.forward(&s.normed, &mut s.up)?;
-        swiglu_in_place(&mut s.gate, &s.up);
+        Linear::forward_shared_input(
+            &mut [(&self.gate, &mut s.gate), (&self.up, &mut s.up)],
+            &s.normed,
+        )?;
+        swiglu_rows(&mut s.gate, &s.up, c.feed_forward_length);
         self.down.forward(&s.gate, &mut s.projected)?;
         add_in_place(x, &s.projected);
         Ok(())
@@ -360,21 +367,22 @@ fn attend_batch(model: &Model, layer: usize, steps: &mut [BatchStep<'_>], s: &mu
         model.rope.rotate(key, step.position);
         step.cache.store(layer, step.position, key, value);
     }
-    // Rows only read their caches now, so they can run on all threads.
-    s.attention
-        .par_chunks_mut(q_width)
-        .zip(s.query.par_chunks(q_width))
-        .zip(steps.par_iter())
-        .for_each(|((out, query), step)| {
-            attend(
-                attention_shape(c),
-                step.cache,
-                layer,
-                step.position,
-                query,
-                out,
-            );
-        });
+    // Rows only read their caches now, so they can run on all threads. Each
+    // is a lone decode step's row: a batch of one.
+    let items = s
+        .attention
+        .chunks_exact_mut(q_width)
+        .zip(s.query.chunks_exact(q_width))
+        .zip(steps.iter());
+    let threads = rayon::current_num_threads();
+    parallel::for_each(items, threads, |((out, query), step)| {
+        let place = RowPlace {
+            cache: step.cache,
+            layer,
+            position: step.position,
+        };
+        attend_row(attention_shape(c), place, 1, query, out);
+    });
 }
 
 /// Errors unless `tokens` is non-empty and every id is inside the vocabulary
@@ -391,6 +399,15 @@ pub(crate) fn check_tokens(tokens: &[u32], vocab_size: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// SwiGLU on each row of `gate` (`width` values a row), rows on all threads:
+/// with a batch of rows the exponentials are worth sharing.
+fn swiglu_rows(gate: &mut [f32], up: &[f32], width: usize) {
+    let rows = gate.chunks_mut(width).zip(up.chunks(width));
+    parallel::for_each(rows, rayon::current_num_threads(), |(gate, up)| {
+        swiglu_in_place(gate, up)
+    });
 }
 
 fn add_in_place(x: &mut [f32], y: &[f32]) {

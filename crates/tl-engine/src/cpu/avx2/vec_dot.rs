@@ -6,10 +6,11 @@
 //! activation blocks sit in registers together.
 
 use std::arch::x86_64::*;
+use std::ops::Range;
 
 use super::prepared::PreparedRows;
 use super::simd::{hsum_f32x8, load_f32x4, load_i8x32, load_u8x32, to_array4, unpack_nibbles};
-use crate::cpu::activations::{ActivationGroup, ActivationRow, GROUP_ROWS};
+use crate::cpu::activations::{ActivationGroup, ActivationRow, QuantizedActivations, GROUP_ROWS};
 use crate::cpu::blocks::{Quants, WeightBlock};
 use crate::cpu::weight_type::{WeightType, BLOCK_VALUES};
 
@@ -111,23 +112,78 @@ fn prefetch_ahead<B>(block: &B, row: &[B]) {
 /// products use them.
 const PRODUCT_CHUNK: usize = 32;
 
+/// Room a share's tiles of `R` weight rows reuse (zeroing it afresh for each
+/// activation group cost as much as a small batch's dot products).
+pub(super) struct TileScratch<const R: usize> {
+    /// One chunk of `dw·da` products for one activation group, `[block][r][c]`.
+    products: [[[f32; GROUP_ROWS]; R]; PRODUCT_CHUNK],
+    /// Q4_1's `Σ m·s` for each activation group of the chunk, `[group][r][c]`.
+    min_terms: Vec<[[f32; GROUP_ROWS]; R]>,
+}
+
+impl<const R: usize> TileScratch<R> {
+    pub(super) fn new() -> Self {
+        TileScratch {
+            products: [[[0.0; GROUP_ROWS]; R]; PRODUCT_CHUNK],
+            min_terms: Vec::new(),
+        }
+    }
+}
+
+/// Activation groups whose `Σ m·s` chains run interleaved.
+const MIN_TERM_GROUPS: usize = 4;
+
+/// Q4_1's `Σ m·s` terms of `R` prepared rows against every activation group
+/// of `chunk`, into `scratch` for [`group_tile`]. Each output's FMAs run in
+/// block order as in `vec_dot`; only the chains of several groups are
+/// interleaved, so they overlap instead of each waiting out its latency.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn prepare_min_terms<B: WeightBlock, const R: usize>(
+    prepared: &PreparedRows,
+    acts: &QuantizedActivations,
+    chunk: Range<usize>,
+    scratch: &mut TileScratch<R>,
+) {
+    scratch.min_terms.clear();
+    if B::TYPE != WeightType::Q4_1 {
+        return;
+    }
+    let mins: &[[f32; R]] = prepared.mins().as_chunks().0;
+    for first in chunk.clone().step_by(MIN_TERM_GROUPS) {
+        // Past the chunk's end the last group is repeated and its sums dropped.
+        let sums: [&[[f32; GROUP_ROWS]]; MIN_TERM_GROUPS] =
+            std::array::from_fn(|g| acts.group((first + g).min(chunk.end - 1)).0.q8_1_sums);
+        let mut acc = [[_mm_setzero_ps(); R]; MIN_TERM_GROUPS];
+        for (b, mins) in mins.iter().enumerate() {
+            for (acc, sums) in acc.iter_mut().zip(&sums) {
+                let act_sums = load_f32x4(&sums[b]);
+                for r in 0..R {
+                    acc[r] = _mm_fmadd_ps(_mm_set1_ps(mins[r]), act_sums, acc[r]);
+                }
+            }
+        }
+        let count = (chunk.end - first).min(MIN_TERM_GROUPS);
+        for acc in &acc[..count] {
+            scratch.min_terms.push(acc.map(|a| to_array4(a)));
+        }
+    }
+}
+
 /// `R` prepared weight rows · a group of 4 activation rows (prefill); `out[c][r]`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn group_tile<B: WeightBlock, const R: usize>(
     prepared: &PreparedRows,
-    group: &ActivationGroup<'_>,
+    (group, index): (&ActivationGroup<'_>, usize),
+    scratch: &mut TileScratch<R>,
 ) -> [[f32; R]; GROUP_ROWS] {
     let blocks = group.scales.len();
     let weights: &[[[[u8; BLOCK_VALUES]; 2]; R]] = prepared.weights().as_chunks().0;
     let scales: &[[f32; R]] = prepared.scales().as_chunks().0;
-    let mins: &[[f32; R]] = prepared.mins().as_chunks().0;
-    let (weights, scales, mins) = (&weights[..blocks], &scales[..blocks], &mins[..blocks]);
-    let (quants, act_scales, sums) = (group.quants, group.scales, group.q8_1_sums);
+    let (weights, scales) = (&weights[..blocks], &scales[..blocks]);
+    let (quants, act_scales) = (group.quants, group.scales);
 
     let mut acc = [[_mm256_setzero_ps(); R]; GROUP_ROWS];
-    // Q4_1's `m·s` sums, one lane per activation row, each lane its own chain.
-    let mut min_terms = [_mm_setzero_ps(); R];
-    let mut products = [[[0.0f32; GROUP_ROWS]; R]; PRODUCT_CHUNK];
+    let products = &mut scratch.products;
     for start in (0..blocks).step_by(PRODUCT_CHUNK) {
         let chunk = start..(start + PRODUCT_CHUNK).min(blocks);
         let block_products = products.iter_mut().zip(&scales[chunk.clone()]);
@@ -139,7 +195,7 @@ pub(super) fn group_tile<B: WeightBlock, const R: usize>(
         }
         // Opaque to the optimizer, which would otherwise turn the broadcasts from
         // memory below back into register shuffles on the vector pipes.
-        let products = std::hint::black_box(&products);
+        let products = std::hint::black_box(&*products);
         // 8 accumulators; with the weights, activations and temporaries they
         // just about fill the 16 vector registers. Iterators, not indices, keep
         // bounds checks (and the registers they need) out of the loop.
@@ -161,16 +217,10 @@ pub(super) fn group_tile<B: WeightBlock, const R: usize>(
             }
         }
     }
-    // In a loop of its own to leave the registers to the accumulators above; the
-    // chain of FMAs per lane is the same.
-    if B::TYPE == WeightType::Q4_1 {
-        for (mins, sums) in mins.iter().zip(sums) {
-            let act_sums = load_f32x4(sums);
-            for r in 0..R {
-                min_terms[r] = _mm_fmadd_ps(_mm_set1_ps(mins[r]), act_sums, min_terms[r]);
-            }
-        }
-    }
-    let min_terms = min_terms.map(|m| to_array4(m));
+    // Q4_1's `m·s` sums of this group, from `prepare_min_terms`.
+    let min_terms = match scratch.min_terms.get(index) {
+        Some(terms) if B::TYPE == WeightType::Q4_1 => *terms,
+        _ => [[0.0; GROUP_ROWS]; R],
+    };
     std::array::from_fn(|c| std::array::from_fn(|r| finish::<B>(acc[c][r], min_terms[r][c])))
 }
