@@ -7,6 +7,8 @@
 //! stay in L2; for each chunk it unpacks a few weight rows into L1 once and runs
 //! them against every group of 4 activation rows of the chunk.
 
+#[cfg(test)]
+mod loop_peak;
 mod prepared;
 mod quantize;
 mod repacked;
