@@ -19,7 +19,7 @@ use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
 use std::ops::Range;
 
 use self::prepared::{Layout, PreparedRows};
-use self::vec_dot::TileScratch;
+use self::vec_dot::{TileScratch, BATCH_GROUPS};
 use super::activations::{QuantizedActivations, QuantizedBlock, GROUP_ROWS};
 use super::blocks::WeightBlock;
 use super::matrix::{Arithmetic, WeightRows};
@@ -207,11 +207,14 @@ fn prefill_tile<B: WeightBlock, const R: usize>(
 ) {
     buffer.fill(&rows.get::<R>(row), Layout::VecDot);
     prefetch_rows(rows, row + R..row + 2 * R);
-    vec_dot::prepare_min_terms::<B, R>(buffer, acts, chunk.clone(), scratch);
-    for (index, g) in chunk.enumerate() {
-        let (group, act_rows) = acts.group(g);
-        let values = vec_dot::group_tile::<B, R>(buffer, (&group, index), scratch);
-        write(out, row, act_rows, values);
+    for first in chunk.clone().step_by(BATCH_GROUPS) {
+        let batch = first..(first + BATCH_GROUPS).min(chunk.end);
+        vec_dot::prepare_groups::<B, R>(buffer, acts, batch.clone(), scratch);
+        for (index, g) in batch.enumerate() {
+            let (group, act_rows) = acts.group(g);
+            let values = vec_dot::group_tile::<B, R>(buffer, (&group, index), scratch);
+            write(out, row, act_rows, values);
+        }
     }
 }
 

@@ -9,7 +9,9 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::prepared::PreparedRows;
-use super::simd::{hsum_f32x8, load_f32x4, load_i8x32, load_u8x32, to_array4, unpack_nibbles};
+use super::simd::{
+    hsum_f32x8, load_f32x4, load_i8x32, load_u8x32, to_array, to_array4, unpack_nibbles,
+};
 use crate::cpu::activations::{ActivationGroup, ActivationRow, QuantizedActivations, GROUP_ROWS};
 use crate::cpu::blocks::{Quants, WeightBlock};
 use crate::cpu::weight_type::{WeightType, BLOCK_VALUES};
@@ -108,119 +110,133 @@ fn prefetch_ahead<B>(block: &B, row: &[B]) {
     _mm_prefetch::<_MM_HINT_T0>(ahead)
 }
 
-/// Blocks whose `dw·da` products are computed in one pass before the dot
-/// products use them.
-const PRODUCT_CHUNK: usize = 32;
+/// Activation groups prepared together for a tile: their `dw·da` products
+/// and their interleaved `Σ m·s` chains.
+pub(super) const BATCH_GROUPS: usize = 4;
 
-/// Room a share's tiles of `R` weight rows reuse (zeroing it afresh for each
-/// activation group cost as much as a small batch's dot products).
+/// Room a share's tiles of `R` weight rows reuse, filled by
+/// [`prepare_groups`] for up to [`BATCH_GROUPS`] activation groups.
 pub(super) struct TileScratch<const R: usize> {
-    /// One chunk of `dw·da` products for one activation group, `[block][r][c]`.
-    products: [[[f32; GROUP_ROWS]; R]; PRODUCT_CHUNK],
-    /// Q4_1's `Σ m·s` for each activation group of the chunk, `[group][r][c]`.
-    min_terms: Vec<[[f32; GROUP_ROWS]; R]>,
+    /// `dw·da` for each group of the batch and block, `[group][block][r][c]`.
+    products: Vec<[[f32; GROUP_ROWS]; R]>,
+    /// Q4_1's `Σ m·s` for each group of the batch, `[group][r][c]`.
+    min_terms: [[[f32; GROUP_ROWS]; R]; BATCH_GROUPS],
 }
 
 impl<const R: usize> TileScratch<R> {
     pub(super) fn new() -> Self {
         TileScratch {
-            products: [[[0.0; GROUP_ROWS]; R]; PRODUCT_CHUNK],
-            min_terms: Vec::new(),
+            products: Vec::new(),
+            min_terms: [[[0.0; GROUP_ROWS]; R]; BATCH_GROUPS],
         }
     }
 }
 
-/// Activation groups whose `Σ m·s` chains run interleaved.
-const MIN_TERM_GROUPS: usize = 4;
-
-/// Q4_1's `Σ m·s` terms of `R` prepared rows against every activation group
-/// of `chunk`, into `scratch` for [`group_tile`]. Each output's FMAs run in
-/// block order as in `vec_dot`; only the chains of several groups are
-/// interleaved, so they overlap instead of each waiting out its latency.
+/// Prepares `R` prepared rows against the activation groups `groups` (at most
+/// [`BATCH_GROUPS`]) for [`group_tile`]: the `dw·da` products of every block,
+/// two rows' worth in one 8-wide multiply, and Q4_1's `Σ m·s` terms, each
+/// output's FMAs in block order as in `vec_dot`, the chains of the groups
+/// interleaved so they overlap instead of each waiting out its latency.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn prepare_min_terms<B: WeightBlock, const R: usize>(
+pub(super) fn prepare_groups<B: WeightBlock, const R: usize>(
     prepared: &PreparedRows,
     acts: &QuantizedActivations,
-    chunk: Range<usize>,
+    groups: Range<usize>,
     scratch: &mut TileScratch<R>,
 ) {
-    scratch.min_terms.clear();
+    debug_assert!(!groups.is_empty() && groups.len() <= BATCH_GROUPS);
+    // Past the batch's end the last group is repeated and its results dropped.
+    let batch: [ActivationGroup<'_>; BATCH_GROUPS] =
+        std::array::from_fn(|g| acts.group((groups.start + g).min(groups.end - 1)).0);
+    let scales: &[[f32; R]] = prepared.scales().as_chunks().0;
+    let blocks = batch[0].scales.len();
+    let scales = &scales[..blocks];
+    // Grown once, then overwritten: zeroing it per batch would cost again what
+    // the 8-wide products save.
+    let needed = groups.len() * blocks;
+    if scratch.products.len() < needed {
+        scratch.products.resize(needed, [[0.0; GROUP_ROWS]; R]);
+    }
+    let products = scratch.products[..needed].chunks_exact_mut(blocks);
+    for (group, products) in batch.iter().zip(products) {
+        for ((products, scales), act_scales) in products.iter_mut().zip(scales).zip(group.scales) {
+            *products = scale_products(scales, act_scales);
+        }
+    }
     if B::TYPE != WeightType::Q4_1 {
         return;
     }
     let mins: &[[f32; R]] = prepared.mins().as_chunks().0;
-    for first in chunk.clone().step_by(MIN_TERM_GROUPS) {
-        // Past the chunk's end the last group is repeated and its sums dropped.
-        let sums: [&[[f32; GROUP_ROWS]]; MIN_TERM_GROUPS] =
-            std::array::from_fn(|g| acts.group((first + g).min(chunk.end - 1)).0.q8_1_sums);
-        let mut acc = [[_mm_setzero_ps(); R]; MIN_TERM_GROUPS];
-        for (b, mins) in mins.iter().enumerate() {
-            for (acc, sums) in acc.iter_mut().zip(&sums) {
-                let act_sums = load_f32x4(&sums[b]);
-                for r in 0..R {
-                    acc[r] = _mm_fmadd_ps(_mm_set1_ps(mins[r]), act_sums, acc[r]);
-                }
+    let mut acc = [[_mm_setzero_ps(); R]; BATCH_GROUPS];
+    for (b, mins) in mins[..blocks].iter().enumerate() {
+        for (acc, group) in acc.iter_mut().zip(&batch) {
+            let act_sums = load_f32x4(&group.q8_1_sums[b]);
+            for r in 0..R {
+                acc[r] = _mm_fmadd_ps(_mm_set1_ps(mins[r]), act_sums, acc[r]);
             }
         }
-        let count = (chunk.end - first).min(MIN_TERM_GROUPS);
-        for acc in &acc[..count] {
-            scratch.min_terms.push(acc.map(|a| to_array4(a)));
-        }
     }
+    scratch.min_terms = acc.map(|acc| acc.map(|a| to_array4(a)));
 }
 
-/// `R` prepared weight rows · a group of 4 activation rows (prefill); `out[c][r]`.
+/// `dw·da` for `R` weight rows' block scales and 4 activation rows' ones,
+/// `[r][c]`; two rows take one 8-wide multiply (each product is exact f32
+/// multiplication of the same operands, so the width changes nothing).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn scale_products<const R: usize>(
+    scales: &[f32; R],
+    act_scales: &[f32; GROUP_ROWS],
+) -> [[f32; GROUP_ROWS]; R] {
+    let act_scales = load_f32x4(act_scales);
+    if let [first, second] = scales[..] {
+        let weights = _mm256_set_m128(_mm_set1_ps(second), _mm_set1_ps(first));
+        let both = _mm256_mul_ps(weights, _mm256_set_m128(act_scales, act_scales));
+        let [a0, a1, a2, a3, b0, b1, b2, b3] = to_array(both);
+        let pair = [[a0, a1, a2, a3], [b0, b1, b2, b3]];
+        return std::array::from_fn(|r| pair[r]);
+    }
+    std::array::from_fn(|r| to_array4(_mm_mul_ps(_mm_set1_ps(scales[r]), act_scales)))
+}
+
+/// `R` prepared weight rows · group `index` of the batch [`prepare_groups`]
+/// prepared (4 activation rows); `out[c][r]`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn group_tile<B: WeightBlock, const R: usize>(
     prepared: &PreparedRows,
     (group, index): (&ActivationGroup<'_>, usize),
-    scratch: &mut TileScratch<R>,
+    scratch: &TileScratch<R>,
 ) -> [[f32; R]; GROUP_ROWS] {
     let blocks = group.scales.len();
     let weights: &[[[[u8; BLOCK_VALUES]; 2]; R]] = prepared.weights().as_chunks().0;
-    let scales: &[[f32; R]] = prepared.scales().as_chunks().0;
-    let (weights, scales) = (&weights[..blocks], &scales[..blocks]);
-    let (quants, act_scales) = (group.quants, group.scales);
-
+    let products = &scratch.products[index * blocks..(index + 1) * blocks];
     let mut acc = [[_mm256_setzero_ps(); R]; GROUP_ROWS];
-    let products = &mut scratch.products;
-    for start in (0..blocks).step_by(PRODUCT_CHUNK) {
-        let chunk = start..(start + PRODUCT_CHUNK).min(blocks);
-        let block_products = products.iter_mut().zip(&scales[chunk.clone()]);
-        for ((products, scales), act_scales) in block_products.zip(&act_scales[chunk.clone()]) {
-            let act_scales = load_f32x4(act_scales);
-            for r in 0..R {
-                products[r] = to_array4(_mm_mul_ps(_mm_set1_ps(scales[r]), act_scales));
-            }
-        }
-        // Opaque to the optimizer, which would otherwise turn the broadcasts from
-        // memory below back into register shuffles on the vector pipes.
-        let products = std::hint::black_box(&*products);
-        // 8 accumulators; with the weights, activations and temporaries they
-        // just about fill the 16 vector registers. Iterators, not indices, keep
-        // bounds checks (and the registers they need) out of the loop.
-        let blocks = weights[chunk.clone()].iter().zip(&quants[chunk]);
-        for ((weights, quants), products) in blocks.zip(products.iter()) {
-            for r in 0..R {
-                let [unsigned, signs] = &weights[r];
-                let unsigned = load_u8x32(unsigned);
-                let signs = if B::TYPE == WeightType::Q4_1 {
-                    _mm256_setzero_si256()
-                } else {
-                    load_u8x32(signs)
-                };
-                for c in 0..GROUP_ROWS {
-                    let lanes = lane_dots::<B>(unsigned, signs, load_i8x32(&quants[c]));
-                    let scale = _mm256_broadcast_ss(&products[r][c]);
-                    acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
-                }
+    // 8 accumulators; with the weights, activations and temporaries they just
+    // about fill the 16 vector registers. Iterators, not indices, keep bounds
+    // checks (and the registers they need) out of the loop. The products are
+    // broadcast from memory: loads, not shuffles on the busy vector pipes.
+    let blocks = weights[..blocks].iter().zip(group.quants);
+    for ((weights, quants), products) in blocks.zip(products) {
+        for r in 0..R {
+            let [unsigned, signs] = &weights[r];
+            let unsigned = load_u8x32(unsigned);
+            let signs = if B::TYPE == WeightType::Q4_1 {
+                _mm256_setzero_si256()
+            } else {
+                load_u8x32(signs)
+            };
+            for c in 0..GROUP_ROWS {
+                let lanes = lane_dots::<B>(unsigned, signs, load_i8x32(&quants[c]));
+                let scale = _mm256_broadcast_ss(&products[r][c]);
+                acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
             }
         }
     }
-    // Q4_1's `m·s` sums of this group, from `prepare_min_terms`.
-    let min_terms = match scratch.min_terms.get(index) {
-        Some(terms) if B::TYPE == WeightType::Q4_1 => *terms,
-        _ => [[0.0; GROUP_ROWS]; R],
+    // Q4_1's `m·s` sums of this group, from `prepare_groups`.
+    let min_terms = if B::TYPE == WeightType::Q4_1 {
+        scratch.min_terms[index]
+    } else {
+        [[0.0; GROUP_ROWS]; R]
     };
     std::array::from_fn(|c| std::array::from_fn(|r| finish::<B>(acc[c][r], min_terms[r][c])))
 }
