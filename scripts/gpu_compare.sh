@@ -11,12 +11,13 @@
 #   ROUNDS   rounds of the side-by-side runs (default 2)
 #   BENCH    `tl bench` test arguments (default "-p 512,1024 -n 128 --reps 5")
 #   PROFILE  arguments of the profiled run (default "-p 512 -n 64 --reps 1"; empty: none)
+#   TL_KERNEL_CACHE  compiled kernels (default: a fresh folder), to share between calls
 set -uo pipefail
 OUT=$1
 shift
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
-export TL_KERNEL_CACHE="$WORK/kernels"
+export TL_KERNEL_CACHE="${TL_KERNEL_CACHE:-$WORK/kernels}"
 MODELS=${MODELS:-"tinyllama:q4_0 tinyllama:q8_0 smollm2:q4_1"}
 ROUNDS=${ROUNDS:-2}
 BENCH=${BENCH:-"-p 512,1024 -n 128 --reps 5"}

@@ -119,11 +119,16 @@ __device__ void block_argmax(float& value, int& index, int n) {
 // block reduces its share, and the last block to finish reduces the blocks'
 // results in block order (so the answer never depends on timing) and resets
 // the counter for the next launch. scratch: [0] the counter (0 between
-// launches), then gridDim.x values (as bits) and gridDim.x indices.
-extern "C" __global__ void argmax(const float* x, int n, u32* out, u32* scratch) {
+// launches), then gridDim.x values (as bits) and gridDim.x indices. Grid y
+// runs as many rows at once: row y's values at x + y·n, its result and
+// scratch at out + y·out_stride.
+extern "C" __global__ void argmax(const float* x, int n, u32* out, int out_stride) {
     __shared__ bool last;
     allow_next_kernel();
     wait_for_previous_kernel();
+    x += (u64)blockIdx.y * n;
+    out += (u64)blockIdx.y * out_stride;
+    u32* scratch = out + 1;
     float value = -__int_as_float(0x7f800000);
     int index = n;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {

@@ -128,6 +128,33 @@ __device__ u32 kth_largest_key(KeyAt key_at, int count, int k) {
 // logits; merged candidates of top-k up to about 256), else from global.
 #define STAGED_KEYS 8192
 
+// Appends every candidate i < count whose key is usable and at or above
+// `threshold` to `out` as (token, value bits) pairs after a two-word header:
+// [0] pairs written (at most TOP_K_CAPACITY), [1] candidates kept (more than
+// written: ties overflowed). `written` and `kept` are shared counters at zero;
+// every thread of the block calls it.
+template <typename KeyAt, typename PairAt>
+__device__ void keep_at_or_above(KeyAt key_at, PairAt pair_at, int count, u32 threshold, u32* out,
+                                 u32& written, u32& kept) {
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+        const u32 key = key_at(i);
+        if (key >= threshold && key != 0u) {
+            atomicAdd(&kept, 1u);
+            const u32 slot = atomicAdd(&written, 1u);
+            if (slot < (u32)TOP_K_CAPACITY) {
+                const uint2 pair = pair_at(i);
+                out[2 + 2 * slot] = pair.x;
+                out[3 + 2 * slot] = pair.y;
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[0] = min(written, (u32)TOP_K_CAPACITY);
+        out[1] = kept;
+    }
+}
+
 // Step one, grid (TOP_K_PARTS, jobs): slice blockIdx.x of job blockIdx.y's
 // row keeps the values at or above its own k-th largest (k = top_k +
 // window_len). Its part gets [0] pairs written (at most TOP_K_CAPACITY), [1]
@@ -151,22 +178,8 @@ extern "C" __global__ void top_k_partial(const float* logits, int n, const Sampl
     }
     auto key_at = [&](int i) { return in_shared ? staged[i] : order_key(x[i]); };
     const u32 threshold = kth_largest_key(key_at, count, job.top_k + job.window_len);
-    for (int i = threadIdx.x; i < count; i += blockDim.x) {
-        const u32 key = key_at(i);
-        if (key >= threshold && key != 0u) {
-            atomicAdd(&kept, 1u);
-            const u32 slot = atomicAdd(&written, 1u);
-            if (slot < (u32)TOP_K_CAPACITY) {
-                out[2 + 2 * slot] = (u32)(start + i);
-                out[3 + 2 * slot] = __float_as_uint(x[i]);
-            }
-        }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        out[0] = min(written, (u32)TOP_K_CAPACITY);
-        out[1] = kept;
-    }
+    auto pair_at = [&](int i) { return make_uint2((u32)(start + i), __float_as_uint(x[i])); };
+    keep_at_or_above(key_at, pair_at, count, threshold, out, written, kept);
 }
 
 // Step two, one block per job: the k = top_k + window_len largest usable
@@ -237,23 +250,11 @@ extern "C" __global__ void top_k_select(const float* logits, int n, const Sample
     }
     auto key_at = [&](int i) { return in_shared ? staged[i] : order_key(__uint_as_float(pair_at(i)[1])); };
     const u32 threshold = kth_largest_key(key_at, count, job.top_k + job.window_len);
-    for (int i = threadIdx.x; i < count; i += blockDim.x) {
-        const u32 key = key_at(i);
-        if (key >= threshold && key != 0u) {
-            atomicAdd(&selected, 1u);
-            const u32 slot = atomicAdd(&written, 1u);
-            if (slot < (u32)TOP_K_CAPACITY) {
-                const u32* pair = pair_at(i);
-                out[2 + 2 * slot] = pair[0];
-                out[3 + 2 * slot] = pair[1];
-            }
-        }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        out[0] = min(written, (u32)TOP_K_CAPACITY);
-        out[1] = selected;
-    }
+    auto pair_value = [&](int i) {
+        const u32* pair = pair_at(i);
+        return make_uint2(pair[0], pair[1]);
+    };
+    keep_at_or_above(key_at, pair_value, count, threshold, out, written, selected);
 }
 
 #define SAMPLE_MAX_K 256

@@ -406,6 +406,44 @@ fn argmax_picks_the_lowest_index_of_the_largest() {
 }
 
 #[test]
+fn argmax_rows_picks_each_rows_own_largest_in_one_launch() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(5);
+    let stride = rows::argmax_output_len(&gpu);
+    for (n, count) in [(7usize, 3usize), (49152, 5), (151_936, 2)] {
+        let mut x = rng.vec(n * count);
+        let mut want = Vec::new();
+        for r in 0..count {
+            let at = (rng.next() as usize) % n;
+            // Each row's maximum ties with a later value of its own row, and
+            // beats every value of the other rows' maxima (larger by row).
+            x[r * n + at] = 5.0 + r as f32;
+            if at + n / 2 < n && n > 1 {
+                x[r * n + at + n / 2] = 5.0 + r as f32;
+            }
+            want.push(at as u32);
+        }
+        let xb = Buffer::from_host(&gpu, &x).unwrap();
+        let out = Buffer::from_host(&gpu, &vec![0u32; stride * count]).unwrap();
+        for round in 0..2 {
+            if round == 1 {
+                // Scratch was reset: new maxima in every row are found again.
+                for (r, w) in want.iter_mut().enumerate() {
+                    x[r * n + *w as usize] = 0.0;
+                    *w = ((*w as usize + 3) % n) as u32;
+                    x[r * n + *w as usize] = 9.0;
+                }
+                gpu.upload(&x, xb.all()).unwrap();
+            }
+            rows::argmax_rows(&gpu, xb.all(), n, count, out.all()).unwrap();
+            let all = download(&gpu, &out, stride * count);
+            let got: Vec<u32> = (0..count).map(|r| all[r * stride]).collect();
+            assert_eq!(got, want, "n = {n}, {count} rows, round {round}");
+        }
+    }
+}
+
+#[test]
 fn gemm_matches_the_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(5);

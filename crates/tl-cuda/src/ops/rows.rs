@@ -149,15 +149,39 @@ fn argmax_max_blocks(gpu: &Gpu) -> usize {
 /// [`argmax_output_len`] values and must start zeroed (`Buffer::zeros`); the
 /// kernel leaves its scratch ready for the next call.
 pub fn argmax(gpu: &Gpu, x: Span<'_, f32>, n: usize, out: Span<'_, u32>) -> Result<()> {
-    x.require(n, "argmax input")?;
-    out.require(argmax_output_len(gpu), "argmax output")?;
+    argmax_rows(gpu, x, n, 1, out)
+}
+
+/// [`argmax`] of `rows` consecutive rows of `n` values in one launch: row r's
+/// index goes to `out[r · argmax_output_len]`, its scratch after it (all zeroed
+/// at first, as for [`argmax`]).
+pub fn argmax_rows(
+    gpu: &Gpu,
+    x: Span<'_, f32>,
+    n: usize,
+    rows: usize,
+    out: Span<'_, u32>,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let stride = argmax_output_len(gpu);
+    x.require(n * rows, "argmax input")?;
+    out.require(stride * rows, "argmax output")?;
     // A few thousand values per block of 1024 threads.
     let blocks = n.div_ceil(4096).clamp(1, argmax_max_blocks(gpu));
-    let scratch = out.sub(1, 1 + 2 * blocks)?;
-    let args = [x.into(), Arg::I32(int(n, "n")?), out.into(), scratch.into()];
-    // SAFETY: matches argmax(const float*, int, u32*, u32*); reads n values,
-    // writes one, and uses 1 + 2·blocks scratch values (checked above), whose
-    // counter starts at 0 (the caller's zeroed buffer, reset by every launch).
-    // The kernel waits for the previous one before its first dependent access.
-    unsafe { gpu.launch_dependent("argmax", (blocks as u32, 1), 1024, 0, &args) }
+    let args = [
+        x.into(),
+        Arg::I32(int(n, "n")?),
+        out.into(),
+        Arg::I32(int(stride, "argmax stride")?),
+    ];
+    let grid = (blocks as u32, int(rows, "argmax rows")? as u32);
+    // SAFETY: matches argmax(const float*, int, u32*, int); each row reads n
+    // values (n·rows checked above) and writes its index and 1 + 2·blocks
+    // scratch values within its `stride` (= 2 + 2·max blocks, so they fit),
+    // whose counter starts at 0 (the caller's zeroed buffer, reset by every
+    // launch). The kernel waits for the previous one before its first
+    // dependent access.
+    unsafe { gpu.launch_dependent("argmax", grid, 1024, 0, &args) }
 }

@@ -221,16 +221,15 @@ impl CudaModel {
         let gpu = &self.gpu;
         let vocab = self.config.vocab_size;
         let argmax_len = row_ops::argmax_output_len(gpu);
-        let row = |s: usize| b.logits.span(s * vocab, vocab);
-        for (s, want) in wants.iter().enumerate() {
-            if *want == Wanted::Argmax {
-                let next = b.next.span(s * argmax_len, argmax_len)?;
-                row_ops::argmax(gpu, row(s)?, vocab, next)?;
-            }
-        }
-        let (logits, next) = (b.logits.all(), b.next.all());
-        sample_ops::sample(gpu, logits, vocab, prepared, &b.sampler, next, argmax_len)?;
         let n = wants.len();
+        let row = |s: usize| b.logits.span(s * vocab, vocab);
+        let (logits, next) = (b.logits.all(), b.next.all());
+        // Every row in one launch (a launch per greedy row cost more than the
+        // rows the sampler then overwrites, or whose logits are read instead).
+        if wants.contains(&Wanted::Argmax) {
+            row_ops::argmax_rows(gpu, logits, vocab, n, next)?;
+        }
+        sample_ops::sample(gpu, logits, vocab, prepared, &b.sampler, next, argmax_len)?;
         let mut next = vec![0u32; n * argmax_len];
         gpu.download(b.next.span(0, n * argmax_len)?, &mut next)?;
         let mut picked = Vec::with_capacity(n);
