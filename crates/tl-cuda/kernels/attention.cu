@@ -51,13 +51,13 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
 #define TILE_VALUE_HALVES 16384
 #define MAX_TILE_POSITIONS 512
 // Positions whose values and factors the chain reads at once, before their
-// steps. (Reading the next group during a group's steps measured slower:
-// 190 against 223 tokens/s at depth 4096.)
+// steps (reading the next group during a group's steps, or groups of 8,
+// measured slower: docs/perf.md).
 #define CHAIN_UNROLL 16
 
 // Positions whose scores one warp computes at a time, their loads in flight
-// together.
-#define SCORE_POSITIONS 8
+// together (8 measured 1% faster at depth 4096, slower at short depths).
+#define SCORE_POSITIONS 4
 
 // Σ q·k over head_dim f16 pairs for `n` (up to SCORE_POSITIONS) consecutive
 // keys, summed as ggml_vec_dot_f16 does on AVX2: lane L keeps the running FMA
@@ -247,7 +247,16 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
             }
         }
         __syncthreads();
-        if (dim < head_dim) acc = accumulate_tile(t, count, head_dim, dim, acc);
+        // Whole tiles take the grouped chain; a partial one (the last, and
+        // all of a short context) the plain loop, which measured faster there.
+        if (dim < head_dim) {
+            if (count == tile) {
+                acc = accumulate_tile(t, count, head_dim, dim, acc);
+            } else {
+                for (int i = 0; i < count; ++i)
+                    acc = accumulate_value(acc, h2f(t.values[i * head_dim + dim]), t.old_scale[i], t.weight[i]);
+            }
+        }
         if (threadIdx.x == blockDim.x - 1) t.sum = accumulate_weights(t, count, t.sum);
         max_before = t.max_after;
         __syncthreads();
