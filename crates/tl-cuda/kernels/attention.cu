@@ -46,10 +46,11 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
     }
 }
 
-// Positions per tile of attention_f16_accumulator: as many as 32 KB of f16
-// values hold (256 for heads of 64), at most 512.
-#define TILE_VALUE_HALVES 16384
-#define MAX_TILE_POSITIONS 512
+// Positions per tile of attention_f16_accumulator: two tiles' f16 values fit in
+// 32 KB (128 positions for heads of 64), at most 256, so that one tile is
+// filled while the chain walks the other.
+#define TILE_VALUE_HALVES 8192
+#define MAX_TILE_POSITIONS 256
 // Positions whose values and factors the chain reads at once, before their
 // steps (reading the next group during a group's steps, or groups of 8,
 // measured slower: docs/perf.md).
@@ -88,15 +89,22 @@ __device__ __forceinline__ void dots_f16_like_cpu(const float* q, const u16* k, 
     }
 }
 
-// Shared state of one attention_f16_accumulator block.
+// Shared state of one attention_f16_accumulator block: two tile buffers
+// (values and factors) and the scratch of the tile being filled.
 struct F16AccumulatorTile {
-    __align__(16) u16 values[TILE_VALUE_HALVES];         // the tile's values, [position][head_dim]
+    __align__(16) u16 values[2][TILE_VALUE_HALVES];  // a tile's values, [position][head_dim]
+    float old_scale[2][MAX_TILE_POSITIONS];  // the factor the running output is scaled by first
+    float weight[2][MAX_TILE_POSITIONS];     // the value's weight
     float scores[MAX_TILE_POSITIONS];
-    float old_scale[MAX_TILE_POSITIONS];  // the factor the running output is scaled by first
-    float weight[MAX_TILE_POSITIONS];     // the value's weight
     float chunk_max[MAX_TILE_POSITIONS / WARP];
-    float max_after;
     float sum;
+};
+
+// One filled tile buffer, as the chain reads it.
+struct TileBuffer {
+    const u16* values;
+    const float* old_scale;
+    const float* weight;
 };
 
 // One position of the CPU's running output: on a new maximum the output is
@@ -110,8 +118,8 @@ __device__ __forceinline__ float accumulate_value(float acc, float value, float 
 // The values and factors of CHAIN_UNROLL positions are read before their steps,
 // so each step waits only on the previous step's arithmetic, not on shared
 // memory: the chain is the kernel's critical path.
-__device__ __forceinline__ float accumulate_tile(const F16AccumulatorTile& t, int count,
-                                                 int head_dim, int dim, float acc) {
+__device__ __forceinline__ float accumulate_tile(const TileBuffer& t, int count, int head_dim,
+                                                 int dim, float acc) {
     int i = 0;
     for (; i + CHAIN_UNROLL <= count; i += CHAIN_UNROLL) {
         float value[CHAIN_UNROLL], scale[CHAIN_UNROLL], weight[CHAIN_UNROLL];
@@ -142,7 +150,7 @@ __device__ __forceinline__ float accumulate_tile(const F16AccumulatorTile& t, in
 
 // The softmax denominator's recurrence over a tile, `sum·scale + weight` per
 // position in order, its factors read ahead as in accumulate_tile.
-__device__ __forceinline__ float accumulate_weights(const F16AccumulatorTile& t, int count, float sum) {
+__device__ __forceinline__ float accumulate_weights(const TileBuffer& t, int count, float sum) {
     int i = 0;
     for (; i + CHAIN_UNROLL <= count; i += CHAIN_UNROLL) {
         float scale[CHAIN_UNROLL], weight[CHAIN_UNROLL];
@@ -158,6 +166,104 @@ __device__ __forceinline__ float accumulate_weights(const F16AccumulatorTile& t,
     return sum;
 }
 
+// The running output element `dim` over a partial tile (the last one, and all
+// of a context shorter than a tile): a plain loop, which measured faster there
+// than accumulate_tile's groups.
+__device__ __forceinline__ float accumulate_plain(const TileBuffer& t, int count, int head_dim,
+                                                  int dim, float acc) {
+    for (int i = 0; i < count; ++i)
+        acc = accumulate_value(acc, h2f(t.values[i * head_dim + dim]), t.old_scale[i], t.weight[i]);
+    return acc;
+}
+
+// A barrier among the `producers` threads (whole warps) that fill tiles, so
+// that they can step through a tile while the chain's warps walk the other.
+__device__ __forceinline__ void producer_barrier(int producers) {
+    asm volatile("bar.sync 1, %0;" ::"r"(producers) : "memory");
+}
+
+// A 16-byte copy from global to shared memory that does not wait for the data
+// (sm_80+; a plain copy before): copy_values_wait() waits for this thread's.
+__device__ __forceinline__ void copy_16_async(void* shared, const void* global) {
+#if __CUDA_ARCH__ >= 800
+    u32 address;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(shared));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
+#else
+    *(uint4*)shared = *(const uint4*)global;
+#endif
+}
+
+__device__ __forceinline__ void copy_values_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+// Fills buffer `b` with the tile of `count` positions from `base`: its values,
+// and the factors of every position (old_scale, weight). Only the producer
+// threads call it: `p` is the caller's index among them. `running` (held by
+// producer 0) is the maximum score before the tile, and after it on return.
+template <int PER_LANE>
+__device__ void fill_tile(const float* q16, const u16* keys, const u16* values, int base, int count,
+                          float scale, F16AccumulatorTile& t, int b, int p, int producers,
+                          float& running) {
+    const int head_dim = PER_LANE * WARP;
+    const int warp = p / WARP, lane = p % WARP, warps = producers / WARP;
+    const float minus_infinity = -__int_as_float(0x7f800000);
+    // Scores, SCORE_POSITIONS per warp at a time so their loads overlap.
+    for (int i = warp * SCORE_POSITIONS; i < count; i += warps * SCORE_POSITIONS) {
+        float dots[SCORE_POSITIONS];
+        dots_f16_like_cpu<PER_LANE>(q16, keys + (u64)(base + i) * head_dim,
+                                    min(SCORE_POSITIONS, count - i), dots);
+        if (lane == 0) {
+#pragma unroll
+            for (int j = 0; j < SCORE_POSITIONS; ++j)
+                if (i + j < count) t.scores[i + j] = dots[j] * scale;
+        }
+    }
+    // The values into shared memory, all copies in flight at once.
+    const uint4* src = (const uint4*)(values + (u64)base * head_dim);
+    uint4* dst = (uint4*)t.values[b];
+    for (int i = p; i < count * head_dim / 8; i += producers) copy_16_async(dst + i, src + i);
+    copy_values_wait();
+    producer_barrier(producers);
+    // Prefix max: within each chunk of 32 positions by shuffles (the
+    // exclusive max goes to old_scale for now), then across chunks.
+    for (int c = warp; c * WARP < count; c += warps) {
+        const int i = c * WARP + lane;
+        float inclusive = i < count ? t.scores[i] : minus_infinity;
+#pragma unroll
+        for (int o = 1; o < WARP; o <<= 1) {
+            const float other = __shfl_up_sync(FULL_MASK, inclusive, o);
+            if (lane >= o) inclusive = fmaxf(inclusive, other);
+        }
+        const float exclusive = __shfl_up_sync(FULL_MASK, inclusive, 1);
+        if (i < count) t.old_scale[b][i] = lane == 0 ? minus_infinity : exclusive;
+        if (lane == WARP - 1) t.chunk_max[c] = inclusive;
+    }
+    producer_barrier(producers);
+    if (p == 0) {
+        for (int c = 0; c * WARP < count; ++c) {
+            const float chunk = t.chunk_max[c];
+            t.chunk_max[c] = running;  // the max before chunk c
+            running = fmaxf(running, chunk);
+        }
+    }
+    producer_barrier(producers);
+    for (int i = p; i < count; i += producers) {
+        const float before = fmaxf(t.chunk_max[i / WARP], t.old_scale[b][i]);
+        const float score = t.scores[i];
+        if (score > before) {
+            t.old_scale[b][i] = expf(before - score);
+            t.weight[b][i] = 1.0f;
+        } else {
+            t.old_scale[b][i] = 1.0f;
+            t.weight[b][i] = expf(score - before);
+        }
+    }
+}
+
 // One (row, head) of attention_f16_accumulator; PER_LANE = head_dim / 32.
 //
 // The CPU walks the positions in order: on a new maximum it rescales the f16
@@ -165,9 +271,11 @@ __device__ __forceinline__ float accumulate_weights(const F16AccumulatorTile& t,
 // exp(score − max); then output = f16(output + value·weight). Which branch a
 // position takes, and its factors, depend only on the running maximum of the
 // scores before it, a prefix max computed here in parallel. What stays
-// sequential is each output element's own chain of f16 roundings, so every
-// thread walks the positions for one element, reading factors from shared
-// memory; the sum of weights is the same recurrence on one thread.
+// sequential is each output element's own chain of f16 roundings, so each of
+// the first head_dim threads walks the positions for one element, reading
+// factors from shared memory; the next warp's first thread runs the sum of
+// weights, the same recurrence. The remaining warps (the producers) fill the
+// next tile's buffer meanwhile: scores, values, prefix max and factors.
 template <int PER_LANE>
 __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* k_cache,
                                        const u16* v_cache, const int* start, int heads,
@@ -176,94 +284,45 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
     const int head_dim = PER_LANE * WARP;
     const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
     const int row = blockIdx.x / heads, head = blockIdx.x % heads;
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const int warps = blockDim.x / WARP;
+    const int lane = threadIdx.x % WARP;
     const int visible = *start + row + 1;
     const int kv_head = head / (heads / kv_heads);
     const u16* keys = k_cache + (u64)kv_head * capacity * head_dim;
     const u16* values = v_cache + (u64)kv_head * capacity * head_dim;
-    const float minus_infinity = -__int_as_float(0x7f800000);
+    const int first_producer = head_dim + WARP;
+    const int producers = blockDim.x - first_producer;
+    const int p = threadIdx.x - first_producer;  // the index among producers, if >= 0
     // The query rounded to f16 (held as the f32 of each half), lane's elements.
     const float* qr = q + (u64)row * q_stride + head * head_dim;
     float q16[PER_LANE];
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) q16[j] = h2f(f2h(qr[j * WARP + lane]));
-    const int dim = threadIdx.x;  // the output element this thread owns, if < head_dim
-    float acc = 0.0f;             // an f16 value, held as f32
-    float max_before = minus_infinity;
-    if (threadIdx.x == 0) t.sum = 0.0f;
-    for (int base = 0; base < visible; base += tile) {
-        const int count = min(tile, visible - base);
-        // Scores, SCORE_POSITIONS per warp at a time so their loads overlap.
-        for (int i = warp * SCORE_POSITIONS; i < count; i += warps * SCORE_POSITIONS) {
-            float dots[SCORE_POSITIONS];
-            dots_f16_like_cpu<PER_LANE>(q16, keys + (u64)(base + i) * head_dim,
-                                        min(SCORE_POSITIONS, count - i), dots);
-            if (lane == 0) {
-#pragma unroll
-                for (int p = 0; p < SCORE_POSITIONS; ++p)
-                    if (i + p < count) t.scores[i + p] = dots[p] * scale;
-            }
+    float running = -__int_as_float(0x7f800000);  // producer 0's running maximum
+    const int tiles = (visible + tile - 1) / tile;
+    if (p >= 0) fill_tile<PER_LANE>(q16, keys, values, 0, min(tile, visible), scale, t, 0, p, producers, running);
+    __syncthreads();
+    float acc = 0.0f;  // an f16 value, held as f32
+    float sum = 0.0f;
+    for (int k = 0; k < tiles; ++k) {
+        const int b = k & 1, count = min(tile, visible - k * tile);
+        const TileBuffer buffer = {t.values[b], t.old_scale[b], t.weight[b]};
+        if (threadIdx.x < head_dim) {
+            acc = count == tile ? accumulate_tile(buffer, count, head_dim, threadIdx.x, acc)
+                                : accumulate_plain(buffer, count, head_dim, threadIdx.x, acc);
+        } else if (threadIdx.x == head_dim) {
+            sum = accumulate_weights(buffer, count, sum);
+        } else if (p >= 0 && k + 1 < tiles) {
+            const int next = (k + 1) * tile;
+            fill_tile<PER_LANE>(q16, keys, values, next, min(tile, visible - next), scale, t, b ^ 1, p,
+                                producers, running);
         }
-        // The tile's values into shared memory, 16 bytes per thread per step.
-        const uint4* src = (const uint4*)(values + (u64)base * head_dim);
-        uint4* dst = (uint4*)t.values;
-        for (int i = threadIdx.x; i < count * head_dim / 8; i += blockDim.x) dst[i] = src[i];
-        __syncthreads();
-        // Prefix max: within each chunk of 32 positions by shuffles (the
-        // exclusive max goes to old_scale for now), then across chunks.
-        for (int c = warp; c * WARP < count; c += warps) {
-            const int i = c * WARP + lane;
-            float inclusive = i < count ? t.scores[i] : minus_infinity;
-#pragma unroll
-            for (int o = 1; o < WARP; o <<= 1) {
-                const float other = __shfl_up_sync(FULL_MASK, inclusive, o);
-                if (lane >= o) inclusive = fmaxf(inclusive, other);
-            }
-            const float exclusive = __shfl_up_sync(FULL_MASK, inclusive, 1);
-            if (i < count) t.old_scale[i] = lane == 0 ? minus_infinity : exclusive;
-            if (lane == WARP - 1) t.chunk_max[c] = inclusive;
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float running = max_before;
-            for (int c = 0; c * WARP < count; ++c) {
-                const float chunk = t.chunk_max[c];
-                t.chunk_max[c] = running;  // the max before chunk c
-                running = fmaxf(running, chunk);
-            }
-            t.max_after = running;
-        }
-        __syncthreads();
-        for (int i = threadIdx.x; i < count; i += blockDim.x) {
-            const float before = fmaxf(t.chunk_max[i / WARP], t.old_scale[i]);
-            const float score = t.scores[i];
-            if (score > before) {
-                t.old_scale[i] = expf(before - score);
-                t.weight[i] = 1.0f;
-            } else {
-                t.old_scale[i] = 1.0f;
-                t.weight[i] = expf(score - before);
-            }
-        }
-        __syncthreads();
-        // Whole tiles take the grouped chain; a partial one (the last, and
-        // all of a short context) the plain loop, which measured faster there.
-        if (dim < head_dim) {
-            if (count == tile) {
-                acc = accumulate_tile(t, count, head_dim, dim, acc);
-            } else {
-                for (int i = 0; i < count; ++i)
-                    acc = accumulate_value(acc, h2f(t.values[i * head_dim + dim]), t.old_scale[i], t.weight[i]);
-            }
-        }
-        if (threadIdx.x == blockDim.x - 1) t.sum = accumulate_weights(t, count, t.sum);
-        max_before = t.max_after;
         __syncthreads();
     }
-    if (dim < head_dim) {
+    if (threadIdx.x == head_dim) t.sum = sum;
+    __syncthreads();
+    if (threadIdx.x < head_dim) {
         const float inverse = t.sum == 0.0f ? 0.0f : 1.0f / t.sum;
-        out[(u64)row * heads * head_dim + head * head_dim + dim] = acc * inverse;
+        out[(u64)row * heads * head_dim + head * head_dim + threadIdx.x] = acc * inverse;
     }
 }
 

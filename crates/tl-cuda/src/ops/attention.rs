@@ -7,9 +7,11 @@ use crate::ops::{blocks_for, int};
 
 /// Warps per block of the attention kernels (`ATTN_WARPS` in attention.cu).
 const WARPS: usize = 4;
-/// Threads per (row, head) of the f16-accumulator kernel: at least one per
-/// output element of the largest head; the rest help compute scores.
+/// Threads per (row, head) of the f16-accumulator kernel: one per output
+/// element of the largest head, a warp for the sum of weights, and at least
+/// one warp more that fills the next tile (scores, values, factors).
 const F16_ACCUMULATOR_THREADS: u32 = 512;
+const _: () = assert!(F16_ACCUMULATOR_THREADS as usize >= MAX_HEAD_DIM + 64);
 /// The largest head the kernels hold in registers (`MAX_HEAD_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
 
