@@ -118,6 +118,31 @@ pub(super) fn hsum_f32x8(x: __m256) -> f32 {
     _mm_cvtss_f32(sum)
 }
 
+/// [`hsum_f32x8`] of eight vectors at once, every sum's additions in its order
+/// (so the same bits): the halves of pairs of vectors, then pairs of lanes
+/// for four vectors, then one horizontal add. Lanes hold the sums of
+/// `x[0], x[2], x[4], x[6], x[1], x[3], x[5], x[7]`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn hsum_f32x8_eight(x: [__m256; 8]) -> __m256 {
+    // [a.lo + a.hi | b.lo + b.hi]: hsum's first step for a and b.
+    let halves = |a: __m256, b: __m256| {
+        let low = _mm256_permute2f128_ps::<0x20>(a, b);
+        let high = _mm256_permute2f128_ps::<0x31>(a, b);
+        _mm256_add_ps(low, high)
+    };
+    // Per 128-bit lane, lanes 0 + 2 and 1 + 3 of a, then of b: its second step.
+    let pairs = |a: __m256, b: __m256| {
+        let even = _mm256_shuffle_ps::<0b01_00_01_00>(a, b);
+        let odd = _mm256_shuffle_ps::<0b11_10_11_10>(a, b);
+        _mm256_add_ps(even, odd)
+    };
+    let low = pairs(halves(x[0], x[1]), halves(x[2], x[3]));
+    let high = pairs(halves(x[4], x[5]), halves(x[6], x[7]));
+    // Its last step, lane 0 + lane 1, for all eight.
+    _mm256_hadd_ps(low, high)
+}
+
 /// Sum of 8 i32 lanes (wrapping, like the integer adds it stands for).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
