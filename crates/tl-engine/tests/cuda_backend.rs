@@ -521,15 +521,24 @@ fn greedy_text_parts_from_the_cpu_only_at_near_ties() {
 /// span several of the kernel's tiles.
 #[test]
 fn small_batch_attention_matches_the_cpu_arithmetic() {
-    use half::f16;
-    use tl_cuda::ops::attention::{attention_f16_accumulator, AttentionBatch, Heads, LayerCache};
-    use tl_cuda::Buffer;
+    use tl_cuda::ops::attention::Heads;
     let Some(gpu) = gpu() else { return };
-    let h = Heads {
-        heads: 6,
-        kv_heads: 2,
-        head_dim: 64,
-    };
+    // Heads of 64 and 128: tiles of 128 and 64 positions.
+    for head_dim in [64, 128] {
+        let h = Heads {
+            heads: 6,
+            kv_heads: 2,
+            head_dim,
+        };
+        attention_matches_the_cpu_for(&gpu, h);
+    }
+}
+
+/// One head shape of [`small_batch_attention_matches_the_cpu_arithmetic`].
+fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention::Heads) {
+    use half::f16;
+    use tl_cuda::ops::attention::{attention_f16_accumulator, AttentionBatch, LayerCache};
+    use tl_cuda::Buffer;
     let capacity = 2600;
     let mut seed = 7u64;
     let mut unit = move || {
@@ -545,8 +554,8 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
     let values: Vec<f16> = (0..cache_len).map(|_| f16::from_f32(unit())).collect();
     let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
     let (kb, vb) = (
-        Buffer::from_host(&gpu, &bits(&keys)).unwrap(),
-        Buffer::from_host(&gpu, &bits(&values)).unwrap(),
+        Buffer::from_host(gpu, &bits(&keys)).unwrap(),
+        Buffer::from_host(gpu, &bits(&values)).unwrap(),
     );
     let cache = LayerCache {
         keys: kb.all(),
@@ -559,15 +568,16 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
     for (start, rows) in [
         (0usize, 1usize),
         (40, 1),
+        (127, 1),
         (255, 1),
         (600, 1),
         (2300, 1),
         (10, 63),
     ] {
         let q: Vec<f32> = (0..rows * q_width).map(|_| unit() * 3.0).collect();
-        let qb = Buffer::from_host(&gpu, &q).unwrap();
-        let sb = Buffer::from_host(&gpu, &[start as i32]).unwrap();
-        let out = Buffer::from_host(&gpu, &vec![f32::NAN; rows * q_width]).unwrap();
+        let qb = Buffer::from_host(gpu, &q).unwrap();
+        let sb = Buffer::from_host(gpu, &[start as i32]).unwrap();
+        let out = Buffer::from_host(gpu, &vec![f32::NAN; rows * q_width]).unwrap();
         let batch = AttentionBatch {
             heads: h,
             queries: qb.all(),
@@ -577,7 +587,7 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
             start: sb.all(),
             out: out.all(),
         };
-        attention_f16_accumulator(&gpu, &batch).unwrap();
+        attention_f16_accumulator(gpu, &batch).unwrap();
         let mut got = vec![0.0f32; rows * q_width];
         gpu.download(out.all(), &mut got).unwrap();
         let mut want = vec![0.0f32; rows * q_width];
@@ -599,8 +609,12 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
             }
         }
         let err = relative_error(&got, &want);
-        eprintln!("{rows} rows from position {start}: relative difference {err:.2e}");
-        assert!(err < 1e-4, "{rows} rows from {start}: {err:.3e}");
+        let d = h.head_dim;
+        eprintln!("heads of {d}, {rows} rows from position {start}: relative difference {err:.2e}");
+        assert!(
+            err < 1e-4,
+            "heads of {d}, {rows} rows from {start}: {err:.3e}"
+        );
     }
 }
 
