@@ -2,7 +2,8 @@
 //! for the shapes of a 135M-parameter model. Ignored by default; run with
 //! `cargo test --release -p tl-engine --lib cpu::bench -- --ignored --nocapture`.
 //! `TL_BENCH_ONLY="Q4_1 576→1536 512"` times one case without candle, and
-//! `TL_BENCH_THREADS` changes the thread count (default 2).
+//! `TL_BENCH_THREADS` changes the thread count (default 2), and `TL_BENCH_VNNI=0`
+//! keeps batches on the AVX2 kernels where the CPU has AVX-512 VNNI.
 
 use std::time::{Duration, Instant};
 
@@ -84,7 +85,10 @@ fn bench_case(
         )
     };
 
-    let matrix = QuantizedMatrix::new(ty, rows, cols, bytes.clone()).expect("matrix");
+    let vnni = std::env::var("TL_BENCH_VNNI").map_or(true, |v| v != "0");
+    let matrix = QuantizedMatrix::new(ty, rows, cols, bytes.clone())
+        .expect("matrix")
+        .with_vnni(vnni);
     let mut out = vec![0.0f32; m * rows];
     let ours = seconds_per_call(|| matrix.matmul(&x, m, &mut out, threads).expect("matmul"));
     if !with_candle {

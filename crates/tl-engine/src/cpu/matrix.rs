@@ -27,6 +27,9 @@ pub(crate) struct WeightRows<'a> {
     pub bytes: &'a [u8],
     pub blocks_per_row: usize,
     pub arithmetic: Arithmetic,
+    /// Whether batches may use the AVX-512 VNNI tiles (same results; a
+    /// backend that lacks them ignores this).
+    pub vnni: bool,
 }
 
 impl WeightRows<'_> {
@@ -46,6 +49,7 @@ pub struct QuantizedMatrix {
     cols: usize,
     bytes: Vec<u8>,
     repacked_q4_0: bool,
+    vnni: bool,
 }
 
 /// Weight rows per share below which splitting costs more than it saves.
@@ -83,6 +87,7 @@ impl QuantizedMatrix {
             cols,
             bytes,
             repacked_q4_0: true,
+            vnni: true,
         })
     }
 
@@ -91,6 +96,14 @@ impl QuantizedMatrix {
     /// of `ggml_vec_dot_q4_0_q8_0` (llama.cpp run with `--no-repack`).
     pub fn with_repacked_q4_0(mut self, enabled: bool) -> Self {
         self.repacked_q4_0 = enabled;
+        self
+    }
+
+    /// Whether batched products may use AVX-512 VNNI where the CPU has it (the
+    /// default): the results are the same bits either way, so this is only
+    /// for tests and benchmarks of the AVX2 kernels on such CPUs.
+    pub fn with_vnni(mut self, enabled: bool) -> Self {
+        self.vnni = enabled;
         self
     }
 
@@ -171,6 +184,7 @@ impl QuantizedMatrix {
             bytes: &self.bytes,
             blocks_per_row: self.cols / BLOCK_VALUES,
             arithmetic: self.arithmetic(),
+            vnni: self.vnni,
         }
     }
 

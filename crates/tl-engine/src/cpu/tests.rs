@@ -45,6 +45,7 @@ fn scalar_matmul(
         bytes,
         blocks_per_row: cols / BLOCK_VALUES,
         arithmetic,
+        vnni: false,
     };
     let mut out = poisoned(m * rows);
     for mut share in parallel::split_columns(&mut out, m, rows, 1, 8) {
@@ -97,6 +98,10 @@ fn check_case(ty: WeightType, rows: usize, cols: usize, repacked: bool, random: 
     let matrix = QuantizedMatrix::new(ty, rows, cols, bytes.clone())
         .expect("valid matrix")
         .with_repacked_q4_0(repacked);
+    let avx2_only = QuantizedMatrix::new(ty, rows, cols, bytes.clone())
+        .expect("valid matrix")
+        .with_repacked_q4_0(repacked)
+        .with_vnni(false);
     let arithmetic = if ty == WeightType::Q4_0 && repacked && rows.is_multiple_of(8) {
         Arithmetic::RepackedQ4_0
     } else {
@@ -113,6 +118,10 @@ fn check_case(ty: WeightType, rows: usize, cols: usize, repacked: bool, random: 
         let scalar = scalar_matmul(ty, &bytes, (rows, cols), arithmetic, &x, m);
         assert_all_written(&scalar, &what);
         assert_bitwise_equal(&out, &scalar, &what);
+        // Without VNNI, where this CPU has it (otherwise the same kernels again).
+        let mut avx2_out = poisoned(m * rows);
+        avx2_only.matmul(&x, m, &mut avx2_out, 2).expect("matmul");
+        assert_bitwise_equal(&avx2_out, &scalar, &format!("{what} without VNNI"));
         let reference = reference_matmul(ty, &bytes, rows, cols, &x, m);
         assert_near_reference(&out, &reference, &what);
     }

@@ -5,7 +5,8 @@
 //! Decode (one activation row) streams the weights once, 4 rows (8 for repacked
 //! Q4_0) at a time. Prefill takes the activation rows in chunks small enough to
 //! stay in L2; for each chunk it unpacks a few weight rows into L1 once and runs
-//! them against every group of 4 activation rows of the chunk.
+//! them against every group of 4 activation rows of the chunk (4 weight rows a
+//! tile with AVX-512 VNNI, found at run time; 2 with AVX2 alone).
 
 #[cfg(test)]
 mod loop_peak;
@@ -55,6 +56,20 @@ const DECODE_ROWS: usize = 4;
 /// activation rows at a time: 8 accumulators, leaving registers for the rest.
 const PREFILL_ROWS: usize = 2;
 
+/// Weight rows per prefill tile with AVX-512 VNNI: its 32 vector registers
+/// hold 16 accumulators, so each activation block loaded serves 4 rows.
+const VNNI_PREFILL_ROWS: usize = 4;
+
+/// Whether this CPU has the AVX-512 features of the VNNI tiles (VNNI on
+/// 256-bit vectors, hence VL; F and BW, which they build on). Checked at run
+/// time: the build names only AVX2, FMA and F16C.
+pub(crate) fn vnni_available() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 fn compute_rows_avx2(
     weights: &WeightRows<'_>,
@@ -65,6 +80,8 @@ fn compute_rows_avx2(
     let per_row = weights.blocks_per_row;
     let kernels = match (weights.weight_type, weights.arithmetic) {
         (WeightType::Q4_0, Arithmetic::RepackedQ4_0) => Kernels::Repacked,
+        // Checked again here, where it makes the kernels' `unsafe` calls sound.
+        _ if weights.vnni && vnni_available() => Kernels::VecDotVnni,
         _ => Kernels::VecDot,
     };
     match weights.weight_type {
@@ -74,10 +91,13 @@ fn compute_rows_avx2(
     }
 }
 
-/// Which tile kernels run: `vec_dot`'s, or the 8-row repacked Q4_0 ones.
+/// Which tile kernels run: `vec_dot`'s (with AVX2 alone, or their 4-row
+/// prefill tiles with AVX-512 VNNI, which [`vnni_available`] found), or the
+/// 8-row repacked Q4_0 ones.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kernels {
     VecDot,
+    VecDotVnni,
     Repacked,
 }
 
@@ -182,22 +202,38 @@ fn prefill<B: WeightBlock>(
         }
         debug_assert_eq!(row, columns.end);
     }
+    if kernels == Kernels::VecDotVnni {
+        let mut scratch = TileScratch::new();
+        while row + VNNI_PREFILL_ROWS <= columns.end {
+            let tile = (row, &mut scratch);
+            prefill_tile::<B, VNNI_PREFILL_ROWS, true>(
+                rows,
+                tile,
+                acts,
+                chunk.clone(),
+                buffer,
+                out,
+            );
+            row += VNNI_PREFILL_ROWS;
+        }
+    }
     let mut scratch = TileScratch::new();
     while row + PREFILL_ROWS <= columns.end {
         let tile = (row, &mut scratch);
-        prefill_tile::<B, PREFILL_ROWS>(rows, tile, acts, chunk.clone(), buffer, out);
+        prefill_tile::<B, PREFILL_ROWS, false>(rows, tile, acts, chunk.clone(), buffer, out);
         row += PREFILL_ROWS;
     }
     let mut scratch = TileScratch::new();
     for row in row..columns.end {
         let tile = (row, &mut scratch);
-        prefill_tile::<B, 1>(rows, tile, acts, chunk.clone(), buffer, out);
+        prefill_tile::<B, 1, false>(rows, tile, acts, chunk.clone(), buffer, out);
     }
 }
 
-/// Weight rows `row..row + R` against the activation groups of `chunk`.
+/// Weight rows `row..row + R` against the activation groups of `chunk`, with
+/// the VNNI group tile if `VNNI` (only for [`Kernels::VecDotVnni`]).
 #[target_feature(enable = "avx2,fma,f16c")]
-fn prefill_tile<B: WeightBlock, const R: usize>(
+fn prefill_tile<B: WeightBlock, const R: usize, const VNNI: bool>(
     rows: Rows<'_, B>,
     (row, scratch): (usize, &mut TileScratch<R>),
     acts: &QuantizedActivations,
@@ -212,7 +248,14 @@ fn prefill_tile<B: WeightBlock, const R: usize>(
         vec_dot::prepare_groups::<B, R>(buffer, acts, batch.clone(), scratch);
         for (index, g) in batch.enumerate() {
             let (group, act_rows) = acts.group(g);
-            let values = vec_dot::group_tile::<B, R>(buffer, (&group, index), scratch);
+            let tile = (&group, index);
+            let values = if VNNI {
+                // SAFETY: VNNI tiles run only for `Kernels::VecDotVnni`, chosen
+                // where `vnni_available()` found the features this needs.
+                unsafe { vec_dot::group_tile_vnni::<B, R>(buffer, tile, scratch) }
+            } else {
+                vec_dot::group_tile::<B, R>(buffer, tile, scratch)
+            };
             write(out, row, act_rows, values);
         }
     }
@@ -246,8 +289,6 @@ fn write<const R: usize, const C: usize>(
     values: [[f32; R]; C],
 ) {
     for (act, values) in act_rows.zip(values.iter()) {
-        for (r, &value) in values.iter().enumerate() {
-            out.set(act, row + r, value);
-        }
+        out.set_run(act, row, values);
     }
 }

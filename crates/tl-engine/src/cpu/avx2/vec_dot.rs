@@ -168,21 +168,32 @@ pub(super) fn prepare_groups<B: WeightBlock, const R: usize>(
         return;
     }
     let mins: &[[f32; R]] = prepared.mins().as_chunks().0;
-    let mut acc = [[_mm_setzero_ps(); R]; BATCH_GROUPS];
-    for (b, mins) in mins[..blocks].iter().enumerate() {
-        for (acc, group) in acc.iter_mut().zip(&batch) {
-            let act_sums = load_f32x4(&group.q8_1_sums[b]);
-            for r in 0..R {
-                acc[r] = _mm_fmadd_ps(_mm_set1_ps(mins[r]), act_sums, acc[r]);
+    // Two rows at a time: 8 chains hide the FMA latency, and 16 (4 rows)
+    // would not fit AVX2's registers beside the operands.
+    for first in (0..R).step_by(2) {
+        let rows = first..(first + 2).min(R);
+        let mut acc = [[_mm_setzero_ps(); 2]; BATCH_GROUPS];
+        for (b, mins) in mins[..blocks].iter().enumerate() {
+            for (acc, group) in acc.iter_mut().zip(&batch) {
+                let act_sums = load_f32x4(&group.q8_1_sums[b]);
+                for (acc, &min) in acc.iter_mut().zip(&mins[rows.clone()]) {
+                    *acc = _mm_fmadd_ps(_mm_set1_ps(min), act_sums, *acc);
+                }
+            }
+        }
+        // A loop, not `array::map`: that was left as a call, a twentieth of a batch.
+        for (terms, acc) in scratch.min_terms.iter_mut().zip(&acc) {
+            for (terms, acc) in terms[rows.clone()].iter_mut().zip(acc) {
+                *terms = to_array4(*acc);
             }
         }
     }
-    scratch.min_terms = acc.map(|acc| acc.map(|a| to_array4(a)));
 }
 
 /// `dw·da` for `R` weight rows' block scales and 4 activation rows' ones,
-/// `[r][c]`; two rows take one 8-wide multiply (each product is exact f32
-/// multiplication of the same operands, so the width changes nothing).
+/// `[r][c]`; pairs of rows (of 2 or 4) take one 8-wide multiply (each product
+/// is exact f32 multiplication of the same operands, so the width changes
+/// nothing).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn scale_products<const R: usize>(
@@ -197,68 +208,145 @@ fn scale_products<const R: usize>(
         let pair = [[a0, a1, a2, a3], [b0, b1, b2, b3]];
         return std::array::from_fn(|r| pair[r]);
     }
+    if let [first, second, third, fourth] = scales[..] {
+        let both_acts = _mm256_set_m128(act_scales, act_scales);
+        let pair = |first: f32, second: f32| {
+            let weights = _mm256_set_m128(_mm_set1_ps(second), _mm_set1_ps(first));
+            to_array(_mm256_mul_ps(weights, both_acts))
+        };
+        let [a0, a1, a2, a3, b0, b1, b2, b3] = pair(first, second);
+        let [c0, c1, c2, c3, d0, d1, d2, d3] = pair(third, fourth);
+        let four = [
+            [a0, a1, a2, a3],
+            [b0, b1, b2, b3],
+            [c0, c1, c2, c3],
+            [d0, d1, d2, d3],
+        ];
+        return std::array::from_fn(|r| four[r]);
+    }
     std::array::from_fn(|r| to_array4(_mm_mul_ps(_mm_set1_ps(scales[r]), act_scales)))
 }
 
-/// `R` prepared weight rows · group `index` of the batch [`prepare_groups`]
-/// prepared (4 activation rows); `out[c][r]`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn group_tile<B: WeightBlock, const R: usize>(
-    prepared: &PreparedRows,
-    (group, index): (&ActivationGroup<'_>, usize),
-    scratch: &TileScratch<R>,
-) -> [[f32; R]; GROUP_ROWS] {
-    let blocks = group.scales.len();
-    let weights: &[[[[u8; BLOCK_VALUES]; 2]; R]] = prepared.weights().as_chunks().0;
-    let products = &scratch.products[index * blocks..(index + 1) * blocks];
-    let mut acc = [[_mm256_setzero_ps(); R]; GROUP_ROWS];
-    // 8 accumulators; with the weights, activations and temporaries they just
-    // about fill the 16 vector registers. Iterators, not indices, keep bounds
-    // checks (and the registers they need) out of the loop. The products are
-    // broadcast from memory: loads, not shuffles on the busy vector pipes.
-    let blocks = weights[..blocks].iter().zip(group.quants);
-    for ((weights, quants), products) in blocks.zip(products) {
-        for r in 0..R {
-            let [unsigned, signs] = &weights[r];
-            let unsigned = load_u8x32(unsigned);
-            let signs = if B::TYPE == WeightType::Q4_1 {
-                _mm256_setzero_si256()
-            } else {
-                load_u8x32(signs)
-            };
-            for c in 0..GROUP_ROWS {
-                let lanes = lane_dots::<B>(unsigned, signs, load_i8x32(&quants[c]));
-                let scale = _mm256_broadcast_ss(&products[r][c]);
-                acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
+/// Emits a group tile, `$name<B, R>`: `R` prepared weight rows · group
+/// `index` of the batch [`prepare_groups`] prepared (4 activation rows),
+/// `out[c][r]`, its lane sums from `$lanes`. One body for the instruction
+/// sets: a function's target features cannot depend on a generic parameter.
+macro_rules! group_tile {
+    ($(#[$attr:meta])* $name:ident, $lanes:ident) => {
+        $(#[$attr])*
+        pub(super) fn $name<B: WeightBlock, const R: usize>(
+            prepared: &PreparedRows,
+            (group, index): (&ActivationGroup<'_>, usize),
+            scratch: &TileScratch<R>,
+        ) -> [[f32; R]; GROUP_ROWS] {
+            let blocks = group.scales.len();
+            let weights: &[[[[u8; BLOCK_VALUES]; 2]; R]] = prepared.weights().as_chunks().0;
+            let products = &scratch.products[index * blocks..(index + 1) * blocks];
+            let mut acc = [[_mm256_setzero_ps(); R]; GROUP_ROWS];
+            // 4·R accumulators; with the weights, activations and temporaries
+            // 2 rows just about fill AVX2's 16 vector registers (4 rows take
+            // AVX-512's 32). Iterators, not indices, keep bounds checks (and the
+            // registers they need) out of the loop. The products are broadcast
+            // from memory: loads, not shuffles on the busy vector pipes.
+            let blocks = weights[..blocks].iter().zip(group.quants);
+            for ((weights, quants), products) in blocks.zip(products) {
+                for r in 0..R {
+                    let [unsigned, signs] = &weights[r];
+                    let unsigned = load_u8x32(unsigned);
+                    let signs = if B::TYPE == WeightType::Q4_1 {
+                        _mm256_setzero_si256()
+                    } else {
+                        load_u8x32(signs)
+                    };
+                    for c in 0..GROUP_ROWS {
+                        let lanes = $lanes::<B>(unsigned, signs, load_i8x32(&quants[c]));
+                        let scale = _mm256_broadcast_ss(&products[r][c]);
+                        acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
+                    }
+                }
             }
+            finish_tile::<B, R>(acc, scratch.min_terms[index])
         }
-    }
-    // Q4_1's `m·s` sums of this group, from `prepare_groups`.
-    let min_terms = if B::TYPE == WeightType::Q4_1 {
-        scratch.min_terms[index]
-    } else {
-        [[0.0; GROUP_ROWS]; R]
     };
+}
+
+group_tile!(
+    #[target_feature(enable = "avx2,fma,f16c")]
+    group_tile,
+    lane_dots
+);
+
+group_tile!(
+    /// Needs the features [`super::vnni_available`] checks.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    group_tile_vnni,
+    lane_dots_vnni
+);
+
+/// [`lane_dots`] with AVX-512 VNNI's `vpdpbusd`, which sums each lane's 4
+/// byte products in one instruction where `maddubs` + `madd` take two. The
+/// sums are exact integers either way (`maddubs` cannot saturate on these
+/// operands: 2 · 15 · 128 and 2 · 128 · 127 fit in 16 bits), so the result is
+/// the same.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn lane_dots_vnni<B: WeightBlock>(
+    unsigned: __m256i,
+    signs: __m256i,
+    activations: __m256i,
+) -> __m256 {
+    let signed = if B::TYPE == WeightType::Q4_1 {
+        activations
+    } else {
+        _mm256_sign_epi8(activations, signs)
+    };
+    _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(
+        _mm256_setzero_si256(),
+        unsigned,
+        signed,
+    ))
+}
+
+/// A tile's results from its accumulators: [`finish`] for each, with
+/// Q4_1's `m·s` sums from [`prepare_groups`] (ignored for the other types).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn finish_tile<B: WeightBlock, const R: usize>(
+    acc: [[__m256; R]; GROUP_ROWS],
+    min_terms: [[f32; GROUP_ROWS]; R],
+) -> [[f32; R]; GROUP_ROWS] {
     if R == 2 {
-        return finish_eight::<B, R>(acc, min_terms);
+        return finish_pair::<B, R, R>(&acc, &min_terms, 0);
+    }
+    if R == 4 {
+        let low = finish_pair::<B, R, 2>(&acc, &min_terms, 0);
+        let high = finish_pair::<B, R, 2>(&acc, &min_terms, 2);
+        return std::array::from_fn(|c| {
+            std::array::from_fn(|r| if r < 2 { low[c][r] } else { high[c][r - 2] })
+        });
     }
     std::array::from_fn(|c| std::array::from_fn(|r| finish::<B>(acc[c][r], min_terms[r][c])))
 }
 
-/// [`finish`] for a tile's eight accumulators (2 weight rows × 4 activation
-/// rows) at once: the horizontal sums interleaved, and Q4_1's terms added in
-/// one vector, the same bits as eight calls.
+/// [`finish`] for the eight accumulators of weight rows `first` and `first + 1`
+/// (× 4 activation rows) at once: the horizontal sums interleaved, and Q4_1's
+/// terms added in one vector, the same bits as eight calls. `P` is 2, as an
+/// array length the caller's `R` can be.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn finish_eight<B: WeightBlock, const R: usize>(
-    acc: [[__m256; R]; GROUP_ROWS],
-    min_terms: [[f32; GROUP_ROWS]; R],
-) -> [[f32; R]; GROUP_ROWS] {
-    debug_assert_eq!(R, 2);
+fn finish_pair<B: WeightBlock, const R: usize, const P: usize>(
+    acc: &[[__m256; R]; GROUP_ROWS],
+    min_terms: &[[f32; GROUP_ROWS]; R],
+    first: usize,
+) -> [[f32; P]; GROUP_ROWS] {
+    debug_assert_eq!(P, 2);
     // Sums come out as [r][c], the layout of the terms.
-    let mut sums = hsum_f32x8_eight(std::array::from_fn(|k| acc[k / R][k % R]));
+    let mut sums = hsum_f32x8_eight(std::array::from_fn(|k| acc[k / 2][first + k % 2]));
     if B::TYPE == WeightType::Q4_1 {
-        let terms = _mm256_set_m128(load_f32x4(&min_terms[1]), load_f32x4(&min_terms[0]));
+        let terms = _mm256_set_m128(
+            load_f32x4(&min_terms[first + 1]),
+            load_f32x4(&min_terms[first]),
+        );
         sums = _mm256_add_ps(sums, terms);
     }
     let lanes = to_array(sums);
