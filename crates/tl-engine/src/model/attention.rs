@@ -80,13 +80,93 @@ pub fn attend_row(
     let scale = 1.0 / (shape.head_dim as f32).sqrt();
     let group = shape.heads / shape.kv_heads;
     let visible = place.position + 1;
-    let heads = out
-        .chunks_exact_mut(shape.head_dim)
-        .zip(query.chunks_exact(shape.head_dim));
-    for (head, (out_head, query)) in heads.enumerate() {
-        let keys = place.cache.keys(place.layer, head / group, visible);
-        let values = place.cache.values(place.layer, head / group, visible);
-        attend_head(query, keys, values, scale, batch_rows, out_head);
+    let width = group * shape.head_dim;
+    let groups = out.chunks_exact_mut(width).zip(query.chunks_exact(width));
+    for (kv_head, (out, query)) in groups.enumerate() {
+        let keys = place.cache.keys(place.layer, kv_head, visible);
+        let values = place.cache.values(place.layer, kv_head, visible);
+        if batch_rows >= TILED_MIN_ROWS {
+            let heads = out
+                .chunks_exact_mut(shape.head_dim)
+                .zip(query.chunks_exact(shape.head_dim));
+            for (out, query) in heads {
+                attend_f32(query, keys, values, scale, out);
+            }
+        } else {
+            attend_heads_f16((query, shape.head_dim), (keys, values), scale, out);
+        }
+    }
+}
+
+/// The query heads that share one key/value head run together on the f16
+/// path, this many at a time: each key and value is converted once for all
+/// of them (their accumulators and the key fill AVX2's 16 registers).
+const SHARED_HEADS: usize = 3;
+
+/// [`attend_f16_accumulator`] for the heads of `queries` and `out`
+/// (`[head][head_dim]`), which all attend to the same keys and values.
+fn attend_heads_f16(
+    (queries, head_dim): (&[f32], usize),
+    (keys, values): (&[f16], &[f16]),
+    scale: f32,
+    out: &mut [f32],
+) {
+    let chunk = SHARED_HEADS * head_dim;
+    for (queries, out) in queries.chunks(chunk).zip(out.chunks_mut(chunk)) {
+        let heads = queries.chunks_exact(head_dim);
+        let outs = out.chunks_exact_mut(head_dim);
+        match heads.len() {
+            1 => shared_f16::<1>(heads, (keys, values), scale, outs),
+            2 => shared_f16::<2>(heads, (keys, values), scale, outs),
+            _ => shared_f16::<3>(heads, (keys, values), scale, outs),
+        }
+    }
+}
+
+/// llama.cpp's one-chunk path (f16 query, f16 running output) for `N` heads
+/// over the same keys and values, walked once: each head's operations are
+/// those of [`attend_f16_accumulator`] in the same order, only the key and
+/// value conversions are shared.
+fn shared_f16<'a, const N: usize>(
+    queries: impl Iterator<Item = &'a [f32]>,
+    (keys, values): (&[f16], &[f16]),
+    scale: f32,
+    outs: impl Iterator<Item = &'a mut [f32]>,
+) {
+    // The query rounded to f16 and widened back (exactly), so the dot
+    // products convert only the keys.
+    let mut widened: [Vec<f32>; N] = std::array::from_fn(|_| Vec::new());
+    for (widened, query) in widened.iter_mut().zip(queries) {
+        widened.extend(query.iter().map(|&q| f16::from_f32(q).to_f32()));
+    }
+    let dim = widened[0].len();
+    let mut accumulators: [Vec<f16>; N] = std::array::from_fn(|_| vec![f16::ZERO; dim]);
+    let (mut max, mut sum) = ([f32::NEG_INFINITY; N], [0.0f32; N]);
+    for (key, value) in keys.chunks_exact(dim).zip(values.chunks_exact(dim)) {
+        let scores = f16_vector::dots::<N>(key, widened.each_ref().map(|w| w.as_slice()));
+        let (mut old_scales, mut weights) = ([1.0f32; N], [1.0f32; N]);
+        for h in 0..N {
+            let score = scores[h] * scale;
+            if score > max[h] {
+                old_scales[h] = (max[h] - score).exp();
+                max[h] = score;
+                f16_vector::scale(&mut accumulators[h], old_scales[h]);
+            } else {
+                weights[h] = (score - max[h]).exp();
+            }
+        }
+        let accs = accumulators.each_mut().map(|acc| acc.as_mut_slice());
+        f16_vector::multiply_adds(accs, value, weights);
+        for h in 0..N {
+            // GCC contracts llama.cpp's `S = S*ms + vs` into one fused multiply-add.
+            sum[h] = sum[h].mul_add(old_scales[h], weights[h]);
+        }
+    }
+    for ((out, accumulator), sum) in outs.zip(&accumulators).zip(sum) {
+        let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+        for (o, a) in out.iter_mut().zip(accumulator) {
+            *o = a.to_f32() * inverse;
+        }
     }
 }
 
@@ -117,28 +197,12 @@ fn attend_f16_accumulator(
     scale: f32,
     out: &mut [f32],
 ) {
-    let dim = query.len();
-    let query: Vec<f16> = query.iter().map(|&q| f16::from_f32(q)).collect();
-    let mut accumulator = vec![f16::ZERO; dim];
-    let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
-    for (key, value) in keys.chunks_exact(dim).zip(values.chunks_exact(dim)) {
-        let score = f16_vector::dot(key, &query) * scale;
-        let (mut old_scale, mut weight) = (1.0f32, 1.0f32);
-        if score > max {
-            old_scale = (max - score).exp();
-            max = score;
-            f16_vector::scale(&mut accumulator, old_scale);
-        } else {
-            weight = (score - max).exp();
-        }
-        f16_vector::multiply_add(&mut accumulator, value, weight);
-        // GCC contracts llama.cpp's `S = S*ms + vs` into one fused multiply-add.
-        sum = sum.mul_add(old_scale, weight);
-    }
-    let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    for (o, a) in out.iter_mut().zip(&accumulator) {
-        *o = a.to_f32() * inverse;
-    }
+    shared_f16::<1>(
+        std::iter::once(query),
+        (keys, values),
+        scale,
+        std::iter::once(out),
+    );
 }
 
 /// The tiled path's precision: f32 query and accumulator, softmax sum in f64.
@@ -197,6 +261,61 @@ mod tests {
             }
         }
         out
+    }
+
+    /// llama.cpp's loop as written, one head at a time, one pass over the
+    /// positions.
+    fn one_head(query: &[f32], keys: &[f16], values: &[f16], scale: f32) -> Vec<f32> {
+        let dim = query.len();
+        let query: Vec<f16> = query.iter().map(|&q| f16::from_f32(q)).collect();
+        let mut accumulator = vec![f16::ZERO; dim];
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+        for (key, value) in keys.chunks_exact(dim).zip(values.chunks_exact(dim)) {
+            let score = f16_vector::dot(key, &query) * scale;
+            let (mut old_scale, mut weight) = (1.0f32, 1.0f32);
+            if score > max {
+                old_scale = (max - score).exp();
+                max = score;
+                f16_vector::scale(&mut accumulator, old_scale);
+            } else {
+                weight = (score - max).exp();
+            }
+            f16_vector::multiply_add(&mut accumulator, value, weight);
+            sum = sum.mul_add(old_scale, weight);
+        }
+        let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+        accumulator.iter().map(|a| a.to_f32() * inverse).collect()
+    }
+
+    #[test]
+    fn heads_sharing_keys_give_the_bits_of_one_head_at_a_time() {
+        // Groups of 3 (SmolLM2), 8 (TinyLlama: chunks of 3, 3, 2) and 2 heads.
+        for (group, dim, positions) in [(3, 64, 1), (3, 64, 300), (8, 64, 45), (2, 128, 70)] {
+            let queries = pseudo_random(group * dim, 11);
+            // Scores that grow along the positions, so maxima keep moving.
+            let keys: Vec<f16> = pseudo_random(dim * positions, 12)
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| f16::from_f32(x * (1.0 + (i / dim) as f32 / 32.0)))
+                .collect();
+            let values: Vec<f16> = pseudo_random(dim * positions, 13)
+                .iter()
+                .map(|&x| f16::from_f32(x))
+                .collect();
+            let mut out = vec![f32::NAN; group * dim];
+            attend_heads_f16((&queries, dim), (&keys, &values), 0.125, &mut out);
+            for (h, out) in out.chunks_exact(dim).enumerate() {
+                let query = &queries[h * dim..(h + 1) * dim];
+                let expected = one_head(query, &keys, &values, 0.125);
+                for (i, (o, e)) in out.iter().zip(&expected).enumerate() {
+                    assert_eq!(
+                        o.to_bits(),
+                        e.to_bits(),
+                        "group {group}, head {h}, {positions} positions, element {i}: {o} vs {e}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -56,6 +56,55 @@ pub fn multiply_add(acc: &mut [f16], x: &[f16], weight: f32) {
     }
 }
 
+/// [`dot`]`(x, q)` for `N` vectors `q` at once, given as f32 (each value an
+/// f16 widened exactly), sharing the conversion of `x`: the same lanes,
+/// multiply-adds and reduction as `N` calls, so the same bits.
+pub fn dots<const N: usize>(x: &[f16], ys: [&[f32]; N]) -> [f32; N] {
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
+    {
+        simd::dots(x, ys)
+    }
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    )))]
+    {
+        ys.map(|y| scalar::dot_widened(x, y))
+    }
+}
+
+/// [`multiply_add`]`(acc, x, weight)` for `N` accumulators and weights at once,
+/// sharing the conversion of `x`; the same bits as `N` calls.
+pub fn multiply_adds<const N: usize>(accs: [&mut [f16]; N], x: &[f16], weights: [f32; N]) {
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
+    {
+        simd::multiply_adds(accs, x, weights)
+    }
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    )))]
+    {
+        for (acc, weight) in accs.into_iter().zip(weights) {
+            scalar::multiply_add(acc, x, weight);
+        }
+    }
+}
+
 /// `acc = f16(acc·factor)` element-wise, as `ggml_vec_scale_f16`.
 pub fn scale(acc: &mut [f16], factor: f32) {
     for a in acc.iter_mut() {
@@ -77,13 +126,22 @@ mod scalar {
         allow(dead_code)
     )]
     pub fn dot(x: &[f16], y: &[f16]) -> f32 {
+        dot_widened(x, y)
+    }
+
+    /// [`dot`] with `y` as f16 or already widened to f32 (exactly, so the
+    /// same values).
+    pub fn dot_widened<Y: Copy>(x: &[f16], y: &[Y]) -> f32
+    where
+        f32: From<Y>,
+    {
         let whole = x.len() - x.len() % STEP;
         let mut acc = [[0.0f32; LANES]; ACCUMULATORS];
         for i in (0..whole).step_by(STEP) {
             for (j, lanes) in acc.iter_mut().enumerate() {
                 for (l, lane) in lanes.iter_mut().enumerate() {
                     let at = i + j * LANES + l;
-                    *lane = x[at].to_f32().mul_add(y[at].to_f32(), *lane);
+                    *lane = x[at].to_f32().mul_add(f32::from(y[at]), *lane);
                 }
             }
         }
@@ -96,7 +154,7 @@ mod scalar {
         let quad: [f32; 4] = std::array::from_fn(|l| all[l] + all[l + 4]);
         let mut total = ((quad[0] + quad[1]) + (quad[2] + quad[3])) as f64;
         for i in whole..x.len() {
-            total += (x[i].to_f32() * y[i].to_f32()) as f64;
+            total += (x[i].to_f32() * f32::from(y[i])) as f64;
         }
         total as f32
     }
@@ -142,18 +200,77 @@ mod simd {
                     *a = _mm256_fmadd_ps(load8(x, at), load8(y, at), *a);
                 }
             }
+            acc
+        };
+        let mut total = reduce(head) as f64;
+        for i in whole..n {
+            total += (x[i].to_f32() * y[i].to_f32()) as f64;
+        }
+        total as f32
+    }
+
+    /// Horizontal sum of the four accumulators in `ggml_vec_dot_f16`'s order.
+    #[inline(always)]
+    fn reduce(acc: [__m256; ACCUMULATORS]) -> f32 {
+        // SAFETY: register-only intrinsics; AVX2 is enabled at build time (this
+        // module's cfg).
+        unsafe {
             let low = _mm256_add_ps(acc[0], acc[2]);
             let high = _mm256_add_ps(acc[1], acc[3]);
             let all = _mm256_add_ps(low, high);
             let quad = _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1));
             let pairs = _mm_hadd_ps(quad, quad);
             _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
-        };
-        let mut total = head as f64;
-        for i in whole..n {
-            total += (x[i].to_f32() * y[i].to_f32()) as f64;
         }
-        total as f32
+    }
+
+    pub fn dots<const N: usize>(x: &[f16], ys: [&[f32]; N]) -> [f32; N] {
+        let n = ys.iter().fold(x.len(), |n, y| n.min(y.len()));
+        let whole = n - n % STEP;
+        // SAFETY: every load reads 8 values below `whole <= n`, within `x` and
+        // every `y`.
+        let acc = unsafe {
+            let mut acc = [[_mm256_setzero_ps(); ACCUMULATORS]; N];
+            for i in (0..whole).step_by(STEP) {
+                for j in 0..ACCUMULATORS {
+                    let at = i + j * LANES;
+                    let key = load8(x, at);
+                    for (acc, y) in acc.iter_mut().zip(&ys) {
+                        let y = _mm256_loadu_ps(y.as_ptr().add(at));
+                        acc[j] = _mm256_fmadd_ps(key, y, acc[j]);
+                    }
+                }
+            }
+            acc
+        };
+        std::array::from_fn(|h| {
+            let mut total = reduce(acc[h]) as f64;
+            for i in whole..n {
+                total += (x[i].to_f32() * ys[h][i]) as f64;
+            }
+            total as f32
+        })
+    }
+
+    pub fn multiply_adds<const N: usize>(mut accs: [&mut [f16]; N], x: &[f16], weights: [f32; N]) {
+        let n = accs.iter().fold(x.len(), |n, acc| n.min(acc.len()));
+        let whole = n - n % LANES;
+        // SAFETY: loads and stores touch 8 values below `whole <= n`, within `x`
+        // and every accumulator; each accumulator is exclusively borrowed.
+        unsafe {
+            let ws = weights.map(|w| _mm256_set1_ps(w));
+            for i in (0..whole).step_by(LANES) {
+                let value = load8(x, i);
+                for (acc, w) in accs.iter_mut().zip(&ws) {
+                    let sum = _mm256_fmadd_ps(value, *w, load8(acc, i));
+                    let rounded = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(sum);
+                    _mm_storeu_si128(acc.as_mut_ptr().add(i) as *mut __m128i, rounded);
+                }
+            }
+        }
+        for (acc, weight) in accs.into_iter().zip(weights) {
+            super::scalar::multiply_add(&mut acc[whole..n], &x[whole..n], weight);
+        }
     }
 
     pub fn multiply_add(acc: &mut [f16], x: &[f16], weight: f32) {
@@ -197,6 +314,34 @@ mod tests {
             );
             let plain: f64 = x.iter().zip(&y).map(|(a, b)| a.to_f64() * b.to_f64()).sum();
             assert!((dot(&x, &y) as f64 - plain).abs() < 1e-4, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn shared_dots_and_multiply_adds_equal_one_at_a_time() {
+        for n in [7, 64, 70, 128] {
+            let x = values(n, 5);
+            let ys: [Vec<f16>; 3] = std::array::from_fn(|h| values(n, 6 + h as u32));
+            let widened = ys
+                .each_ref()
+                .map(|y| y.iter().map(|v| v.to_f32()).collect::<Vec<_>>());
+            let shared = dots::<3>(&x, widened.each_ref().map(|w| w.as_slice()));
+            for (y, shared) in ys.iter().zip(shared) {
+                assert_eq!(shared.to_bits(), dot(&x, y).to_bits(), "n = {n}");
+                assert_eq!(
+                    shared.to_bits(),
+                    scalar::dot_widened(&x, y).to_bits(),
+                    "n = {n}"
+                );
+            }
+            let weights = [0.37, -1.5, 2.25];
+            let mut together: [Vec<f16>; 3] = std::array::from_fn(|h| values(n, 9 + h as u32));
+            let mut apart = together.clone();
+            multiply_adds::<3>(together.each_mut().map(|a| a.as_mut_slice()), &x, weights);
+            for (acc, weight) in apart.iter_mut().zip(weights) {
+                multiply_add(acc, &x, weight);
+            }
+            assert_eq!(together, apart, "n = {n}");
         }
     }
 
