@@ -33,15 +33,7 @@ pub(crate) struct ActivationRow<'a> {
     pub q8_1_sums: &'a [f32],
     /// `Σq` as an integer; the 8-row Q4_0 kernel uses it to remove the offset of 8.
     // Read by the AVX2 kernels only.
-    #[cfg_attr(
-        not(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(x86_simd), allow(dead_code))]
     pub quant_sums: &'a [i32],
 }
 
@@ -52,15 +44,7 @@ pub(crate) const GROUP_ROWS: usize = 4;
 /// side by side, quants included, so one pointer walks the group (entries past
 /// the last row are zero: kernels may compute them and drop the results).
 // Read by the AVX2 kernels only.
-#[cfg_attr(
-    not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )),
-    allow(dead_code)
-)]
+#[cfg_attr(not(x86_simd), allow(dead_code))]
 #[derive(Clone, Copy)]
 pub(crate) struct ActivationGroup<'a> {
     pub quants: &'a [[[i8; BLOCK_VALUES]; GROUP_ROWS]],
@@ -161,15 +145,7 @@ impl QuantizedActivations {
 
     /// Rows `4 * group ..` (up to 4 of them) as a group; only valid after
     /// quantizing more than one row. Read by the AVX2 kernels only.
-    #[cfg_attr(
-        not(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(x86_simd), allow(dead_code))]
     pub fn group(&self, group: usize) -> (ActivationGroup<'_>, Range<usize>) {
         let first = group * GROUP_ROWS;
         let rows = first..(first + GROUP_ROWS).min(self.rows);

@@ -29,6 +29,8 @@ pub(crate) struct WeightRows<'a> {
     pub arithmetic: Arithmetic,
     /// Whether batches may use the AVX-512 VNNI tiles (same results; a
     /// backend that lacks them ignores this).
+    // Read only by the x86-64 kernels.
+    #[cfg_attr(not(x86_simd), allow(dead_code))]
     pub vnni: bool,
 }
 

@@ -27,38 +27,15 @@ pub(crate) mod parallel;
 mod weight_type;
 
 // Compiled on every target: SIMD builds test their kernels against it.
-#[cfg_attr(
-    all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ),
-    allow(dead_code)
-)]
+#[cfg_attr(x86_simd, allow(dead_code))]
 mod scalar;
 
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_simd)]
 mod avx2;
 
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_simd)]
 use avx2 as backend;
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-)))]
+#[cfg(not(x86_simd))]
 use scalar as backend;
 
 #[cfg(test)]

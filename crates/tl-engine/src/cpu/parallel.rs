@@ -111,6 +111,8 @@ impl OutputColumns<'_> {
     /// Sets elements `(row, first..first + N)` to `values`; those columns must
     /// lie in `self.columns()`. One check and one copy for the run, where
     /// [`Self::set`] per element checked each (a tenth of a batched step).
+    // Called only by the x86-64 kernels.
+    #[cfg_attr(not(x86_simd), allow(dead_code))]
     pub fn set_run<const N: usize>(&mut self, row: usize, first: usize, values: &[f32; N]) {
         assert!(
             row < self.rows && self.columns.start <= first && first + N <= self.columns.end,

@@ -234,12 +234,7 @@ fn shared_input_products_equal_separate_ones() {
     assert!(err.is_err(), "matrices of different widths must be refused");
 }
 
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_simd)]
 #[test]
 fn simd_quantization_matches_scalar() {
     let mut rng = Rng::new(7);

@@ -11,98 +11,33 @@ const LANES: usize = 8;
 const ACCUMULATORS: usize = 4;
 const STEP: usize = LANES * ACCUMULATORS;
 
+#[cfg(not(x86_simd))]
+use scalar as kernels;
+#[cfg(x86_simd)]
+use simd as kernels;
+
 /// `Σ x·y` as `ggml_vec_dot_f16`: four 8-lane f32 accumulators over 32-element
 /// steps with fused multiply-adds, ggml's reduction order, the tail in f64.
 pub fn dot(x: &[f16], y: &[f16]) -> f32 {
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    {
-        simd::dot(x, y)
-    }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
-    {
-        scalar::dot(x, y)
-    }
+    kernels::dot(x, y)
 }
 
 /// `acc = f16(acc + x·weight)` element-wise, as `ggml_vec_mad_f16`.
 pub fn multiply_add(acc: &mut [f16], x: &[f16], weight: f32) {
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    {
-        simd::multiply_add(acc, x, weight)
-    }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
-    {
-        scalar::multiply_add(acc, x, weight)
-    }
+    kernels::multiply_add(acc, x, weight)
 }
 
 /// [`dot`]`(x, q)` for `N` vectors `q` at once, given as f32 (each value an
 /// f16 widened exactly), sharing the conversion of `x`: the same lanes,
 /// multiply-adds and reduction as `N` calls, so the same bits.
 pub fn dots<const N: usize>(x: &[f16], ys: [&[f32]; N]) -> [f32; N] {
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    {
-        simd::dots(x, ys)
-    }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
-    {
-        ys.map(|y| scalar::dot_widened(x, y))
-    }
+    kernels::dots(x, ys)
 }
 
 /// [`multiply_add`]`(acc, x, weight)` for `N` accumulators and weights at once,
 /// sharing the conversion of `x`; the same bits as `N` calls.
 pub fn multiply_adds<const N: usize>(accs: [&mut [f16]; N], x: &[f16], weights: [f32; N]) {
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    {
-        simd::multiply_adds(accs, x, weights)
-    }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
-    {
-        for (acc, weight) in accs.into_iter().zip(weights) {
-            scalar::multiply_add(acc, x, weight);
-        }
-    }
+    kernels::multiply_adds(accs, x, weights)
 }
 
 /// `acc = f16(acc·factor)` element-wise, as `ggml_vec_scale_f16`.
@@ -113,18 +48,11 @@ pub fn scale(acc: &mut [f16], factor: f32) {
 }
 
 mod scalar {
+    // The reference for SIMD builds, where only the tests call it.
+    #![cfg_attr(x86_simd, allow(dead_code))]
+
     use super::*;
 
-    // The reference for SIMD builds, where only the tests call it.
-    #[cfg_attr(
-        all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c"
-        ),
-        allow(dead_code)
-    )]
     pub fn dot(x: &[f16], y: &[f16]) -> f32 {
         dot_widened(x, y)
     }
@@ -164,14 +92,19 @@ mod scalar {
             *a = f16::from_f32(v.to_f32().mul_add(weight, a.to_f32()));
         }
     }
+
+    pub fn dots<const N: usize>(x: &[f16], ys: [&[f32]; N]) -> [f32; N] {
+        ys.map(|y| dot_widened(x, y))
+    }
+
+    pub fn multiply_adds<const N: usize>(accs: [&mut [f16]; N], x: &[f16], weights: [f32; N]) {
+        for (acc, weight) in accs.into_iter().zip(weights) {
+            multiply_add(acc, x, weight);
+        }
+    }
 }
 
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_simd)]
 mod simd {
     use std::arch::x86_64::*;
 
