@@ -85,16 +85,29 @@ pub fn attend_row(
     for (kv_head, (out, query)) in groups.enumerate() {
         let keys = place.cache.keys(place.layer, kv_head, visible);
         let values = place.cache.values(place.layer, kv_head, visible);
-        if batch_rows >= TILED_MIN_ROWS {
-            let heads = out
-                .chunks_exact_mut(shape.head_dim)
-                .zip(query.chunks_exact(shape.head_dim));
-            for (out, query) in heads {
-                attend_f32(query, keys, values, scale, out);
-            }
-        } else {
-            attend_heads_f16((query, shape.head_dim), (keys, values), scale, out);
+        let queries = (query, shape.head_dim);
+        attend_heads(queries, (keys, values), (scale, batch_rows), out);
+    }
+}
+
+/// The query heads of `queries` (`[head][head_dim]`), which share `keys` and
+/// `values`, into `out` alike, with the arithmetic llama.cpp uses for a batch
+/// of `batch_rows` query rows (see the module comment).
+fn attend_heads(
+    (queries, head_dim): (&[f32], usize),
+    (keys, values): (&[f16], &[f16]),
+    (scale, batch_rows): (f32, usize),
+    out: &mut [f32],
+) {
+    if batch_rows >= TILED_MIN_ROWS {
+        let heads = out
+            .chunks_exact_mut(head_dim)
+            .zip(queries.chunks_exact(head_dim));
+        for (out, query) in heads {
+            attend_f32(query, keys, values, scale, out);
         }
+    } else {
+        attend_heads_f16((queries, head_dim), (keys, values), scale, out);
     }
 }
 
@@ -103,8 +116,9 @@ pub fn attend_row(
 /// of them (their accumulators and the key fill AVX2's 16 registers).
 const SHARED_HEADS: usize = 3;
 
-/// [`attend_f16_accumulator`] for the heads of `queries` and `out`
-/// (`[head][head_dim]`), which all attend to the same keys and values.
+/// llama.cpp's one-chunk path (f16 query, f16 running output) for the heads
+/// of `queries` and `out` (`[head][head_dim]`), which all attend to the same
+/// keys and values.
 fn attend_heads_f16(
     (queries, head_dim): (&[f32], usize),
     (keys, values): (&[f16], &[f16]),
@@ -125,7 +139,7 @@ fn attend_heads_f16(
 
 /// llama.cpp's one-chunk path (f16 query, f16 running output) for `N` heads
 /// over the same keys and values, walked once: each head's operations are
-/// those of [`attend_f16_accumulator`] in the same order, only the key and
+/// those of llama.cpp's loop for one head in the same order, only the key and
 /// value conversions are shared.
 fn shared_f16<'a, const N: usize>(
     queries: impl Iterator<Item = &'a [f32]>,
@@ -182,26 +196,11 @@ pub fn attend_head(
     batch_rows: usize,
     out: &mut [f32],
 ) {
-    if batch_rows >= TILED_MIN_ROWS {
-        attend_f32(query, keys, values, scale, out);
-    } else {
-        attend_f16_accumulator(query, keys, values, scale, out);
-    }
-}
-
-/// llama.cpp's one-chunk path: f16 query, f16 running output.
-fn attend_f16_accumulator(
-    query: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    scale: f32,
-    out: &mut [f32],
-) {
-    shared_f16::<1>(
-        std::iter::once(query),
+    attend_heads(
+        (query, query.len()),
         (keys, values),
-        scale,
-        std::iter::once(out),
+        (scale, batch_rows),
+        out,
     );
 }
 
@@ -338,7 +337,7 @@ mod tests {
                 if tiled {
                     attend_f32(&query, &keys, &values, 0.125, &mut out);
                 } else {
-                    attend_f16_accumulator(&query, &keys, &values, 0.125, &mut out);
+                    attend_heads_f16((&query, dim), (&keys, &values), 0.125, &mut out);
                 }
                 for (o, e) in out.iter().zip(&expected) {
                     assert!(

@@ -201,28 +201,20 @@ fn scale_products<const R: usize>(
     act_scales: &[f32; GROUP_ROWS],
 ) -> [[f32; GROUP_ROWS]; R] {
     let act_scales = load_f32x4(act_scales);
-    if let [first, second] = scales[..] {
+    let both_acts = _mm256_set_m128(act_scales, act_scales);
+    let pair = |first: f32, second: f32| {
         let weights = _mm256_set_m128(_mm_set1_ps(second), _mm_set1_ps(first));
-        let both = _mm256_mul_ps(weights, _mm256_set_m128(act_scales, act_scales));
-        let [a0, a1, a2, a3, b0, b1, b2, b3] = to_array(both);
-        let pair = [[a0, a1, a2, a3], [b0, b1, b2, b3]];
-        return std::array::from_fn(|r| pair[r]);
+        let [a0, a1, a2, a3, b0, b1, b2, b3] = to_array(_mm256_mul_ps(weights, both_acts));
+        [[a0, a1, a2, a3], [b0, b1, b2, b3]]
+    };
+    if let [first, second] = scales[..] {
+        let rows = pair(first, second);
+        return std::array::from_fn(|r| rows[r]);
     }
     if let [first, second, third, fourth] = scales[..] {
-        let both_acts = _mm256_set_m128(act_scales, act_scales);
-        let pair = |first: f32, second: f32| {
-            let weights = _mm256_set_m128(_mm_set1_ps(second), _mm_set1_ps(first));
-            to_array(_mm256_mul_ps(weights, both_acts))
-        };
-        let [a0, a1, a2, a3, b0, b1, b2, b3] = pair(first, second);
-        let [c0, c1, c2, c3, d0, d1, d2, d3] = pair(third, fourth);
-        let four = [
-            [a0, a1, a2, a3],
-            [b0, b1, b2, b3],
-            [c0, c1, c2, c3],
-            [d0, d1, d2, d3],
-        ];
-        return std::array::from_fn(|r| four[r]);
+        let ([r0, r1], [r2, r3]) = (pair(first, second), pair(third, fourth));
+        let rows = [r0, r1, r2, r3];
+        return std::array::from_fn(|r| rows[r]);
     }
     std::array::from_fn(|r| to_array4(_mm_mul_ps(_mm_set1_ps(scales[r]), act_scales)))
 }
