@@ -114,3 +114,32 @@ fn a_failed_batch_leaves_every_session_as_it_was() {
     assert_eq!(rows.len(), 2);
     assert_eq!(a.tokens(), &[1, 2, 3, 7]);
 }
+
+/// Rows that ask for the argmax get their token picked on the CPU (on all
+/// threads): the argmax of the row they would have got; the other rows still
+/// get their whole row.
+#[test]
+fn argmax_rows_get_the_argmax_of_their_row() {
+    let file = GgufFile::open(real_model()).unwrap();
+    let model = Backend::Cpu(Model::load(&file, CONTEXT).unwrap());
+    let sessions = || -> Vec<Session> {
+        (0..3u32)
+            .map(|i| {
+                let mut session = Session::new(&model, CONTEXT).unwrap();
+                let prompt: Vec<u32> = (0..4 + i).map(|t| 200 + 13 * t + i).collect();
+                session.prefill(&model, &prompt, 0, &mut || true).unwrap();
+                session
+            })
+            .collect()
+    };
+    let tokens = [11, 22, 33];
+    let mut as_rows = sessions();
+    let rows = logits_rows(&model, &mut as_rows, &tokens);
+    let mut mixed = sessions();
+    let mut refs: Vec<&mut Session> = mixed.iter_mut().collect();
+    let wants = [Wanted::Argmax, Wanted::Logits, Wanted::Argmax];
+    let picked = Session::step_batch(&model, &mut refs, &tokens, &wants).unwrap();
+    assert_eq!(picked[0], Picked::Token(argmax(&rows[0]).unwrap()));
+    assert_eq!(picked[1], Picked::Row(rows[1].clone()));
+    assert_eq!(picked[2], Picked::Token(argmax(&rows[2]).unwrap()));
+}

@@ -353,7 +353,10 @@ fn attend_sequence(
 }
 
 /// The same for a batch of sequences, one row each: every row is rotated,
-/// stored and attended as a lone decode step of its sequence would be.
+/// stored and attended as a lone decode step of its sequence would be. Rows
+/// touch only their own sequence's cache, so all of it runs on all threads
+/// (on one, the rotations and the cold cache lines of the stores left the
+/// other thread waiting).
 fn attend_batch(model: &Model, layer: usize, steps: &mut [BatchStep<'_>], s: &mut Scratch) {
     let c = &model.config;
     let (q_width, kv_width) = (c.query_width(), c.key_value_width());
@@ -361,26 +364,20 @@ fn attend_batch(model: &Model, layer: usize, steps: &mut [BatchStep<'_>], s: &mu
         .query
         .chunks_exact_mut(q_width)
         .zip(s.key.chunks_exact_mut(kv_width))
-        .zip(s.value.chunks_exact(kv_width));
-    for (((query, key), value), step) in rows.zip(steps.iter_mut()) {
+        .zip(s.value.chunks_exact(kv_width))
+        .zip(s.attention.chunks_exact_mut(q_width))
+        .zip(steps.iter_mut());
+    let threads = rayon::current_num_threads();
+    parallel::for_each(rows, threads, |((((query, key), value), out), step)| {
         model.rope.rotate(query, step.position);
         model.rope.rotate(key, step.position);
         step.cache.store(layer, step.position, key, value);
-    }
-    // Rows only read their caches now, so they can run on all threads. Each
-    // is a lone decode step's row: a batch of one.
-    let items = s
-        .attention
-        .chunks_exact_mut(q_width)
-        .zip(s.query.chunks_exact(q_width))
-        .zip(steps.iter());
-    let threads = rayon::current_num_threads();
-    parallel::for_each(items, threads, |((out, query), step)| {
         let place = RowPlace {
             cache: step.cache,
             layer,
             position: step.position,
         };
+        // Each is a lone decode step's row: a batch of one.
         attend_row(attention_shape(c), place, 1, query, out);
     });
 }
