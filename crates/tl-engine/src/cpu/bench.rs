@@ -15,7 +15,7 @@ use super::{QuantizedMatrix, WeightType};
 
 /// Seconds per call of `f`: the fastest of many batches, since other processes on
 /// a shared machine only ever add time.
-fn seconds_per_call(mut f: impl FnMut()) -> f64 {
+pub(crate) fn seconds_per_call(mut f: impl FnMut()) -> f64 {
     let start = Instant::now();
     let mut calls = 0u32;
     while calls < 3 || start.elapsed() < Duration::from_millis(100) {

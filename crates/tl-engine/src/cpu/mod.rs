@@ -39,7 +39,7 @@ use avx2 as backend;
 use scalar as backend;
 
 #[cfg(test)]
-mod bench;
+pub(crate) mod bench;
 #[cfg(test)]
 mod golden_tests;
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //!   follow `flash_attn_ext_f16_one_chunk`: the query is rounded to f16, each score
 //!   is an f16·f16 dot product summed in f32, softmax is online, and the weighted
 //!   sum of values is accumulated in an f16 vector (rounded at every step);
-//! - large batches follow the tiled path: f32 query, f32 accumulation.
+//! - large batches follow the tiled path (`tiled_attention`): f32 query,
+//!   tiles of 64 positions, f32 accumulation.
 //!
 //! Each (row, head) is independent; rows are split across threads, on the pool
 //! the matmuls use (its workers spin between the ~200 calls of a decode step, so
@@ -17,6 +18,7 @@ use half::f16;
 use crate::cpu::parallel;
 use crate::model::cache::KvCache;
 use crate::model::f16_vector;
+use crate::model::tiled_attention::{self, QueryRow};
 
 /// Batches of at least this many rows take llama.cpp's tiled (f32) path.
 pub const TILED_MIN_ROWS: usize = 64;
@@ -41,6 +43,9 @@ pub fn attend(
 ) {
     let row_width = shape.heads * shape.head_dim;
     let rows = queries.len() / row_width;
+    if rows >= TILED_MIN_ROWS {
+        return attend_tiled_rows(shape, (cache, layer, start), queries, out);
+    }
     let items = out
         .chunks_exact_mut(row_width)
         .zip(queries.chunks_exact(row_width))
@@ -60,6 +65,48 @@ pub fn attend(
     );
 }
 
+/// [`attend`] on llama.cpp's tiled path: the work is cut by head and by
+/// tile of query rows, so each tile of keys and values is widened once for
+/// the rows of a tile (the rows' numbers do not depend on the grouping).
+fn attend_tiled_rows(
+    shape: AttentionShape,
+    (cache, layer, start): (&KvCache, usize, usize),
+    queries: &[f32],
+    out: &mut [f32],
+) {
+    let dim = shape.head_dim;
+    let rows = queries.len() / (shape.heads * dim);
+    let row_tiles = rows.div_ceil(tiled_attention::TILE);
+    // `[row][head]` pieces of the output and the queries, sorted into one
+    // group per (head, tile of rows).
+    let mut groups: Vec<Vec<QueryRow<'_>>> =
+        (0..shape.heads * row_tiles).map(|_| Vec::new()).collect();
+    let pieces = out.chunks_exact_mut(dim).zip(queries.chunks_exact(dim));
+    for (i, (out, query)) in pieces.enumerate() {
+        let (row, head) = (i / shape.heads, i % shape.heads);
+        groups[head * row_tiles + row / tiled_attention::TILE].push(QueryRow {
+            query,
+            position: start + row,
+            out,
+        });
+    }
+    let scale = score_scale(dim);
+    let group = shape.heads / shape.kv_heads;
+    let items = groups.iter_mut().enumerate();
+    parallel::for_each(items, rayon::current_num_threads(), |(g, rows)| {
+        let kv_head = g / row_tiles / group;
+        let visible = rows.last().map_or(0, |row| row.position + 1);
+        let keys = cache.keys(layer, kv_head, visible);
+        let values = cache.values(layer, kv_head, visible);
+        tiled_attention::attend_tiled(rows, keys, values, scale);
+    });
+}
+
+/// The factor on every score, `1/√head_dim`, as llama.cpp's graph passes it.
+fn score_scale(head_dim: usize) -> f32 {
+    1.0 / (head_dim as f32).sqrt()
+}
+
 /// Where one query row sits: its sequence's cache, the layer, its position.
 #[derive(Clone, Copy)]
 pub struct RowPlace<'a> {
@@ -77,7 +124,7 @@ pub fn attend_row(
     query: &[f32],
     out: &mut [f32],
 ) {
-    let scale = 1.0 / (shape.head_dim as f32).sqrt();
+    let scale = score_scale(shape.head_dim);
     let group = shape.heads / shape.kv_heads;
     let visible = place.position + 1;
     let width = group * shape.head_dim;
@@ -103,8 +150,14 @@ fn attend_heads(
         let heads = out
             .chunks_exact_mut(head_dim)
             .zip(queries.chunks_exact(head_dim));
+        let position = keys.len() / head_dim - 1;
         for (out, query) in heads {
-            attend_f32(query, keys, values, scale, out);
+            let mut row = [QueryRow {
+                query,
+                position,
+                out,
+            }];
+            tiled_attention::attend_tiled(&mut row, keys, values, scale);
         }
     } else {
         attend_heads_f16((queries, head_dim), (keys, values), scale, out);
@@ -204,33 +257,9 @@ pub fn attend_head(
     );
 }
 
-/// The tiled path's precision: f32 query and accumulator, softmax sum in f64.
-fn attend_f32(query: &[f32], keys: &[f16], values: &[f16], scale: f32, out: &mut [f32]) {
-    let dim = query.len();
-    let scores: Vec<f32> = keys
-        .chunks_exact(dim)
-        .map(|key| {
-            key.iter()
-                .zip(query)
-                .map(|(k, &q)| k.to_f32() * q)
-                .sum::<f32>()
-                * scale
-        })
-        .collect();
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let weights: Vec<f32> = scores.iter().map(|&s| (s - max).exp()).collect();
-    let sum: f64 = weights.iter().map(|&w| w as f64).sum();
-    out.fill(0.0);
-    for (value, &w) in values.chunks_exact(dim).zip(&weights) {
-        for (o, v) in out.iter_mut().zip(value) {
-            *o = v.to_f32().mul_add(w, *o);
-        }
-    }
-    let inverse = if sum == 0.0 { 0.0 } else { (1.0 / sum) as f32 };
-    for o in out.iter_mut() {
-        *o *= inverse;
-    }
-}
+#[cfg(test)]
+#[path = "attention_bench.rs"]
+mod bench;
 
 #[cfg(test)]
 mod tests {
@@ -320,7 +349,7 @@ mod tests {
     #[test]
     fn both_paths_match_an_f64_softmax() {
         let dim = 64;
-        for positions in [1, 7, 100] {
+        for positions in [1, 7, 64, 65, 200] {
             let query = pseudo_random(dim, 1);
             let keys: Vec<f16> = pseudo_random(dim * positions, 2)
                 .iter()
@@ -334,11 +363,8 @@ mod tests {
             let expected = reference(&query, &as_f32(&keys), &as_f32(&values), 0.125);
             for tiled in [false, true] {
                 let mut out = vec![f32::NAN; dim];
-                if tiled {
-                    attend_f32(&query, &keys, &values, 0.125, &mut out);
-                } else {
-                    attend_heads_f16((&query, dim), (&keys, &values), 0.125, &mut out);
-                }
+                let batch_rows = if tiled { TILED_MIN_ROWS } else { 1 };
+                attend_head(&query, &keys, &values, 0.125, batch_rows, &mut out);
                 for (o, e) in out.iter().zip(&expected) {
                     assert!(
                         (*o as f64 - e).abs() < 3e-3,

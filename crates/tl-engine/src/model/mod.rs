@@ -13,6 +13,8 @@ pub mod rope;
 pub mod tensor_names;
 #[cfg(test)]
 mod test_values;
+mod tiled_attention;
+mod vector_exp;
 pub mod weights;
 
 pub use cache::KvCache;
