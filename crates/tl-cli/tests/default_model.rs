@@ -121,15 +121,23 @@ fn same_seed_gives_same_text() {
     assert_ne!(first, sample("8"));
 }
 
+/// The records of `tests/golden/NAME` (JSON lines).
+fn golden(name: &str) -> Vec<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 /// Without `--raw`, the prompt goes through the model's chat template; the replies
 /// equal llama.cpp's for the same rendered conversation.
 #[test]
 fn chat_template_replies_match_llama_cpp() {
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/llama_cpp_chat_greedy.jsonl");
-    let golden = std::fs::read_to_string(golden).unwrap();
-    for line in golden.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    for v in golden("llama_cpp_chat_greedy.jsonl") {
         let (question, expected) = (
             v["question"].as_str().unwrap(),
             v["completion"].as_str().unwrap(),
@@ -161,11 +169,7 @@ fn chat_template_replies_match_llama_cpp() {
 /// (tests/golden/llama_cpp_long_prompt_greedy.jsonl).
 #[test]
 fn long_prompt_replies_match_llama_cpp() {
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/llama_cpp_long_prompt_greedy.jsonl");
-    let golden = std::fs::read_to_string(golden).unwrap();
-    for line in golden.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    for v in golden("llama_cpp_long_prompt_greedy.jsonl") {
         let (prompt, expected) = (
             v["prompt"].as_str().unwrap(),
             v["completion"].as_str().unwrap(),
