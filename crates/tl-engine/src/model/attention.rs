@@ -46,23 +46,23 @@ pub fn attend(
     if rows >= TILED_MIN_ROWS {
         return attend_tiled_rows(shape, (cache, layer, start), queries, out);
     }
+    // One job per row and key/value head, so a lone decode row's heads run
+    // on every thread too.
+    let width = shape.heads / shape.kv_heads * shape.head_dim;
     let items = out
-        .chunks_exact_mut(row_width)
-        .zip(queries.chunks_exact(row_width))
+        .chunks_exact_mut(width)
+        .zip(queries.chunks_exact(width))
         .enumerate();
-    parallel::for_each(
-        items,
-        rayon::current_num_threads(),
-        |(row, (out, query))| {
-            // Causal: the token at `start + row` sees positions up to itself.
-            let place = RowPlace {
-                cache,
-                layer,
-                position: start + row,
-            };
-            attend_row(shape, place, rows, query, out);
-        },
-    );
+    parallel::for_each(items, rayon::current_num_threads(), |(i, (out, query))| {
+        let (row, kv_head) = (i / shape.kv_heads, i % shape.kv_heads);
+        // Causal: the token at `start + row` sees positions up to itself.
+        let place = RowPlace {
+            cache,
+            layer,
+            position: start + row,
+        };
+        attend_group(shape, (place, kv_head), rows, query, out);
+    });
 }
 
 /// [`attend`] on llama.cpp's tiled path: the work is cut by head and by
@@ -124,17 +124,33 @@ pub fn attend_row(
     query: &[f32],
     out: &mut [f32],
 ) {
-    let scale = score_scale(shape.head_dim);
-    let group = shape.heads / shape.kv_heads;
-    let visible = place.position + 1;
-    let width = group * shape.head_dim;
+    let width = shape.heads / shape.kv_heads * shape.head_dim;
     let groups = out.chunks_exact_mut(width).zip(query.chunks_exact(width));
     for (kv_head, (out, query)) in groups.enumerate() {
-        let keys = place.cache.keys(place.layer, kv_head, visible);
-        let values = place.cache.values(place.layer, kv_head, visible);
-        let queries = (query, shape.head_dim);
-        attend_heads(queries, (keys, values), (scale, batch_rows), out);
+        attend_group(shape, (place, kv_head), batch_rows, query, out);
     }
+}
+
+/// The query heads of one row that share key/value head `kv_head`
+/// (`query` and `out` are `[head][head_dim]` for those heads), as
+/// [`attend_row`] computes them.
+fn attend_group(
+    shape: AttentionShape,
+    (place, kv_head): (RowPlace<'_>, usize),
+    batch_rows: usize,
+    query: &[f32],
+    out: &mut [f32],
+) {
+    let visible = place.position + 1;
+    let keys = place.cache.keys(place.layer, kv_head, visible);
+    let values = place.cache.values(place.layer, kv_head, visible);
+    let scale = score_scale(shape.head_dim);
+    attend_heads(
+        (query, shape.head_dim),
+        (keys, values),
+        (scale, batch_rows),
+        out,
+    );
 }
 
 /// The query heads of `queries` (`[head][head_dim]`), which share `keys` and
