@@ -9,7 +9,8 @@
 //! - large batches follow the tiled path (`tiled_attention`): f32 query,
 //!   tiles of 64 positions, f32 accumulation.
 //!
-//! Each (row, head) is independent; rows are split across threads, on the pool
+//! Each (row, head) is independent; rows and their key/value heads (tiles of
+//! rows and heads on the tiled path) are split across threads, on the pool
 //! the matmuls use (its workers spin between the ~200 calls of a decode step, so
 //! work handed to another pool would compete with them for the cores).
 
