@@ -3,21 +3,12 @@
 //! Ignored by default; run with
 //! `cargo test --release -p tl-engine --lib attention::bench -- --ignored --nocapture`.
 
-use half::f16;
-
 use super::attend_heads;
 use crate::cpu::bench::seconds_per_call;
-use crate::model::test_values::pseudo_random;
+use crate::model::test_values::{pseudo_random, pseudo_random_f16};
 
 const HEAD_DIM: usize = 64;
 const SHARING_HEADS: usize = 3;
-
-fn halves(n: usize, seed: u32) -> Vec<f16> {
-    pseudo_random(n, seed)
-        .into_iter()
-        .map(f16::from_f32)
-        .collect()
-}
 
 #[test]
 #[ignore = "benchmark; run in release with --ignored --nocapture"]
@@ -31,8 +22,8 @@ fn attention_benchmark() {
         .collect();
     let mut out = vec![0.0f32; SHARING_HEADS * HEAD_DIM];
     for depth in [64, 128, 512, 2048] {
-        let keys = halves(depth * HEAD_DIM, 2);
-        let values = halves(depth * HEAD_DIM, 3);
+        let keys = pseudo_random_f16(depth * HEAD_DIM, 2, 1.0);
+        let values = pseudo_random_f16(depth * HEAD_DIM, 3, 1.0);
         let seconds = seconds_per_call(|| {
             attend_heads((&queries, HEAD_DIM), (&keys, &values), (scale, 1), &mut out);
         });

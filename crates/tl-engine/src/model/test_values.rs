@@ -13,3 +13,12 @@ pub fn pseudo_random(n: usize, seed: u32) -> Vec<f32> {
         })
         .collect()
 }
+
+/// `n` values uniform in `[-gain, gain)`, rounded to f16 (keys and values of
+/// a KV cache).
+pub fn pseudo_random_f16(n: usize, seed: u32, gain: f32) -> Vec<half::f16> {
+    pseudo_random(n, seed)
+        .into_iter()
+        .map(|v| half::f16::from_f32(v * gain))
+        .collect()
+}

@@ -186,7 +186,13 @@ mod scalar {
     /// `out[d] = fma(weights[p], values[p][d], out[d])` for the positions in
     /// order.
     pub fn accumulate(out: &mut [f32], weights: &[f32], values: &[f32]) {
-        for (&w, value) in weights.iter().zip(values.chunks_exact(out.len())) {
+        accumulate_columns(out, weights, values, out.len());
+    }
+
+    /// [`accumulate`] into the first columns of rows `row_width` wide that
+    /// start at `values[0]` (so a slice of rows from any column works).
+    pub fn accumulate_columns(out: &mut [f32], weights: &[f32], values: &[f32], row_width: usize) {
+        for (&w, value) in weights.iter().zip(values.chunks(row_width)) {
             for (o, &v) in out.iter_mut().zip(value) {
                 *o = w.mul_add(v, *o);
             }
@@ -271,25 +277,15 @@ mod simd {
                 }
             }
         }
-        if whole < dim {
-            let rows = values.chunks_exact(dim).map(|row| &row[whole..]);
-            let values: Vec<f32> = rows.flatten().copied().collect();
-            super::scalar::accumulate(&mut out[whole..], weights, &values);
-        }
+        // Columns past the last 64: row p's start at `values[p * dim + whole]`.
+        super::scalar::accumulate_columns(&mut out[whole..], weights, &values[whole..], dim);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::test_values::pseudo_random;
-
-    fn halves(n: usize, seed: u32, gain: f32) -> Vec<f16> {
-        pseudo_random(n, seed)
-            .into_iter()
-            .map(|v| f16::from_f32(v * gain))
-            .collect()
-    }
+    use crate::model::test_values::{pseudo_random, pseudo_random_f16};
 
     #[test]
     fn vector_steps_equal_the_scalar_ones() {
@@ -320,8 +316,8 @@ mod tests {
     #[test]
     fn grouped_rows_give_the_bits_of_each_row_alone() {
         let (dim, positions) = (64, 200);
-        let keys = halves(positions * dim, 5, 3.0);
-        let values = halves(positions * dim, 6, 1.0);
+        let keys = pseudo_random_f16(positions * dim, 5, 3.0);
+        let values = pseudo_random_f16(positions * dim, 6, 1.0);
         let queries = pseudo_random(positions * dim, 7);
         let scale = 0.125;
         let chosen = [0, 1, 63, 64, 65, 130, 199];

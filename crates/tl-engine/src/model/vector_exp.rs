@@ -111,6 +111,8 @@ pub fn exp8(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
 mod tests {
     use super::*;
 
+    // Only the vector test needs them.
+    #[cfg(x86_simd)]
     /// Inputs across the whole range: ±0, around the ends, the special values
     /// and a dense sweep of the softmax's arguments (≤ 0).
     fn inputs() -> Vec<f32> {
