@@ -291,6 +291,15 @@ __device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0
     }
 }
 
+// The weights of the next matrix to ask L2 for (bytes of quants and scales
+// from the start of each).
+struct NextWeights {
+    const u8* quants;
+    int quant_bytes;
+    const u8* scales;
+    int scale_bytes;
+};
+
 // MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu, 4: norm + RoPE + cache
 // write. Each group of LPR lanes takes one output row at a time (for swiglu its
 // gate and up rows together; float types use whole warps); a block's groups
@@ -300,9 +309,18 @@ __device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0
 // and y of sequence blockIdx.y lie `cols` and `rows` values further on per
 // sequence. Each sequence's numbers are exactly those of a launch for it
 // alone, and the weights come from L2 after the first read.
+//
+// With `l2_prefetch` (see ops/mod.rs), before waiting for the previous kernel
+// the norm weight and (RoPE) this position's cos/sin row are requested into L2:
+// staging and the rotation read them right after the wait, and little else of
+// theirs is in L2 by then (a token streams all the weights through it). At
+// level 2 the grid also requests `next`, the first weights of the matrix the
+// step multiplies by next, whose blocks can often start only when this
+// kernel's leave their multiprocessors.
 template <int T, int MODE, int LPR, bool BATCHED>
 __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
-                     float eps, float* y, int rows, int cols, RopeStore rope) {
+                     float eps, float* y, int rows, int cols, RopeStore rope, int l2_prefetch,
+                     NextWeights next) {
     if (BATCHED) {
         x += (u64)blockIdx.y * cols;
         y += (u64)blockIdx.y * rows;
@@ -336,6 +354,19 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
     // kernel starting early; float GEMVs are busy enough that a waiting next
     // kernel beside them costs more than it saves (measured: F16 decode at
     // half speed), so they let it start only when they finish.
+    if (l2_prefetch >= 2 && (!BATCHED || blockIdx.y == 0)) {
+        prefetch_share_l2(next.quants, next.quant_bytes);
+        prefetch_share_l2(next.scales, next.scale_bytes);
+    }
+    if (l2_prefetch && MODE >= 2) {
+        prefetch_l2(norm_weight, (u64)cols * 4);
+        // The position comes from the host (copied before the step's kernels
+        // run), so it may be read before the wait.
+        if (MODE == 4) {
+            const int pos = BATCHED ? rope.position[blockIdx.y] : *rope.position;
+            prefetch_l2(rope.cos_sin + (u64)pos * (rope.head_dim / 2), (u64)rope.head_dim * 4);
+        }
+    }
     if (quantized) allow_next_kernel();
     wait_for_previous_kernel();
     StagedQ8 xq;
@@ -348,6 +379,9 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         float dot[NR];
         u64 picked[NR];
         rows_of(r, picked);
+        // The residual's old value is read before the products, so its
+        // latency overlaps them instead of following them.
+        const float prior = MODE == 1 && sub == 0 && r < rows ? y[r] : 0.0f;
         if (quantized) {
             RowChunk<T, NR, LPR> next;
             if (r + stride < rows) {
@@ -373,7 +407,7 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
             if (MODE == 3)
                 y[r] = silu(dot[0]) * dot[NR - 1];
             else
-                y[r] = MODE == 1 ? y[r] + dot[0] : dot[0];
+                y[r] = MODE == 1 ? prior + dot[0] : dot[0];
         }
     }
 }
@@ -387,20 +421,27 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
                                    const float* norm_weight, float eps, float* y, int rows,  \
                                    int cols, const float2* cos_sin, const int* position,     \
                                    int q_width, int kv_width, int head_dim, int capacity,    \
-                                   u16* k_cache, u16* v_cache) {                             \
+                                   u16* k_cache, u16* v_cache, int l2_prefetch,              \
+                                   const u8* next_qs, int next_qs_bytes, const u8* next_sc,  \
+                                   int next_sc_bytes) {                                      \
         RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                   \
                           capacity, k_cache, v_cache, 0,        0};                          \
-        gemv<T, MODE, LPR, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);        \
+        NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
+        gemv<T, MODE, LPR, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,         \
+                                  l2_prefetch, next);                                        \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_batched_##KIND##NAME##_l##LPR(                                                  \
             const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps, \
             float* y, int rows, int cols, const float2* cos_sin, const int* position,        \
             int q_width, int kv_width, int head_dim, int capacity, u16* const* k_tables,     \
-            u16* const* v_tables) {                                                          \
+            u16* const* v_tables, int l2_prefetch, const u8* next_qs, int next_qs_bytes,     \
+            const u8* next_sc, int next_sc_bytes) {                                          \
         RopeStore rope = {cos_sin, position, q_width, kv_width, head_dim,                    \
                           capacity, 0,       0,       k_tables, v_tables};                   \
-        gemv<T, MODE, LPR, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope);         \
+        NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
+        gemv<T, MODE, LPR, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,          \
+                                 l2_prefetch, next);                                         \
     }
 #define GEMV_KERNELS(NAME, T, LPR)                 \
     GEMV_KERNEL(, 0, NAME, T, LPR)                 \

@@ -29,6 +29,27 @@ __device__ __forceinline__ void allow_next_kernel() {
 #endif
 }
 
+// Asks L2 for the 128-byte lines of [p, p + bytes), the block's threads taking
+// them in turn, without waiting for them. Only a hint: L2 is coherent, so it is
+// safe before wait_for_previous_kernel() even for memory the previous kernel
+// still writes. Kernels use it there for what they read first after the wait
+// that is likely not in L2 (weights, older cache positions), so that read hits
+// L2 instead of waiting on device memory.
+__device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes) {
+    const u64 end = (u64)p + bytes;
+    for (u64 line = ((u64)p & ~(u64)127) + (u64)threadIdx.x * 128; line < end;
+         line += (u64)blockDim.x * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+}
+
+// prefetch_l2 of [p, p + bytes) shared among the grid's blocks (along x), each
+// taking one slice of whole lines.
+__device__ __forceinline__ void prefetch_share_l2(const void* p, int bytes) {
+    const u64 slice = (((u64)bytes + gridDim.x - 1) / gridDim.x + 127) & ~(u64)127;
+    const u64 begin = slice * blockIdx.x;
+    if (begin < (u64)bytes) prefetch_l2((const u8*)p + begin, min(slice, (u64)bytes - begin));
+}
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

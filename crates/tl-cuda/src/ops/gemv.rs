@@ -5,7 +5,7 @@ use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
 use crate::matrix::{DeviceMatrix, WeightType};
 use crate::ops::attention::{Heads, LayerCache};
-use crate::ops::{blocks_for, int};
+use crate::ops::{blocks_for, int, l2_prefetch_level};
 
 /// Warps (rows in flight) per block: 16 unless `TL_GEMV_WARPS` (2 to 16,
 /// even; `GEMV_MAX_THREADS` in gemv.cu is 16 warps) says otherwise (a tuning
@@ -114,13 +114,45 @@ pub fn gemv(
     y: Span<'_, f32>,
     epilogue: Epilogue<'_>,
 ) -> Result<()> {
-    gemv_batched(gpu, w, x, y, epilogue, 1)
+    gemv_batched(gpu, w, x, y, epilogue, 1, None)
+}
+
+/// The most bytes of the next matrix's quants a GEMV asks L2 for (its first
+/// rows; their scales in proportion): a third of an H100's L2, so that what
+/// the running GEMV itself reads stays there too.
+const NEXT_PREFETCH_BYTES: usize = 16 << 20;
+
+/// The kernels' `next_*` arguments: where the next matrix's weights are and
+/// how many of their bytes to ask L2 for (nothing without one, or below
+/// prefetch level 2).
+fn next_matrix_args(next: Option<&DeviceMatrix>) -> Result<[Arg; 4]> {
+    let Some(next) = next.filter(|_| l2_prefetch_level() >= 2) else {
+        return Ok([Arg::Ptr(0), Arg::I32(0), Arg::Ptr(0), Arg::I32(0)]);
+    };
+    let (quants, scales) = (next.quants(), next.scales());
+    let quant_bytes = quants.len().min(NEXT_PREFETCH_BYTES);
+    let scale_bytes = if quants.is_empty() {
+        0
+    } else {
+        // The same share of rows: scales lie in row order like the quants.
+        (scales.len() as u128 * quant_bytes as u128 / quants.len() as u128) as usize
+    };
+    Ok([
+        quants.into(),
+        Arg::I32(int(quant_bytes, "prefetch bytes")?),
+        scales.into(),
+        Arg::I32(int(scale_bytes, "prefetch bytes")?),
+    ])
 }
 
 /// [`gemv`] for `sequences` vectors at once (decode of several sequences):
 /// x and y hold one vector per sequence, one after another; with RoPE,
 /// sequence s is at `position[s]` and its caches are in the layer cache's
 /// tables. Each sequence's numbers equal those of a [`gemv`] for it alone.
+///
+/// `next`, the matrix the step multiplies by next (after an attention call,
+/// say), is only a hint: its first weights are requested into L2 while this
+/// product runs, so the next GEMV's loads do not wait on device memory.
 pub fn gemv_batched(
     gpu: &Gpu,
     w: &DeviceMatrix,
@@ -128,6 +160,7 @@ pub fn gemv_batched(
     y: Span<'_, f32>,
     epilogue: Epilogue<'_>,
     sequences: usize,
+    next: Option<&DeviceMatrix>,
 ) -> Result<()> {
     if sequences == 0 {
         return Ok(());
@@ -211,6 +244,8 @@ pub fn gemv_batched(
             Arg::Ptr(0),
         ]),
     }
+    args.push(Arg::I32(l2_prefetch_level()));
+    args.extend(next_matrix_args(next)?);
     // Each block stages x once for many rows; one block per multiprocessor
     // (by default) with every row group in flight.
     let warps = warps_per_block();

@@ -166,7 +166,18 @@ impl CudaModel {
                 position: positions,
                 cache: kv,
             };
-            gemv_batched(gpu, &w.qkv, b.x.all(), b.qkv.all(), norm_rope, n)?;
+            // Each GEMV names the matrix after it, whose weights it asks L2 for.
+            let after_block = Some(self.matrix_after_block(layer));
+            let qkv = b.qkv.all();
+            gemv_batched(
+                gpu,
+                &w.qkv,
+                b.x.all(),
+                qkv,
+                norm_rope,
+                n,
+                Some(&w.attention_output),
+            )?;
             let attention = AttentionBatch {
                 heads: self.heads(),
                 queries: b.qkv.all(),
@@ -178,20 +189,15 @@ impl CudaModel {
             };
             attention_ops::attention_f16_accumulator_batched(gpu, &attention, n)?;
             let residual = Epilogue::Residual;
-            gemv_batched(
-                gpu,
-                &w.attention_output,
-                b.attention.all(),
-                b.x.all(),
-                residual,
-                n,
-            )?;
+            let (attention, x) = (b.attention.all(), b.x.all());
+            let gate_up = Some(&w.gate_up);
+            gemv_batched(gpu, &w.attention_output, attention, x, residual, n, gate_up)?;
             let norm = Epilogue::NormSwiglu {
                 weight: w.feed_forward_norm.all(),
                 eps,
             };
-            gemv_batched(gpu, &w.gate_up, b.x.all(), b.hidden.all(), norm, n)?;
-            gemv_batched(gpu, &w.down, b.hidden.all(), b.x.all(), residual, n)?;
+            gemv_batched(gpu, &w.gate_up, x, b.hidden.all(), norm, n, Some(&w.down))?;
+            gemv_batched(gpu, &w.down, b.hidden.all(), x, residual, n, after_block)?;
         }
         let norm = Epilogue::Norm {
             weight: self.output_norm.all(),
@@ -204,6 +210,7 @@ impl CudaModel {
             b.logits.all(),
             norm,
             n,
+            None,
         )?;
         Ok(())
     }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, Heads};
-use tl_cuda::ops::gemv::{gemv, Epilogue};
+use tl_cuda::ops::gemv::{gemv, gemv_batched, Epilogue};
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
 use tl_gguf::GgufFile;
@@ -137,6 +137,14 @@ impl CudaModel {
 
     fn output_matrix(&self) -> &DeviceMatrix {
         self.output.as_ref().unwrap_or(&self.embedding)
+    }
+
+    /// The matrix a decode step multiplies by after block `layer`'s last one:
+    /// the next block's QKV projection, or the output head.
+    fn matrix_after_block(&self, layer: usize) -> &DeviceMatrix {
+        self.blocks
+            .get(layer + 1)
+            .map_or(self.output_matrix(), |next| &next.qkv)
     }
 
     /// Runs `tokens` at positions `index_pos..` and returns the logits of the
@@ -270,7 +278,19 @@ impl CudaModel {
                 position: s.position.all(),
                 cache: kv,
             };
-            gemv(gpu, &b.qkv, s.x.all(), s.qkv.all(), norm_rope)?;
+            // Each GEMV names the matrix after it, whose weights it asks L2 for.
+            let (attention_output, gate_up, down) =
+                (Some(&b.attention_output), Some(&b.gate_up), Some(&b.down));
+            let after_block = Some(self.matrix_after_block(layer));
+            gemv_batched(
+                gpu,
+                &b.qkv,
+                s.x.all(),
+                s.qkv.all(),
+                norm_rope,
+                1,
+                attention_output,
+            )?;
             let batch = AttentionBatch {
                 heads: self.heads(),
                 queries: s.qkv.span(0, q_width)?,
@@ -281,19 +301,15 @@ impl CudaModel {
                 out: s.attention.all(),
             };
             attention_ops::attention_f16_accumulator(gpu, &batch)?;
-            gemv(
-                gpu,
-                &b.attention_output,
-                s.attention.all(),
-                s.x.all(),
-                Epilogue::Residual,
-            )?;
+            let residual = Epilogue::Residual;
+            let (attention, x) = (s.attention.all(), s.x.all());
+            gemv_batched(gpu, &b.attention_output, attention, x, residual, 1, gate_up)?;
             let norm = Epilogue::NormSwiglu {
                 weight: b.feed_forward_norm.all(),
                 eps,
             };
-            gemv(gpu, &b.gate_up, s.x.all(), s.hidden.all(), norm)?;
-            gemv(gpu, &b.down, s.hidden.all(), s.x.all(), Epilogue::Residual)?;
+            gemv_batched(gpu, &b.gate_up, s.x.all(), s.hidden.all(), norm, 1, down)?;
+            gemv_batched(gpu, &b.down, s.hidden.all(), x, residual, 1, after_block)?;
         }
         let norm = Epilogue::Norm {
             weight: self.output_norm.all(),
