@@ -32,6 +32,8 @@ pub struct DeviceInfo {
     pub multiprocessors: usize,
     /// Device memory in bytes.
     pub total_memory: usize,
+    /// L2 cache in bytes.
+    pub l2_bytes: usize,
     /// Driver version as CUDA encodes it (13000 = 13.0).
     pub driver_version: i32,
 }
@@ -405,6 +407,7 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
         total_memory: context
             .total_mem()
             .map_err(|e| CudaError::driver("reading the memory size", e))?,
+        l2_bytes: attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
         driver_version,
     })
 }

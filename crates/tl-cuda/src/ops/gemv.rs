@@ -117,20 +117,24 @@ pub fn gemv(
     gemv_batched(gpu, w, x, y, epilogue, 1, None)
 }
 
-/// The most bytes of the next matrix's quants a GEMV asks L2 for (its first
-/// rows; their scales in proportion): a third of an H100's L2, so that what
-/// the running GEMV itself reads stays there too.
-const NEXT_PREFETCH_BYTES: usize = 16 << 20;
-
 /// The kernels' `next_*` arguments: where the next matrix's weights are and
-/// how many of their bytes to ask L2 for (nothing without one, or below
-/// prefetch level 2).
-fn next_matrix_args(next: Option<&DeviceMatrix>) -> Result<[Arg; 4]> {
-    let Some(next) = next.filter(|_| l2_prefetch_level() >= 2) else {
+/// how many of their bytes (its first rows; their scales in proportion) to
+/// ask L2 for while `w` is multiplied. Nothing without a next matrix, below
+/// prefetch level 2, for float `w` (those GEMVs are busy streaming their own
+/// weights and start no dependent early, so a prefetch only competes with
+/// them: TinyLlama F16 decode measured 6% slower with it), and at most a third
+/// of L2 or what fits beside `w` (more would be evicted before its use; half
+/// of L2 beside `w` measured 1% slower on TinyLlama Q8_0, whose gate/up
+/// matrix leaves little room in half).
+fn next_matrix_args(gpu: &Gpu, w: &DeviceMatrix, next: Option<&DeviceMatrix>) -> Result<[Arg; 4]> {
+    let l2 = gpu.info().l2_bytes;
+    let room = (l2 / 3).min(l2.saturating_sub(w.bytes()));
+    let next = next.filter(|_| l2_prefetch_level() >= 2 && w.weight_type().is_quantized());
+    let Some(next) = next.filter(|_| room > 0) else {
         return Ok([Arg::Ptr(0), Arg::I32(0), Arg::Ptr(0), Arg::I32(0)]);
     };
     let (quants, scales) = (next.quants(), next.scales());
-    let quant_bytes = quants.len().min(NEXT_PREFETCH_BYTES);
+    let quant_bytes = quants.len().min(room);
     let scale_bytes = if quants.is_empty() {
         0
     } else {
@@ -245,7 +249,7 @@ pub fn gemv_batched(
         ]),
     }
     args.push(Arg::I32(l2_prefetch_level()));
-    args.extend(next_matrix_args(next)?);
+    args.extend(next_matrix_args(gpu, w, next)?);
     // Each block stages x once for many rows; one block per multiprocessor
     // (by default) with every row group in flight.
     let warps = warps_per_block();
