@@ -350,10 +350,6 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         rows_of(first_base + group, picked);
         load_chunk<T, NR, LPR>(qs, sc, picked, cols / 32, sub, chunk);
     }
-    // Quantized GEMVs are bound by memory latency and gain from the next
-    // kernel starting early; float GEMVs are busy enough that a waiting next
-    // kernel beside them costs more than it saves (measured: F16 decode at
-    // half speed), so they let it start only when they finish.
     if (l2_prefetch >= 2 && (!BATCHED || blockIdx.y == 0)) {
         prefetch_share_l2(next.quants, next.quant_bytes);
         prefetch_share_l2(next.scales, next.scale_bytes);
@@ -367,6 +363,10 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
             prefetch_l2(rope.cos_sin + (u64)pos * (rope.head_dim / 2), (u64)rope.head_dim * 4);
         }
     }
+    // Quantized GEMVs are bound by memory latency and gain from the next
+    // kernel starting early; float GEMVs are busy enough that a waiting next
+    // kernel beside them costs more than it saves (measured: F16 decode at
+    // half speed), so they let it start only when they finish.
     if (quantized) allow_next_kernel();
     wait_for_previous_kernel();
     StagedQ8 xq;

@@ -168,16 +168,8 @@ impl CudaModel {
             };
             // Each GEMV names the matrix after it, whose weights it asks L2 for.
             let after_block = Some(self.matrix_after_block(layer));
-            let qkv = b.qkv.all();
-            gemv_batched(
-                gpu,
-                &w.qkv,
-                b.x.all(),
-                qkv,
-                norm_rope,
-                n,
-                Some(&w.attention_output),
-            )?;
+            let after_qkv = Some(&w.attention_output);
+            gemv_batched(gpu, &w.qkv, b.x.all(), b.qkv.all(), norm_rope, n, after_qkv)?;
             let attention = AttentionBatch {
                 heads: self.heads(),
                 queries: b.qkv.all(),
