@@ -38,7 +38,8 @@ __device__ __forceinline__ u32 pack_halves(u16 lo, u16 hi) {
 template <int D>
 __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache,
                                 const u16* v_cache, const int* start, int rows, int heads,
-                                int kv_heads, int capacity, float scale, float* out) {
+                                int kv_heads, int capacity, float scale, float* out,
+                                u16* out_f16) {
     __shared__ __align__(16) u16 ks[FLASH_KEYS][D + FLASH_PAD];
     __shared__ __align__(16) u16 vs[FLASH_KEYS][D + FLASH_PAD];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -173,11 +174,15 @@ __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache
         const int row = row0 + g + 8 * r;
         if (row >= rows) continue;
         const float inverse = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        float* orow = out + (u64)row * heads * D + head * D;
+        const u64 at = (u64)row * heads * D + head * D;
 #pragma unroll
-        for (int n = 0; n < D / 8; ++n)
-            *(float2*)(orow + n * 8 + 2 * t) =
-                make_float2(o[n][2 * r] * inverse, o[n][2 * r + 1] * inverse);
+        for (int n = 0; n < D / 8; ++n) {
+            const float v0 = o[n][2 * r] * inverse, v1 = o[n][2 * r + 1] * inverse;
+            if (out_f16)  // the next GEMM's f16 input, as rows_to_f16 would round it
+                *(u32*)(out_f16 + at + n * 8 + 2 * t) = pack_f16(v0, v1);
+            else
+                *(float2*)(out + at + n * 8 + 2 * t) = make_float2(v0, v1);
+        }
     }
 }
 
@@ -185,9 +190,10 @@ __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache
     extern "C" __global__ void __launch_bounds__(FLASH_WARPS * WARP)                         \
         attention_flash_##D(const float* q, int q_stride, const u16* k_cache,                \
                             const u16* v_cache, const int* start, int rows, int heads,       \
-                            int kv_heads, int capacity, float scale, float* out) {           \
+                            int kv_heads, int capacity, float scale, float* out,             \
+                            u16* out_f16) {                                                  \
         flash_attention<D>(q, q_stride, k_cache, v_cache, start, rows, heads, kv_heads,     \
-                           capacity, scale, out);                                            \
+                           capacity, scale, out, out_f16);                                   \
     }
 FLASH_KERNEL(64)
 FLASH_KERNEL(128)

@@ -1,5 +1,6 @@
 // Row-wise steps of a prefill batch and the lookups around the model: GEMM
-// inputs in f16 (normalised and Q8-rounded as asked), SwiGLU, dequantization of
+// inputs in f16 (normalised and Q8-rounded as asked), SwiGLU (also straight
+// into such an input), dequantization of
 // a weight matrix into f16 (the GEMM's other input), embedding lookup, argmax.
 
 // The f16 input of a prefill GEMM: out[r] = x[r], or rmsnorm(x[r])·weight when
@@ -37,6 +38,34 @@ extern "C" __global__ void swiglu(const float* gate_up, float* out, int rows, in
         const u64 r = i / width, c = i % width;
         const float g = gate_up[r * 2 * width + c], u = gate_up[r * 2 * width + width + c];
         out[i] = silu(g) * u;
+    }
+}
+
+// swiglu then rows_to_f16 (no norm) in one pass, for the MLP's down projection
+// in a prefill batch: out[r][i] = f16(silu(gate)·up), or with q8 != 0 that
+// value first Q8-rounded as rows_to_f16 does. The same operations as the two
+// kernels, so the same bits, without writing and reading back the f32 values.
+// A grid-stride loop over all values, as swiglu's (one block per row measured
+// slower: each warp waited on its loads block after block); with q8 the width
+// is a multiple of 32 and the stride of whole warps, so each warp holds one Q8
+// block, lane i value i.
+extern "C" __global__ void swiglu_to_f16(const float* gate_up, u16* out, int rows, int width,
+                                         int q8) {
+    const u64 n = (u64)rows * width;
+    // 32-bit division where the indices fit (a 64-bit one is a long routine).
+    const bool narrow = n <= 0xffffffffull;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        const u64 r = narrow ? (u32)i / (u32)width : i / width;
+        const u64 c = i - r * width;
+        const float h = silu(gate_up[r * 2 * width + c]) * gate_up[r * 2 * width + width + c];
+        if (!q8) {
+            out[i] = f2h(h);
+            continue;
+        }
+        float d;
+        const int q = quantize_q8_lane(h, &d);
+        out[i] = f2h((float)q * h2f(f2h(d)));
     }
 }
 

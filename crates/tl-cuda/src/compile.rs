@@ -277,6 +277,7 @@ mod tests {
                 "attention_flash_64",
                 "attention_flash_128",
                 "profile_spin",
+                "swiglu_to_f16",
                 "argmax",
                 "top_k_partial",
                 "top_k_select",

@@ -5,8 +5,8 @@
 
 use half::{bf16, f16};
 use tl_cuda::ops::attention::{
-    attention_f16_accumulator, attention_f32, attention_flash, flash_supported, rope_store_kv,
-    AttentionBatch, Heads, LayerCache,
+    attention_f16_accumulator, attention_f32, attention_flash, attention_flash_to_f16,
+    flash_supported, rope_store_kv, AttentionBatch, Heads, LayerCache,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SamplingParams};
@@ -365,6 +365,28 @@ fn row_kernels_match_the_reference() {
         })
         .collect();
     assert!(relative_error(&download(&gpu, &out, n_rows * width), &want) < 1e-6);
+    // SwiGLU straight into an f16 GEMM input: the bits of swiglu then to_f16,
+    // with and without Q8 rounding (widths of whole blocks for Q8, and odd).
+    for (n_rows, width, q8) in [
+        (3, 77, false),
+        (4, 96, true),
+        (2, 5632, true),
+        (2, 5632, false),
+    ] {
+        let gate_up = rng.vec(n_rows * 2 * width);
+        let gb = Buffer::from_host(&gpu, &gate_up).unwrap();
+        let hidden = poisoned_f32(&gpu, n_rows * width);
+        rows::swiglu(&gpu, gb.all(), hidden.all(), n_rows, width).unwrap();
+        let two_steps = poisoned_f16(&gpu, n_rows * width);
+        rows::to_f16(&gpu, hidden.all(), None, q8, two_steps.all(), n_rows, width).unwrap();
+        let fused = poisoned_f16(&gpu, n_rows * width);
+        rows::swiglu_to_f16(&gpu, gb.all(), fused.all(), n_rows, width, q8).unwrap();
+        assert_eq!(
+            download(&gpu, &fused, n_rows * width),
+            download(&gpu, &two_steps, n_rows * width),
+            "{n_rows}x{width}, q8 {q8}"
+        );
+    }
 }
 
 #[test]
@@ -660,6 +682,25 @@ fn rope_cache_write_and_attention_match_the_reference() {
                     err < tolerance,
                     "{name}: {rows_now} rows at {position}: {err}"
                 );
+                if name == "tensor cores" {
+                    // Straight to f16: the f32 output's bits rounded as
+                    // to_f16 rounds them, and batch.out left alone.
+                    let f32_out = download(&gpu, &out, rows_now * q_width);
+                    let untouched = poisoned_f32(&gpu, rows_now * q_width);
+                    let f16_out = poisoned_f16(&gpu, rows_now * q_width);
+                    let batch = AttentionBatch {
+                        out: untouched.all(),
+                        ..batch
+                    };
+                    attention_flash_to_f16(&gpu, &batch, f16_out.all()).unwrap();
+                    let want: Vec<u16> = f32_out
+                        .iter()
+                        .map(|&v| f16::from_f32(v).to_bits())
+                        .collect();
+                    assert_eq!(download(&gpu, &f16_out, rows_now * q_width), want);
+                    let left = download(&gpu, &untouched, rows_now * q_width);
+                    assert!(left.iter().all(|v| v.to_bits() == f32::NAN.to_bits()));
+                }
             }
             position += rows_now;
         }

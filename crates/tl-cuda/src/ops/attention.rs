@@ -319,6 +319,24 @@ pub fn attention_f32(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
 /// softmax weights rounded to f16, scores, softmax and output in f32. Errors
 /// where [`flash_supported`] is false.
 pub fn attention_flash(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
+    flash(gpu, batch, None)
+}
+
+/// [`attention_flash`] with its output rounded to f16 into `out` instead of
+/// `batch.out` (left untouched): the bits [`crate::ops::rows::to_f16`] (no norm,
+/// no Q8) would give, written as the next GEMM's input without an f32 pass
+/// in between (for float attention-output weights).
+pub fn attention_flash_to_f16(
+    gpu: &Gpu,
+    batch: &AttentionBatch<'_>,
+    out: Span<'_, u16>,
+) -> Result<()> {
+    out.require(batch.rows * batch.heads.q_width(), "f16 attention output")?;
+    flash(gpu, batch, Some(out))
+}
+
+/// [`attention_flash`], writing f16 to `out_f16` when given.
+fn flash(gpu: &Gpu, batch: &AttentionBatch<'_>, out_f16: Option<Span<'_, u16>>) -> Result<()> {
     let h = batch.heads;
     if !flash_supported(gpu, h.head_dim) {
         return Err(CudaError::Unsupported(format!(
@@ -333,11 +351,13 @@ pub fn attention_flash(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
     }
     let mut args = batch_args(batch)?;
     args.remove(HEAD_DIM_ARG); // the kernel is specialised for its head size
+    args.push(out_f16.map_or(Arg::Ptr(0), Arg::from));
     let kernel = format!("attention_flash_{}", h.head_dim);
     // SAFETY: matches attention_flash_<D>'s signature (D = head_dim, so the
-    // head-size argument is left out); queries and output are checked for
-    // `rows` rows, and the kernel reads cache positions below *start + rows <=
-    // capacity (the host checks room before every pass).
+    // head-size argument is left out); queries and both outputs are checked
+    // for `rows` rows (the f16 one by the caller), and the kernel reads cache
+    // positions below *start + rows <= capacity (the host checks room before
+    // every pass).
     unsafe {
         gpu.launch(
             &kernel,

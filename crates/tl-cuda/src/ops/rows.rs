@@ -92,6 +92,46 @@ pub fn swiglu(
     }
 }
 
+/// [`swiglu`] and then [`to_f16`] (without a norm) in one pass: `out[r][i] =
+/// f16(silu(gate)·up)`, Q8-rounded first when `q8`, the same bits as the two
+/// calls (the MLP down projection's GEMM input in a prefill batch).
+pub fn swiglu_to_f16(
+    gpu: &Gpu,
+    gate_up: Span<'_, f32>,
+    out: Span<'_, u16>,
+    rows: usize,
+    width: usize,
+    q8: bool,
+) -> Result<()> {
+    gate_up.require(rows * width * 2, "swiglu input")?;
+    out.require(rows * width, "f16 GEMM input")?;
+    if q8 && !width.is_multiple_of(32) {
+        return Err(CudaError::Unsupported(format!(
+            "Q8 rounding needs rows of whole 32-value blocks; these have {width}"
+        )));
+    }
+    let args = [
+        gate_up.into(),
+        out.into(),
+        Arg::I32(int(rows, "rows")?),
+        Arg::I32(int(width, "width")?),
+        Arg::I32(i32::from(q8)),
+    ];
+    // SAFETY: matches swiglu_to_f16(const float*, u16*, int, int, int); indices
+    // stay below rows·width (out) and rows·2·width (input), both checked. With
+    // q8, width is a multiple of 32 and THREADS of whole warps, so every warp
+    // runs its shuffles with all lanes.
+    unsafe {
+        gpu.launch(
+            "swiglu_to_f16",
+            (stride_blocks(gpu, rows * width), 1),
+            THREADS,
+            0,
+            &args,
+        )
+    }
+}
+
 /// Dequantizes the whole matrix into `out` (rows × cols f16).
 pub fn dequantize_f16(gpu: &Gpu, w: &DeviceMatrix, out: Span<'_, u16>) -> Result<()> {
     let n = w.rows() * w.cols();

@@ -373,21 +373,23 @@ impl CudaModel {
                 start: p.start.all(),
                 out: p.attention.all(),
             };
-            // The CPU backend's rule: small batches take the f16-accumulator path.
-            if n < attention_ops::TILED_MIN_ROWS {
-                attention_ops::attention_f16_accumulator(gpu, &batch)?;
+            // The CPU backend's rule: small batches take the f16-accumulator
+            // path. Tensor-core attention before float output weights writes
+            // their f16 GEMM input itself (quantized ones need Q8 rounding).
+            let flash = n >= attention_ops::TILED_MIN_ROWS
+                && attention_ops::flash_supported(gpu, heads.head_dim);
+            if flash && !b.attention_output.weight_type().is_quantized() {
+                attention_ops::attention_flash_to_f16(gpu, &batch, p.gemm_input.all())?;
+                self.gemm_staged(&b.attention_output, p.x.all(), n, true, p)?;
             } else {
-                attention_ops::attention_prefill(gpu, &batch)?;
+                if n < attention_ops::TILED_MIN_ROWS {
+                    attention_ops::attention_f16_accumulator(gpu, &batch)?;
+                } else {
+                    attention_ops::attention_prefill(gpu, &batch)?;
+                }
+                let (attention, x) = (p.attention.all(), p.x.all());
+                self.matmul(&b.attention_output, attention, None, x, n, true, p)?;
             }
-            self.matmul(
-                &b.attention_output,
-                p.attention.all(),
-                None,
-                p.x.all(),
-                n,
-                true,
-                p,
-            )?;
             let feed_forward_norm = Some((b.feed_forward_norm.all(), eps));
             self.matmul(
                 &b.gate_up,
@@ -398,8 +400,10 @@ impl CudaModel {
                 false,
                 p,
             )?;
-            row_ops::swiglu(gpu, p.gate_up.all(), p.hidden.all(), n, ffn)?;
-            self.matmul(&b.down, p.hidden.all(), None, p.x.all(), n, true, p)?;
+            // SwiGLU writes the down projection's f16 GEMM input itself.
+            let q8 = b.down.weight_type().is_quantized();
+            row_ops::swiglu_to_f16(gpu, p.gate_up.all(), p.gemm_input.all(), n, ffn, q8)?;
+            self.gemm_staged(&b.down, p.x.all(), n, true, p)?;
         }
         let rows = match which {
             None => 0..0,
@@ -439,9 +443,22 @@ impl CudaModel {
         accumulate: bool,
         p: &PrefillBuffers,
     ) -> Result<()> {
-        let (rows, cols) = (w.rows(), w.cols());
         let q8 = w.weight_type().is_quantized();
-        row_ops::to_f16(&self.gpu, x, norm, q8, p.gemm_input.all(), n, cols)?;
+        row_ops::to_f16(&self.gpu, x, norm, q8, p.gemm_input.all(), n, w.cols())?;
+        self.gemm_staged(w, y, n, accumulate, p)
+    }
+
+    /// `y (+)= W·input` for the `n` rows already staged in `p.gemm_input` (f16,
+    /// Q8-rounded for quantized W), as [`Self::matmul`]'s second half.
+    fn gemm_staged(
+        &self,
+        w: &DeviceMatrix,
+        y: tl_cuda::Span<'_, f32>,
+        n: usize,
+        accumulate: bool,
+        p: &PrefillBuffers,
+    ) -> Result<()> {
+        let (rows, cols) = (w.rows(), w.cols());
         let weights = match w.f16_values() {
             Some(values) => values,
             None => {

@@ -13,13 +13,12 @@ pub struct PrefillBuffers {
     pub ids: Buffer<u32>,
     pub start: Buffer<i32>,
     pub x: Buffer<f32>,
-    /// The input of the GEMM being run, in f16.
+    /// The input of the GEMM being run, in f16 (for the MLP's down projection,
+    /// written by SwiGLU itself).
     pub gemm_input: Buffer<u16>,
     pub qkv: Buffer<f32>,
     pub attention: Buffer<f32>,
     pub gate_up: Buffer<f32>,
-    /// SwiGLU output.
-    pub hidden: Buffer<f32>,
     /// One weight matrix dequantized to f16 for the GEMM (when no f16 copies
     /// are kept).
     pub weights: Buffer<u16>,
@@ -50,7 +49,6 @@ impl PrefillBuffers {
             qkv: Buffer::zeros(gpu, rows * block.qkv.rows())?,
             attention: Buffer::zeros(gpu, rows * q_width)?,
             gate_up: Buffer::zeros(gpu, rows * block.gate_up.rows())?,
-            hidden: Buffer::zeros(gpu, rows * c.feed_forward_length)?,
             weights: Buffer::zeros(gpu, largest)?,
             logits: Buffer::zeros(gpu, c.vocab_size)?,
         })
