@@ -117,19 +117,12 @@ pub fn swiglu_to_f16(
         Arg::I32(int(width, "width")?),
         Arg::I32(i32::from(q8)),
     ];
+    let grid = (stride_blocks(gpu, rows * width), 1);
     // SAFETY: matches swiglu_to_f16(const float*, u16*, int, int, int); indices
     // stay below rows·width (out) and rows·2·width (input), both checked. With
     // q8, width is a multiple of 32 and THREADS of whole warps, so every warp
     // runs its shuffles with all lanes.
-    unsafe {
-        gpu.launch(
-            "swiglu_to_f16",
-            (stride_blocks(gpu, rows * width), 1),
-            THREADS,
-            0,
-            &args,
-        )
-    }
+    unsafe { gpu.launch("swiglu_to_f16", grid, THREADS, 0, &args) }
 }
 
 /// Dequantizes the whole matrix into `out` (rows × cols f16).
