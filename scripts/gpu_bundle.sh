@@ -7,7 +7,10 @@
 #          too (tl-NAME.gz), e.g. a build of an older commit to compare against
 #   part2  the rest of the default model (model.part2)
 # On the GPU machine: gunzip the binaries and `cat model.part1 model.part2 >
-# model.gguf` into one folder, then run scripts/gpu_checks.sh on it.
+# model.gguf` into one folder, then run scripts/gpu_checks.sh on it. When the
+# two parts travel in two calls, unpack the first outside the checkout (e.g.
+# /tmp): between calls the machine keeps only the folder carried next and
+# files outside the checkout.
 #
 # Usage: scripts/gpu_bundle.sh DIR part1|part2 [NAME=PATH ...]
 set -euo pipefail
