@@ -9,8 +9,8 @@
 # Results go to OUT (logs, bench tables and JSON).
 #
 # Usage: scripts/gpu_checks.sh BIN OUT [full|quick|tests]
-#   full   every test on the default model and synthetic TinyLlama/SmolLM2 shapes,
-#          then benchmarks (default)
+#   full   every test on the default model, synthetic TinyLlama/SmolLM2/Qwen3
+#          shapes and the tiny Qwen3 test model, then benchmarks (default)
 #   quick  the tests on one small synthetic model, benchmarks of it
 #   tests  as full without the benchmarks (scripts/gpu_compare.sh times builds
 #          side by side)
@@ -52,6 +52,10 @@ if [ "$MODE" = quick ]; then
     TEST_MODELS="$(synth smollm2 q4_0)"
 else
     TEST_MODELS="$(synth tinyllama q4_0):$(synth tinyllama q8_0):$(synth smollm2 f16)"
+    # Qwen3: the 0.6B shape, and the tiny model whose CPU logits are checked
+    # against llama.cpp's (heads of 32: the non-tensor-core prompt path).
+    TEST_MODELS="$TEST_MODELS:$(synth qwen3-0.6b q8_0)"
+    TEST_MODELS="$TEST_MODELS:$(cd "$(dirname "$0")/.." && pwd)/crates/tl-engine/tests/golden/tiny-qwen3-q8_0.gguf"
 fi
 DEFAULT="$BIN/model.gguf"
 [ -f "$DEFAULT" ] && TEST_MODELS="$DEFAULT:$TEST_MODELS"
@@ -77,6 +81,8 @@ done
 if [ "$MODE" != quick ]; then
     "$BIN/tl" model synth --shape tinyllama --quant f16 -o "$MODELS/tinyllama-f16.gguf" >/dev/null 2>&1
     bench tinyllama-f16 -m "$MODELS/tinyllama-f16.gguf" -p 512,1024 -n 128 --reps 5
+    "$BIN/tl" model synth --shape qwen3-0.6b --quant f16 -o "$MODELS/qwen3-0.6b-f16.gguf" >/dev/null 2>&1
+    bench qwen3-0.6b-f16 -m "$MODELS/qwen3-0.6b-f16.gguf" -p 512,1024 -n 128 --reps 5
     [ -f "$DEFAULT" ] && bench default-depth4096 -m "$DEFAULT" -p 0 -n 128 --depth 4096 --reps 5
     [ -f "$DEFAULT" ] && TL_CUDA_GRAPHS=0 bench default-nographs -m "$DEFAULT" -p 0 -n 128 --reps 5
 fi

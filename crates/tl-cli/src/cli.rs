@@ -349,7 +349,7 @@ pub struct InspectArgs {
 /// `tl model synth`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
-    /// Shape: tiny, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
+    /// Shape: tiny, tiny-qwen3, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
     #[arg(long, value_name = "NAME")]
     pub shape: String,
     /// Weight type of the matrices and the token embedding: f16, q8_0, q4_0 or q4_1.

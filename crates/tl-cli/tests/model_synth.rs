@@ -65,6 +65,35 @@ fn a_tiny_model_is_inspected_and_generates() {
 }
 
 #[test]
+fn a_tiny_qwen3_model_is_inspected_and_generates_the_same_text_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny-qwen3.gguf");
+    synth(&["--shape", "tiny-qwen3", "--quant", "q8_0"], &model);
+    let model = model.to_str().unwrap();
+    let inspect = stdout(&run(&["model", "inspect", model]));
+    for expected in [
+        "architecture      qwen3",
+        "head dimension    32",
+        "blk.0.attn_q_norm.weight",
+    ] {
+        assert!(
+            inspect.contains(expected),
+            "inspect lacks {expected:?}:\n{inspect}"
+        );
+    }
+    let generate = || {
+        let out = run(&[
+            "generate", "-m", model, "--raw", "-p", "hi", "-n", "12", "--seed", "3",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let first = generate();
+    assert!(!first.is_empty());
+    assert_eq!(first, generate());
+}
+
+#[test]
 fn every_weight_type_runs() {
     let dir = tempfile::tempdir().unwrap();
     for quant in ["f16", "q8_0", "q4_1"] {
@@ -160,7 +189,7 @@ fn bad_names_are_refused_with_the_known_ones() {
     assert_refused(
         &["--shape", "gpt-5", "--quant", "q4_0"],
         &out,
-        "--shape: unknown shape 'gpt-5' (known: tiny, tinyllama, smollm2, qwen3-0.6b, llama-8b)",
+        "--shape: unknown shape 'gpt-5' (known: tiny, tiny-qwen3, tinyllama, smollm2, qwen3-0.6b, llama-8b)",
     );
     assert_refused(
         &["--shape", "tiny", "--quant", "q5_k"],

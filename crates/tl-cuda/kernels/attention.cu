@@ -9,39 +9,76 @@
 #define MAX_HEAD_DIM 256
 #define ATTN_WARPS 4
 
-// qkv is [rows][q_width + 2·kv_width] (the fused QKV projection's output). Rotates
-// each query head in place (adjacent pairs, the GGUF llama layout) and writes the
-// rotated keys and the values of row r into the cache at position *start + r.
-// cos_sin is [position][head_dim/2] of (cos, sin). One block per row.
+// The most query and key heads of one row rope_store_kv normalises.
+#define ROPE_MAX_HEADS 512
+
+// qkv is [rows][q_width + 2·kv_width] (the fused QKV projection's output). For
+// row r: normalises each query and key head when q_norm/k_norm are given
+// (Qwen3: RMS over the head, squares summed in f64, times the head weight, as
+// the CPU backend does), rotates the queries in place and writes the rotated
+// keys and the values into the cache. Pairs are adjacent elements (the GGUF
+// llama layout) or, with `halves`, elements half a head apart (NeoX, Qwen).
+// cos_sin is [position][head_dim/2] of (cos, sin). One block per row: first a
+// warp per head finds the heads' norm scales, then a thread per pair.
+//
+// Row r is at position *start + r in k_cache/v_cache, or, when `positions` is
+// given (a batched decode step: row r is sequence r's next token), at
+// positions[r] in the caches k_tables[r]/v_tables[r].
 extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, int head_dim,
                                          const float2* cos_sin, const int* start,
-                                         u16* k_cache, u16* v_cache, int capacity) {
+                                         u16* k_cache, u16* v_cache, int capacity,
+                                         const float* q_norm, const float* k_norm, float eps,
+                                         int halves, const int* positions,
+                                         u16* const* k_tables, u16* const* v_tables) {
+    __shared__ float scales[ROPE_MAX_HEADS];
+    allow_next_kernel();
+    wait_for_previous_kernel();
     const int row = blockIdx.x;
-    const int pos = *start + row;
+    const int pos = positions ? positions[row] : *start + row;
+    u16* const kc = positions ? k_tables[row] : k_cache;
+    u16* const vc = positions ? v_tables[row] : v_cache;
     const int pairs = head_dim / 2;
     const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
     float* q = qkv + (u64)row * (q_width + 2 * kv_width);
     float* k = q + q_width;
     const float* v = k + kv_width;
     const float2* table = cos_sin + (u64)pos * pairs;
+    const bool norm = q_norm != 0;
+    if (norm) {
+        const int lane = threadIdx.x % WARP;
+        for (int head = threadIdx.x / WARP; head < heads + kv_heads; head += blockDim.x / WARP) {
+            const float* in = head < heads ? q + head * head_dim : k + (head - heads) * head_dim;
+            double squares = 0.0;
+            for (int i = lane; i < head_dim; i += WARP) squares += (double)(in[i] * in[i]);
+            squares = warp_sum_f64(squares);
+            if (lane == 0) scales[head] = 1.0f / sqrtf((float)(squares / (double)head_dim) + eps);
+        }
+        __syncthreads();
+    }
     for (int i = threadIdx.x; i < (heads + kv_heads) * pairs; i += blockDim.x) {
         const int head = i / pairs, pair = i % pairs;
+        const int a = halves ? pair : 2 * pair, b = halves ? pair + pairs : 2 * pair + 1;
+        const bool query = head < heads;
+        const int kh = head - heads;
+        float* p = query ? q + head * head_dim : k + kh * head_dim;
+        float x0 = p[a], x1 = p[b];
+        if (norm) {
+            const float* w = query ? q_norm : k_norm;
+            x0 = (x0 * scales[head]) * w[a];
+            x1 = (x1 * scales[head]) * w[b];
+        }
         const float2 cs = table[pair];
-        if (head < heads) {
-            float* p = q + head * head_dim + 2 * pair;
-            const float x0 = p[0], x1 = p[1];
-            p[0] = fmaf(x0, cs.x, -(x1 * cs.y));
-            p[1] = fmaf(x0, cs.y, x1 * cs.x);
+        const float r0 = fmaf(x0, cs.x, -(x1 * cs.y)), r1 = fmaf(x0, cs.y, x1 * cs.x);
+        if (query) {
+            p[a] = r0;
+            p[b] = r1;
         } else {
-            const int kh = head - heads;
-            const float* p = k + kh * head_dim + 2 * pair;
-            const float x0 = p[0], x1 = p[1];
-            const u64 at = ((u64)kh * capacity + pos) * head_dim + 2 * pair;
-            k_cache[at] = f2h(fmaf(x0, cs.x, -(x1 * cs.y)));
-            k_cache[at + 1] = f2h(fmaf(x0, cs.y, x1 * cs.x));
+            const u64 at = ((u64)kh * capacity + pos) * head_dim;
+            kc[at + a] = f2h(r0);
+            kc[at + b] = f2h(r1);
             const float* pv = v + kh * head_dim + 2 * pair;
-            v_cache[at] = f2h(pv[0]);
-            v_cache[at + 1] = f2h(pv[1]);
+            vc[at + 2 * pair] = f2h(pv[0]);
+            vc[at + 2 * pair + 1] = f2h(pv[1]);
         }
     }
 }

@@ -6,7 +6,8 @@
 use half::{bf16, f16};
 use tl_cuda::ops::attention::{
     attention_f16_accumulator, attention_f32, attention_flash, attention_flash_to_f16,
-    flash_supported, rope_store_kv, AttentionBatch, Heads, LayerCache,
+    flash_supported, rope_store_kv, rope_store_kv_batched, AttentionBatch, CacheTables, Heads,
+    LayerCache, QkNorm, Rotation,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SamplingParams};
@@ -567,6 +568,186 @@ fn rope_reference(x: &mut [f32], head_dim: usize, table: &[f32], pos: usize) {
     }
 }
 
+/// Llama's rotation: adjacent pairs, no per-head norms.
+fn adjacent(cos_sin: tl_cuda::Span<'_, f32>) -> Rotation<'_> {
+    Rotation {
+        cos_sin,
+        halves: false,
+        qk_norm: None,
+    }
+}
+
+/// A made-up (cos, sin) table of `positions` rows for heads of `head_dim`.
+fn test_rope_table(positions: usize, head_dim: usize, speed: f32) -> Vec<f32> {
+    (0..positions * head_dim / 2)
+        .flat_map(|i| {
+            let angle = (i / (head_dim / 2)) as f32 * speed / (1 + i % (head_dim / 2)) as f32;
+            [angle.cos(), angle.sin()]
+        })
+        .collect()
+}
+
+/// One head as Qwen3 prepares it on the CPU: RMS-normalised (squares summed
+/// in f64) times `weight`, then rotated with pairs half a head apart.
+fn qwen3_head_reference(head: &mut [f32], weight: &[f32], table: &[f32], pos: usize) {
+    let sum: f64 = head.iter().map(|&v| (v * v) as f64).sum();
+    let scale = 1.0 / ((sum / head.len() as f64) as f32 + 1e-6).sqrt();
+    for (v, w) in head.iter_mut().zip(weight) {
+        *v = (*v * scale) * w;
+    }
+    let pairs = head.len() / 2;
+    for pair in 0..pairs {
+        let at = (pos * pairs + pair) * 2;
+        let (c, s) = (table[at], table[at + 1]);
+        let (x0, x1) = (head[pair], head[pair + pairs]);
+        head[pair] = x0.mul_add(c, -(x1 * s));
+        head[pair + pairs] = x0.mul_add(s, x1 * c);
+    }
+}
+
+/// Qwen3's preparation (per-head norms, pairs half a head apart) against the
+/// CPU's arithmetic, for a prompt's rows and for a batched decode step whose
+/// rows belong to different sequences at different positions: the batched
+/// launch gives each sequence exactly what a launch for it alone gives.
+#[test]
+fn qk_norms_and_half_head_pairs_match_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(10);
+    for h in [
+        Heads {
+            heads: 16,
+            kv_heads: 8,
+            head_dim: 128,
+        },
+        Heads {
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 32,
+        },
+    ] {
+        let (rows, capacity) = (5, 64);
+        let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
+        let qkv_width = q_width + 2 * kv_width;
+        let table = test_rope_table(capacity, h.head_dim, 0.41);
+        let tb = Buffer::from_host(&gpu, &table).unwrap();
+        let (q_weight, k_weight) = (rng.vec(h.head_dim), rng.vec(h.head_dim));
+        let (qwb, kwb) = (
+            Buffer::from_host(&gpu, &q_weight).unwrap(),
+            Buffer::from_host(&gpu, &k_weight).unwrap(),
+        );
+        let rotation = Rotation {
+            cos_sin: tb.all(),
+            halves: true,
+            qk_norm: Some(QkNorm {
+                query: qwb.all(),
+                key: kwb.all(),
+                eps: 1e-6,
+            }),
+        };
+        let qkv = rng.vec(rows * qkv_width);
+        let start = 9;
+        let mut want = qkv.clone();
+        for (r, row) in want.chunks_exact_mut(qkv_width).enumerate() {
+            for (i, head) in row[..q_width + kv_width]
+                .chunks_exact_mut(h.head_dim)
+                .enumerate()
+            {
+                let weight = if i < h.heads { &q_weight } else { &k_weight };
+                qwen3_head_reference(head, weight, &table, start + r);
+            }
+        }
+        // A prompt of `rows` rows from position `start`.
+        let prompt_caches = [0, 1].map(|_| poisoned_f16(&gpu, h.cache_len(capacity)));
+        let cache = LayerCache {
+            keys: prompt_caches[0].all(),
+            values: prompt_caches[1].all(),
+            capacity,
+            tables: None,
+        };
+        let qb = Buffer::from_host(&gpu, &qkv).unwrap();
+        let sb = Buffer::from_host(&gpu, &[start as i32]).unwrap();
+        rope_store_kv(&gpu, h, qb.all(), rows, rotation, sb.all(), cache).unwrap();
+        let got = download(&gpu, &qb, rows * qkv_width);
+        let (keys, values) = (
+            download(&gpu, &prompt_caches[0], h.cache_len(capacity)),
+            download(&gpu, &prompt_caches[1], h.cache_len(capacity)),
+        );
+        for r in 0..rows {
+            let (got_row, want_row) = (&got[r * qkv_width..], &want[r * qkv_width..]);
+            let err = relative_error(&got_row[..q_width], &want_row[..q_width]);
+            assert!(
+                err < 1e-6,
+                "heads of {}: queries of row {r}: {err}",
+                h.head_dim
+            );
+            for kvh in 0..h.kv_heads {
+                let at = (kvh * capacity + start + r) * h.head_dim;
+                let key: Vec<f32> = keys[at..at + h.head_dim]
+                    .iter()
+                    .map(|&b| f16::from_bits(b).to_f32())
+                    .collect();
+                let want_key = &want_row[q_width + kvh * h.head_dim..][..h.head_dim];
+                assert!(
+                    relative_error(&key, want_key) < 1e-3,
+                    "key head {kvh} of row {r}"
+                );
+                let value = &values[at..at + h.head_dim];
+                let want_value =
+                    &qkv[r * qkv_width + q_width + kv_width + kvh * h.head_dim..][..h.head_dim];
+                let want_value: Vec<u16> = want_value
+                    .iter()
+                    .map(|&v| f16::from_f32(v).to_bits())
+                    .collect();
+                assert_eq!(value, want_value, "value head {kvh} of row {r}");
+            }
+        }
+        // The same rows as one decode step of `rows` sequences, each with its
+        // own cache and position: the same queries, keys and values.
+        let seq_caches: Vec<Buffer<u16>> = (0..2 * rows)
+            .map(|_| poisoned_f16(&gpu, h.cache_len(capacity)))
+            .collect();
+        let addresses = |part: usize| -> Vec<u64> {
+            (0..rows)
+                .map(|s| seq_caches[2 * s + part].all().address())
+                .collect()
+        };
+        let (key_table, value_table) = (
+            Buffer::from_host(&gpu, &addresses(0)).unwrap(),
+            Buffer::from_host(&gpu, &addresses(1)).unwrap(),
+        );
+        let batched = LayerCache {
+            keys: seq_caches[0].all(),
+            values: seq_caches[1].all(),
+            capacity,
+            tables: Some(CacheTables {
+                keys: key_table.all(),
+                values: value_table.all(),
+            }),
+        };
+        let positions: Vec<i32> = (0..rows).map(|r| (start + r) as i32).collect();
+        let pb = Buffer::from_host(&gpu, &positions).unwrap();
+        let qb = Buffer::from_host(&gpu, &qkv).unwrap();
+        rope_store_kv_batched(&gpu, h, qb.all(), rows, rotation, pb.all(), batched).unwrap();
+        assert_eq!(
+            download(&gpu, &qb, rows * qkv_width),
+            got,
+            "batched queries"
+        );
+        for s in 0..rows {
+            let (k, v) = (
+                download(&gpu, &seq_caches[2 * s], h.cache_len(capacity)),
+                download(&gpu, &seq_caches[2 * s + 1], h.cache_len(capacity)),
+            );
+            for kvh in 0..h.kv_heads {
+                let at = (kvh * capacity + start + s) * h.head_dim;
+                let span = at..at + h.head_dim;
+                assert_eq!(k[span.clone()], keys[span.clone()], "sequence {s} key");
+                assert_eq!(v[span.clone()], values[span], "sequence {s} value");
+            }
+        }
+    }
+}
+
 #[test]
 fn rope_cache_write_and_attention_match_the_reference() {
     let Some(gpu) = gpu() else { return };
@@ -586,13 +767,7 @@ fn rope_cache_write_and_attention_match_the_reference() {
         let capacity = 700;
         let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
         let qkv_width = q_width + 2 * kv_width;
-        let table: Vec<f32> = (0..capacity * h.head_dim / 2)
-            .flat_map(|i| {
-                let angle =
-                    (i / (h.head_dim / 2)) as f32 * 0.37 / (1 + i % (h.head_dim / 2)) as f32;
-                [angle.cos(), angle.sin()]
-            })
-            .collect();
+        let table = test_rope_table(capacity, h.head_dim, 0.37);
         let tb = Buffer::from_host(&gpu, &table).unwrap();
         let keys_b: Buffer<u16> = Buffer::zeros(&gpu, h.cache_len(capacity)).unwrap();
         let values_b: Buffer<u16> = Buffer::zeros(&gpu, h.cache_len(capacity)).unwrap();
@@ -629,7 +804,8 @@ fn rope_cache_write_and_attention_match_the_reference() {
             }
             let qb = Buffer::from_host(&gpu, &qkv).unwrap();
             let start = Buffer::from_host(&gpu, &[position as i32]).unwrap();
-            rope_store_kv(&gpu, h, qb.all(), rows_now, tb.all(), start.all(), cache).unwrap();
+            let rotation = adjacent(tb.all());
+            rope_store_kv(&gpu, h, qb.all(), rows_now, rotation, start.all(), cache).unwrap();
             let roped_q: Vec<f32> = download(&gpu, &qb, rows_now * qkv_width);
             for r in 0..rows_now {
                 let got = &roped_q[r * qkv_width..][..q_width];
@@ -743,12 +919,7 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
     };
     let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
     let (rows, cols, capacity) = (q_width + 2 * kv_width, 320, 40);
-    let table: Vec<f32> = (0..capacity * h.head_dim / 2)
-        .flat_map(|i| {
-            let angle = (i / (h.head_dim / 2)) as f32 * 0.29 / (1 + i % (h.head_dim / 2)) as f32;
-            [angle.cos(), angle.sin()]
-        })
-        .collect();
+    let table = test_rope_table(capacity, h.head_dim, 0.29);
     let tb = Buffer::from_host(&gpu, &table).unwrap();
     for t in TYPES {
         let (bytes, _) = random_matrix(&mut rng, t, rows, cols);
@@ -775,12 +946,13 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
             Epilogue::Norm { weight, eps: 1e-5 },
         )
         .unwrap();
+        let rotation = adjacent(tb.all());
         rope_store_kv(
             &gpu,
             h,
             separate.all(),
             1,
-            tb.all(),
+            rotation,
             position.all(),
             layer(0),
         )

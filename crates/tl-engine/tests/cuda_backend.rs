@@ -182,6 +182,15 @@ fn summary(errors: &[f64]) -> (f64, f64) {
 /// within twice what a 1e-6 change of one weight vector does to the CPU model
 /// (median and worst over the run), or under 1e-2. Every model is compared
 /// before the test fails.
+///
+/// The floor is the model's: the largest over the three runs. Whether the
+/// nudge reaches the logits at all hangs on one rounding flip somewhere:
+/// scaling a block's activations leaves its Q8 integers unchanged and its
+/// f16 scale almost always too, and Qwen3's per-head norms undo the scale on
+/// queries and keys. Measured on the Qwen3 shapes: no flip in either
+/// 24-token run (a floor of exactly 0), one in the 100-token run (1.4e-2 on
+/// Qwen3-0.6B), while the GPU's other summation order flips something in
+/// every run.
 #[test]
 fn gpu_logits_match_the_cpu_over_a_greedy_run() {
     let Some(gpu) = gpu() else { return };
@@ -193,24 +202,34 @@ fn gpu_logits_match_the_cpu_over_a_greedy_run() {
         // 24 prompt tokens in one pass and one by one (the small-batch
         // attention), and 100 in one pass (the prompt path: GEMMs and
         // tensor-core attention).
-        for (prompt_len, stepwise) in [(24, false), (24, true), (100, false)] {
-            let (floor, floor_argmax) = compare_greedy_run(&cpu, &nudged, prompt_len, stepwise);
-            let (floor_median, floor_worst) = summary(&floor);
+        let runs = [(24, false), (24, true), (100, false)];
+        let name = |(prompt_len, stepwise): (u32, bool)| {
             let how = if stepwise {
                 "token by token"
             } else {
                 "in one pass"
             };
-            let name = format!("{} (prompt of {prompt_len} {how})", path.display());
+            format!("{} (prompt of {prompt_len} {how})", path.display())
+        };
+        let (mut floor_median, mut floor_worst) = (0.0f64, 0.0f64);
+        for (prompt_len, stepwise) in runs {
+            let (floor, floor_argmax) = compare_greedy_run(&cpu, &nudged, prompt_len, stepwise);
+            let (median, worst) = summary(&floor);
             eprintln!(
-                "{name}: CPU vs CPU with one norm vector × (1 + 1e-6): median {floor_median:.2e}, worst {floor_worst:.2e}, same argmax {floor_argmax}/{STEPS}"
+                "{}: CPU vs CPU with one norm vector × (1 + 1e-6): median {median:.2e}, worst {worst:.2e}, same argmax {floor_argmax}/{STEPS}",
+                name((prompt_len, stepwise))
             );
+            floor_median = floor_median.max(median);
+            floor_worst = floor_worst.max(worst);
+        }
+        for (prompt_len, stepwise) in runs {
+            let name = name((prompt_len, stepwise));
             let (errors, same_argmax) = compare_greedy_run(&cpu, &cuda, prompt_len, stepwise);
             let (median, worst) = summary(&errors);
             eprintln!("{name}: GPU vs CPU: median {median:.2e}, worst {worst:.2e}, same argmax {same_argmax}/{STEPS}");
             if median > (2.0 * floor_median).max(1e-2) || worst > (2.0 * floor_worst).max(1e-2) {
                 failures.push(format!(
-                    "{name}: median {median:.3e} / worst {worst:.3e} against a CPU floor of {floor_median:.3e} / {floor_worst:.3e}"
+                    "{name}: median {median:.3e} / worst {worst:.3e} against the model's CPU floor of {floor_median:.3e} / {floor_worst:.3e}"
                 ));
             }
         }

@@ -115,47 +115,126 @@ pub struct AttentionBatch<'a> {
     pub out: Span<'a, f32>,
 }
 
-/// Rotates the queries of `rows` rows of `qkv` in place and writes the rotated
-/// keys and the values at positions `*start + r` of the cache. `cos_sin` holds
-/// (cos, sin) pairs for positions `0..max_position`; `*start + rows` must not
-/// exceed it or the cache capacity (the caller keeps `start` in range).
+/// How [`rope_store_kv`] makes queries and keys ready for attention.
+#[derive(Debug, Clone, Copy)]
+pub struct Rotation<'a> {
+    /// (cos, sin) pairs `[position][head_dim/2]` for positions `0..capacity`
+    /// at least.
+    pub cos_sin: Span<'a, f32>,
+    /// Pairs are elements half a head apart (NeoX: Qwen) rather than adjacent.
+    pub halves: bool,
+    /// Per-head RMS norms applied before the rotation (Qwen3).
+    pub qk_norm: Option<QkNorm<'a>>,
+}
+
+/// The RMS norm weights of every query head and every key head (`head_dim`
+/// values each) and the norm's epsilon.
+#[derive(Debug, Clone, Copy)]
+pub struct QkNorm<'a> {
+    pub query: Span<'a, f32>,
+    pub key: Span<'a, f32>,
+    pub eps: f32,
+}
+
+/// Prepares the queries of `rows` rows of `qkv` in place (normalised when
+/// `rotation` says so, then rotated) and writes the keys (the same) and the
+/// values at positions `*start + r` of the cache. `*start + rows` must not
+/// exceed the cache capacity (the caller keeps `start` in range).
 pub fn rope_store_kv(
     gpu: &Gpu,
     h: Heads,
     qkv: Span<'_, f32>,
     rows: usize,
-    cos_sin: Span<'_, f32>,
+    rotation: Rotation<'_>,
     start: Span<'_, i32>,
     cache: LayerCache<'_>,
 ) -> Result<()> {
+    start.require(1, "start position")?;
+    let mut args = rope_args(h, qkv, rows, rotation, start, cache)?;
+    args.extend([Arg::Ptr(0), Arg::Ptr(0), Arg::Ptr(0)]);
+    // SAFETY: matches rope_store_kv's signature; qkv holds `rows` rows, the
+    // table and caches hold `capacity` positions, and the caller guarantees
+    // *start + rows <= capacity (the host checks room before every pass).
+    unsafe { launch_rope(gpu, rows, &args) }
+}
+
+/// [`rope_store_kv`] for a batched decode step: row `r` is sequence r's next
+/// token, at `positions[r]` of the caches in `cache.tables`.
+pub fn rope_store_kv_batched(
+    gpu: &Gpu,
+    h: Heads,
+    qkv: Span<'_, f32>,
+    rows: usize,
+    rotation: Rotation<'_>,
+    positions: Span<'_, i32>,
+    cache: LayerCache<'_>,
+) -> Result<()> {
+    positions.require(rows, "positions")?;
+    let tables = cache.table_args(rows)?;
+    let mut args = rope_args(h, qkv, rows, rotation, positions, cache)?;
+    args.push(positions.into());
+    args.extend(tables);
+    // SAFETY: as rope_store_kv; the tables hold `rows` caches of `capacity`
+    // positions each and the caller keeps every position below it.
+    unsafe { launch_rope(gpu, rows, &args) }
+}
+
+/// rope_store_kv's arguments up to `halves`, after checking the spans.
+fn rope_args(
+    h: Heads,
+    qkv: Span<'_, f32>,
+    rows: usize,
+    rotation: Rotation<'_>,
+    start: Span<'_, i32>,
+    cache: LayerCache<'_>,
+) -> Result<Vec<Arg>> {
     h.check()?;
     cache.check(&h)?;
     qkv.require(rows * (h.q_width() + 2 * h.kv_width()), "qkv")?;
-    cos_sin.require(cache.capacity * h.head_dim, "rope table")?;
-    start.require(1, "start position")?;
-    let args = [
+    rotation
+        .cos_sin
+        .require(cache.capacity * h.head_dim, "rope table")?;
+    let mut args = vec![
         qkv.into(),
         Arg::I32(int(h.heads, "heads")?),
         Arg::I32(int(h.kv_heads, "kv heads")?),
         Arg::I32(int(h.head_dim, "head dim")?),
-        cos_sin.into(),
+        rotation.cos_sin.into(),
         start.into(),
         cache.keys.into(),
         cache.values.into(),
         Arg::I32(int(cache.capacity, "capacity")?),
     ];
-    // SAFETY: matches rope_store_kv's signature; qkv holds `rows` rows, the
-    // table and caches hold `capacity` positions, and the caller guarantees
-    // *start + rows <= capacity (the host checks room before every pass).
-    unsafe {
-        gpu.launch(
-            "rope_store_kv",
-            (int(rows, "rows")? as u32, 1),
-            256,
-            0,
-            &args,
-        )
+    match rotation.qk_norm {
+        Some(_) if h.heads + h.kv_heads > ROPE_MAX_HEADS => {
+            return Err(CudaError::Unsupported(format!(
+                "per-head norms of {} query and key heads (the kernel takes up to {ROPE_MAX_HEADS})",
+                h.heads + h.kv_heads
+            )))
+        }
+        Some(norm) => {
+            norm.query.require(h.head_dim, "query norm")?;
+            norm.key.require(h.head_dim, "key norm")?;
+            args.extend([norm.query.into(), norm.key.into(), Arg::F32(norm.eps)]);
+        }
+        None => args.extend([Arg::Ptr(0), Arg::Ptr(0), Arg::F32(0.0)]),
     }
+    args.push(Arg::I32(rotation.halves as i32));
+    Ok(args)
+}
+
+/// Threads of rope_store_kv.
+const ROPE_THREADS: u32 = 256;
+/// The most query and key heads of a row it normalises (`ROPE_MAX_HEADS`).
+const ROPE_MAX_HEADS: usize = 512;
+
+/// # Safety
+/// `args` must be rope_store_kv's full argument list, checked as its callers do.
+unsafe fn launch_rope(gpu: &Gpu, rows: usize, args: &[Arg]) -> Result<()> {
+    let grid = (int(rows, "rows")? as u32, 1);
+    // SAFETY: the caller passes a checked argument list; the kernel waits for
+    // the previous one before touching memory.
+    unsafe { gpu.launch_dependent("rope_store_kv", grid, ROPE_THREADS, 0, args) }
 }
 
 /// Causal attention with llama.cpp's small-batch CPU arithmetic (f16 query,

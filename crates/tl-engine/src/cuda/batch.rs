@@ -158,18 +158,10 @@ impl CudaModel {
                 }),
                 ..first
             };
-            let norm_rope = Epilogue::NormRope {
-                weight: w.attention_norm.all(),
-                eps,
-                heads: self.heads(),
-                cos_sin: self.rope.all(),
-                position: positions,
-                cache: kv,
-            };
             // Each GEMV names the matrix after it, whose weights it asks L2 for.
             let after_block = Some(self.matrix_after_block(layer));
-            let after_qkv = Some(&w.attention_output);
-            gemv_batched(gpu, &w.qkv, b.x.all(), b.qkv.all(), norm_rope, n, after_qkv)?;
+            let qkv = b.qkv.span(0, n * qkv_width)?;
+            self.project_qkv(w, b.x.all(), qkv, n, positions, kv)?;
             let attention = AttentionBatch {
                 heads: self.heads(),
                 queries: b.qkv.all(),

@@ -1,10 +1,12 @@
-//! The llama architecture on an NVIDIA GPU. Weights stay in their GGUF quantized
-//! form on the device; a decode step is five launches per block (fused QKV with
-//! its norm, RoPE and the cache write; attention; output projection + residual;
-//! gate/up with norm and SwiGLU; down + residual) recorded once as a CUDA graph
-//! and replayed; a prompt runs in batches through cuBLAS f16 GEMMs (on f16
-//! copies of the weights kept at load time when the device has room, else
-//! dequantized per GEMM) and tensor-core flash attention.
+//! The llama architecture (and Qwen3) on an NVIDIA GPU. Weights stay in their
+//! GGUF quantized form on the device; a decode step is five launches per block
+//! (fused QKV with its norm, RoPE and the cache write; attention; output
+//! projection + residual; gate/up with norm and SwiGLU; down + residual; Qwen3
+//! adds one, as its per-head norms take RoPE and the cache write out of the
+//! QKV GEMV) recorded once as a CUDA graph and replayed; a prompt runs in
+//! batches through cuBLAS f16 GEMMs (on f16 copies of the weights kept at load
+//! time when the device has room, else dequantized per GEMM) and tensor-core
+//! flash attention.
 //! Activations meet quantized weights as Q8 blocks and attention follows the CPU
 //! backend's small/large batch rule, so both backends compute the same numbers
 //! up to the order of float additions.
@@ -18,7 +20,9 @@ mod weights;
 use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
-use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, Heads};
+use tl_cuda::ops::attention::{
+    self as attention_ops, AttentionBatch, Heads, LayerCache, QkNorm, Rotation,
+};
 use tl_cuda::ops::gemv::{gemv, gemv_batched, Epilogue};
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
@@ -33,6 +37,7 @@ use crate::backend::Picked;
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
 use crate::model::llama::check_tokens;
+use crate::model::rope::RopeStyle;
 use crate::model::tensor_names as names;
 use crate::model::Logits;
 use crate::sampler::SamplingParams;
@@ -40,7 +45,7 @@ use crate::sampler::SamplingParams;
 /// Prompt tokens per GEMM batch: bounds the prefill buffers.
 const MAX_PREFILL_ROWS: usize = 1024;
 
-/// A llama-architecture model on a GPU.
+/// A llama-architecture (or Qwen3) model on a GPU.
 pub struct CudaModel {
     gpu: Arc<Gpu>,
     config: ModelConfig,
@@ -137,6 +142,61 @@ impl CudaModel {
 
     fn output_matrix(&self) -> &DeviceMatrix {
         self.output.as_ref().unwrap_or(&self.embedding)
+    }
+
+    /// How block `b`'s queries and keys are made ready for attention.
+    fn rotation<'a>(&'a self, b: &'a BlockWeights) -> Rotation<'a> {
+        Rotation {
+            cos_sin: self.rope.all(),
+            halves: self.config.rope_style == RopeStyle::Halves,
+            qk_norm: b.qk_norm.as_ref().map(|[query, key]| QkNorm {
+                query: query.all(),
+                key: key.all(),
+                eps: self.config.rms_norm_eps,
+            }),
+        }
+    }
+
+    /// Block `b`'s normalised QKV projection for a decode step of `n`
+    /// sequences (`positions` holds one position, or one per sequence when
+    /// `kv` has cache tables), with RoPE and the cache write: in the GEMV's
+    /// epilogue for llama; after it, by `rope_store_kv`, where each head is
+    /// normalised first or pairs are half a head apart (Qwen3), which needs a
+    /// whole head at once.
+    fn project_qkv(
+        &self,
+        b: &BlockWeights,
+        x: tl_cuda::Span<'_, f32>,
+        qkv: tl_cuda::Span<'_, f32>,
+        n: usize,
+        positions: tl_cuda::Span<'_, i32>,
+        kv: LayerCache<'_>,
+    ) -> Result<()> {
+        let gpu = &self.gpu;
+        let (weight, eps) = (b.attention_norm.all(), self.config.rms_norm_eps);
+        // The GEMV asks L2 for the matrix after it.
+        let next = Some(&b.attention_output);
+        let rotation = self.rotation(b);
+        if rotation.qk_norm.is_none() && !rotation.halves {
+            let norm_rope = Epilogue::NormRope {
+                weight,
+                eps,
+                heads: self.heads(),
+                cos_sin: rotation.cos_sin,
+                position: positions,
+                cache: kv,
+            };
+            return Ok(gemv_batched(gpu, &b.qkv, x, qkv, norm_rope, n, next)?);
+        }
+        let norm = Epilogue::Norm { weight, eps };
+        gemv_batched(gpu, &b.qkv, x, qkv, norm, n, next)?;
+        let heads = self.heads();
+        if kv.tables.is_some() {
+            attention_ops::rope_store_kv_batched(gpu, heads, qkv, n, rotation, positions, kv)?;
+        } else {
+            attention_ops::rope_store_kv(gpu, heads, qkv, n, rotation, positions, kv)?;
+        }
+        Ok(())
     }
 
     /// The matrix a decode step multiplies by after block `layer`'s last one:
@@ -270,27 +330,10 @@ impl CudaModel {
         row_ops::embed(gpu, &self.embedding, s.token.all(), 1, s.x.all())?;
         for (layer, b) in self.blocks.iter().enumerate() {
             let kv = cache.layer(layer)?;
-            let norm_rope = Epilogue::NormRope {
-                weight: b.attention_norm.all(),
-                eps,
-                heads: self.heads(),
-                cos_sin: self.rope.all(),
-                position: s.position.all(),
-                cache: kv,
-            };
             // Each GEMV names the matrix after it, whose weights it asks L2 for.
-            let (attention_output, gate_up, down) =
-                (Some(&b.attention_output), Some(&b.gate_up), Some(&b.down));
+            let (gate_up, down) = (Some(&b.gate_up), Some(&b.down));
             let after_block = Some(self.matrix_after_block(layer));
-            gemv_batched(
-                gpu,
-                &b.qkv,
-                s.x.all(),
-                s.qkv.all(),
-                norm_rope,
-                1,
-                attention_output,
-            )?;
+            self.project_qkv(b, s.x.all(), s.qkv.all(), 1, s.position.all(), kv)?;
             let batch = AttentionBatch {
                 heads: self.heads(),
                 queries: s.qkv.span(0, q_width)?,
@@ -355,15 +398,8 @@ impl CudaModel {
             let attention_norm = Some((b.attention_norm.all(), eps));
             self.matmul(&b.qkv, p.x.all(), attention_norm, p.qkv.all(), n, false, p)?;
             let heads = self.heads();
-            attention_ops::rope_store_kv(
-                gpu,
-                heads,
-                p.qkv.all(),
-                n,
-                self.rope.all(),
-                p.start.all(),
-                kv,
-            )?;
+            let rotation = self.rotation(b);
+            attention_ops::rope_store_kv(gpu, heads, p.qkv.all(), n, rotation, p.start.all(), kv)?;
             let batch = AttentionBatch {
                 heads,
                 queries: p.qkv.all(),

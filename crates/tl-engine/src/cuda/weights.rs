@@ -17,6 +17,8 @@ pub struct BlockWeights {
     /// `[q; k; v]` rows over the hidden size.
     pub qkv: DeviceMatrix,
     pub attention_output: DeviceMatrix,
+    /// Qwen3's per-head norm weights of queries and keys (None for llama).
+    pub qk_norm: Option<[Buffer<f32>; 2]>,
     pub feed_forward_norm: Buffer<f32>,
     /// `[gate; up]` rows over the hidden size.
     pub gate_up: DeviceMatrix,
@@ -102,7 +104,16 @@ impl<'a> Uploader<'a> {
         let (q_width, kv_width) = (c.query_width(), c.key_value_width());
         let ffn = c.feed_forward_length;
         let name = |t: BlockTensor| t.name(i);
+        let qk_norm = if c.qk_norm {
+            Some([
+                self.vector(&name(BlockTensor::QueryNorm), c.head_dim)?,
+                self.vector(&name(BlockTensor::KeyNorm), c.head_dim)?,
+            ])
+        } else {
+            None
+        };
         Ok(BlockWeights {
+            qk_norm,
             attention_norm: self.vector(&name(BlockTensor::AttentionNorm), hidden)?,
             qkv: self.stacked(
                 &[

@@ -5,9 +5,10 @@
 use tl_gguf::GgufFile;
 
 use crate::error::{Error, Result};
+use crate::model::rope::RopeStyle;
 
 /// Architectures this engine can run (the `general.architecture` value).
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen3"];
 
 /// The validated hyperparameters of a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +37,11 @@ pub struct ModelConfig {
     pub context_length: usize,
     /// Vocabulary size (rows of the embedding table).
     pub vocab_size: usize,
+    /// Which elements of a head RoPE pairs.
+    pub rope_style: RopeStyle,
+    /// Whether each query and key head is RMS-normalised (with its own weight
+    /// vector, `attn_q_norm` / `attn_k_norm`) before RoPE: Qwen3.
+    pub qk_norm: bool,
 }
 
 impl ModelConfig {
@@ -67,7 +73,15 @@ impl ModelConfig {
             None if head_count > 0 => embedding_length / head_count,
             None => 0,
         };
+        // Qwen3 is llama with per-head query/key norms and NeoX RoPE.
+        let qwen3 = architecture == "qwen3";
         let config = ModelConfig {
+            rope_style: if qwen3 {
+                RopeStyle::Halves
+            } else {
+                RopeStyle::Adjacent
+            },
+            qk_norm: qwen3,
             block_count: keys.required_usize("block_count")?,
             feed_forward_length: keys.required_usize("feed_forward_length")?,
             rope_dimension_count: keys

@@ -1,5 +1,7 @@
 //! The llama-architecture transformer (Llama 1/2/3, TinyLlama, SmolLM, Mistral):
-//! pre-norm blocks of grouped-query attention with RoPE and a SwiGLU MLP.
+//! pre-norm blocks of grouped-query attention with RoPE and a SwiGLU MLP. Qwen3
+//! is the same with each query and key head RMS-normalised before RoPE, which
+//! pairs elements half a head apart (see [`ModelConfig`]).
 //!
 //! Weights are immutable; all per-sequence state lives in the [`KvCache`], so one
 //! model can serve many sequences: `forward(&self, tokens, index_pos, &mut cache)`.
@@ -20,7 +22,7 @@ use crate::model::attention::{attend, attend_row, AttentionShape, RowPlace};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
 use crate::model::linear::Linear;
-use crate::model::norm::rms_norm;
+use crate::model::norm::{rms_norm, rms_norm_in_place};
 use crate::model::rope::RopeTable;
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
@@ -34,7 +36,7 @@ pub enum Logits {
     All,
 }
 
-/// A loaded llama-architecture model.
+/// A loaded llama-architecture (or Qwen3) model.
 pub struct Model {
     config: ModelConfig,
     embedding: Arc<QTensor>,
@@ -51,10 +53,19 @@ struct Block {
     key: Linear,
     value: Linear,
     attention_output: Linear,
+    /// Qwen3's per-head norms (None for llama).
+    qk_norm: Option<QkNorm>,
     feed_forward_norm: Vec<f32>,
     gate: Linear,
     up: Linear,
     down: Linear,
+}
+
+/// The RMS norm weights of every query head and every key head (`head_dim`
+/// values each).
+struct QkNorm {
+    query: Vec<f32>,
+    key: Vec<f32>,
 }
 
 impl Model {
@@ -256,7 +267,16 @@ impl Block {
         let (q_width, kv_width) = (config.query_width(), config.key_value_width());
         let ffn = config.feed_forward_length;
         let name = |t: BlockTensor| t.name(i);
+        let qk_norm = if config.qk_norm {
+            Some(QkNorm {
+                query: loader.vector(&name(BlockTensor::QueryNorm), config.head_dim)?,
+                key: loader.vector(&name(BlockTensor::KeyNorm), config.head_dim)?,
+            })
+        } else {
+            None
+        };
         Ok(Block {
+            qk_norm,
             attention_norm: loader.vector(&name(BlockTensor::AttentionNorm), hidden)?,
             query: loader.linear(&name(BlockTensor::Query), q_width, hidden)?,
             key: loader.linear(&name(BlockTensor::Key), kv_width, hidden)?,
@@ -294,9 +314,9 @@ impl Block {
         )?;
         match rows {
             Rows::Sequence { start, cache } => {
-                attend_sequence(model, layer, *start, cache, s);
+                attend_sequence(model, self, layer, *start, cache, s);
             }
-            Rows::Batch(steps) => attend_batch(model, layer, steps, s),
+            Rows::Batch(steps) => attend_batch(model, self, layer, steps, s),
         }
         self.attention_output
             .forward(&s.attention, &mut s.projected)?;
@@ -310,6 +330,24 @@ impl Block {
         self.down.forward(&s.gate, &mut s.projected)?;
         add_in_place(x, &s.projected);
         Ok(())
+    }
+
+    /// One row's query and key made ready for attention at `position`: each
+    /// head normalised (Qwen3), then rotated.
+    fn position_query_key(
+        &self,
+        model: &Model,
+        query: &mut [f32],
+        key: &mut [f32],
+        position: usize,
+    ) {
+        if let Some(norm) = &self.qk_norm {
+            let eps = model.config.rms_norm_eps;
+            rms_norm_in_place(query, &norm.query, eps);
+            rms_norm_in_place(key, &norm.key, eps);
+        }
+        model.rope.rotate(query, position);
+        model.rope.rotate(key, position);
     }
 }
 
@@ -325,6 +363,7 @@ fn attention_shape(c: &ModelConfig) -> AttentionShape {
 /// `start..`.
 fn attend_sequence(
     model: &Model,
+    block: &Block,
     layer: usize,
     start: usize,
     cache: &mut KvCache,
@@ -338,8 +377,7 @@ fn attend_sequence(
         .zip(s.key.chunks_exact_mut(kv_width));
     for (row, ((query, key), value)) in rows.zip(s.value.chunks_exact(kv_width)).enumerate() {
         let position = start + row;
-        model.rope.rotate(query, position);
-        model.rope.rotate(key, position);
+        block.position_query_key(model, query, key, position);
         cache.store(layer, position, key, value);
     }
     attend(
@@ -357,7 +395,13 @@ fn attend_sequence(
 /// touch only their own sequence's cache, so all of it runs on all threads
 /// (on one, the rotations and the cold cache lines of the stores left the
 /// other thread waiting).
-fn attend_batch(model: &Model, layer: usize, steps: &mut [BatchStep<'_>], s: &mut Scratch) {
+fn attend_batch(
+    model: &Model,
+    block: &Block,
+    layer: usize,
+    steps: &mut [BatchStep<'_>],
+    s: &mut Scratch,
+) {
     let c = &model.config;
     let (q_width, kv_width) = (c.query_width(), c.key_value_width());
     let rows = s
@@ -369,8 +413,7 @@ fn attend_batch(model: &Model, layer: usize, steps: &mut [BatchStep<'_>], s: &mu
         .zip(steps.iter_mut());
     let threads = rayon::current_num_threads();
     parallel::for_each(rows, threads, |((((query, key), value), out), step)| {
-        model.rope.rotate(query, step.position);
-        model.rope.rotate(key, step.position);
+        block.position_query_key(model, query, key, step.position);
         step.cache.store(layer, step.position, key, value);
         let place = RowPlace {
             cache: step.cache,

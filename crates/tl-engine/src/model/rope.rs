@@ -1,10 +1,21 @@
 //! Rotary position embeddings computed the way llama.cpp's CPU backend computes
 //! them, so positions rotate by bit-identical angles: the per-pair frequency is
-//! reached by repeated f32 multiplication by `base^(-2/dims)` (not `powf` per pair),
-//! and pairs are adjacent elements (GGML's "normal" RoPE, which llama-architecture
-//! GGUF files are converted for).
+//! reached by repeated f32 multiplication by `base^(-2/dims)` (not `powf` per pair).
+//! Which elements form a pair depends on the architecture (see [`RopeStyle`]).
 
 use crate::error::{Error, Result};
+
+/// Which two elements of a head RoPE rotates together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Pair `i` is elements `2i` and `2i + 1`: GGML's "normal" RoPE, which
+    /// llama-architecture GGUF files are converted for (their query and key
+    /// rows are permuted to it).
+    Adjacent,
+    /// Pair `i` is elements `i` and `i + head_dim/2`: GGML's "NeoX" RoPE, the
+    /// Hugging Face layout that Qwen2/3 GGUF files keep.
+    Halves,
+}
 
 /// Precomputed cos/sin of every position's angle for each pair of head dimensions.
 pub struct RopeTable {
@@ -14,6 +25,7 @@ pub struct RopeTable {
     /// The first position the table holds.
     first: usize,
     max_positions: usize,
+    style: RopeStyle,
 }
 
 impl RopeTable {
@@ -41,12 +53,13 @@ impl RopeTable {
         } else {
             None
         };
-        Self::new(
+        let table = Self::new(
             config.head_dim,
             config.rope_freq_base,
             freq_factors.as_deref(),
             max_positions,
-        )
+        )?;
+        Ok(table.with_style(config.rope_style))
     }
 
     /// A table for positions `first..first + count` only (the language's `rope`
@@ -83,16 +96,23 @@ impl RopeTable {
             pairs,
             first,
             max_positions: first + count,
+            style: RopeStyle::Adjacent,
         })
     }
 
-    /// One past the last position the table holds.
+    /// The same angles, pairing elements as `style` says (the default is
+    /// [`RopeStyle::Adjacent`]).
+    pub fn with_style(self, style: RopeStyle) -> Self {
+        RopeTable { style, ..self }
+    }
+
     /// The table as `[position][pair]` of (cos, sin), flattened: what the GPU
     /// backend uploads, so both backends rotate by the same values.
     pub fn cos_sin_flat(&self) -> Vec<f32> {
         self.cos_sin.iter().flat_map(|&(c, s)| [c, s]).collect()
     }
 
+    /// One past the last position the table holds.
     pub fn max_positions(&self) -> usize {
         self.max_positions
     }
@@ -103,13 +123,28 @@ impl RopeTable {
         let at = position - self.first;
         let table = &self.cos_sin[at * self.pairs..(at + 1) * self.pairs];
         for head in row.chunks_exact_mut(self.pairs * 2) {
-            for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(table) {
-                let (x0, x1) = (pair[0], pair[1]);
-                pair[0] = x0.mul_add(cos, -(x1 * sin));
-                pair[1] = x0.mul_add(sin, x1 * cos);
+            match self.style {
+                RopeStyle::Adjacent => {
+                    for (pair, &angle) in head.chunks_exact_mut(2).zip(table) {
+                        let (x0, x1) = rotate_pair(pair[0], pair[1], angle);
+                        (pair[0], pair[1]) = (x0, x1);
+                    }
+                }
+                RopeStyle::Halves => {
+                    let (first, second) = head.split_at_mut(self.pairs);
+                    for ((a, b), &angle) in first.iter_mut().zip(second).zip(table) {
+                        (*a, *b) = rotate_pair(*a, *b, angle);
+                    }
+                }
             }
         }
     }
+}
+
+/// One pair turned by the angle whose (cos, sin) is given, with llama.cpp's
+/// rounding (its compiled loop fuses the first product into the sum).
+fn rotate_pair(x0: f32, x1: f32, (cos, sin): (f32, f32)) -> (f32, f32) {
+    (x0.mul_add(cos, -(x1 * sin)), x0.mul_add(sin, x1 * cos))
 }
 
 #[cfg(test)]
@@ -142,6 +177,21 @@ mod tests {
         table.rotate(&mut row, 37);
         let after: f32 = row.iter().map(|x| x * x).sum();
         assert!((before - after).abs() < 1e-5);
+    }
+
+    #[test]
+    fn halves_pair_each_element_with_the_one_half_a_head_later() {
+        let adjacent = RopeTable::new(4, 10_000.0, None, 3).unwrap();
+        let halves = RopeTable::new(4, 10_000.0, None, 3)
+            .unwrap()
+            .with_style(RopeStyle::Halves);
+        // [a, b, c, d] in halves style is [a, c, b, d] in adjacent style.
+        let mut h = [0.3, -1.2, 0.5, 2.0, 1.0, 0.0, 0.0, 1.0];
+        let mut a = [0.3, 0.5, -1.2, 2.0, 1.0, 0.0, 0.0, 1.0];
+        halves.rotate(&mut h, 2);
+        adjacent.rotate(&mut a, 2);
+        assert_eq!([h[0], h[2], h[1], h[3]], a[..4]);
+        assert_eq!([h[4], h[6], h[5], h[7]], a[4..]);
     }
 
     #[test]

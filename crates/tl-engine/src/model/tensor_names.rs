@@ -1,5 +1,6 @@
-//! The one table mapping the llama architecture's weights to GGUF tensor names, as
-//! llama.cpp's converter writes them.
+//! The one table mapping the weights of the llama architecture (and of Qwen3,
+//! llama plus per-head query/key norms) to GGUF tensor names, as llama.cpp's
+//! converter writes them.
 
 /// Token embedding table `[vocab, hidden]`.
 pub const TOKEN_EMBEDDING: &str = "token_embd.weight";
@@ -18,6 +19,10 @@ pub enum BlockTensor {
     Key,
     Value,
     AttentionOutput,
+    /// Qwen3: the RMS norm weight of every query head (`head_dim` values).
+    QueryNorm,
+    /// Qwen3: the same for every key head.
+    KeyNorm,
     FeedForwardNorm,
     Gate,
     Up,
@@ -33,6 +38,8 @@ impl BlockTensor {
             Self::Key => "attn_k",
             Self::Value => "attn_v",
             Self::AttentionOutput => "attn_output",
+            Self::QueryNorm => "attn_q_norm",
+            Self::KeyNorm => "attn_k_norm",
             Self::FeedForwardNorm => "ffn_norm",
             Self::Gate => "ffn_gate",
             Self::Up => "ffn_up",

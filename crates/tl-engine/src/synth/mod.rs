@@ -69,7 +69,7 @@ impl SynthPlan {
             Some(file) => {
                 let vocabulary = Vocabulary::from_gguf(file)?;
                 let size = vocabulary.token_count();
-                if size != shape.vocab_size && shape.name != ShapeName::Tiny {
+                if size != shape.vocab_size && !shape.name.is_tiny() {
                     warnings.push(format!(
                         "the vocabulary has {size} tokens, {} has {}: using {size}",
                         shape.name, shape.vocab_size

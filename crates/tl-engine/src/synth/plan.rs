@@ -94,10 +94,9 @@ fn block_plan(shape: &Shape, quant: SynthQuant, block: usize) -> Vec<PlannedTens
         matrix(&name(BlockTensor::AttentionOutput), q_width, hidden, quant),
     ];
     if shape.architecture.has_qk_norm() {
-        // Qwen3's per-head norms; the engine's name table has no entry for them yet.
         let head_dim = shape.head_dim as u64;
-        tensors.push(norm(format!("blk.{block}.attn_q_norm.weight"), head_dim));
-        tensors.push(norm(format!("blk.{block}.attn_k_norm.weight"), head_dim));
+        tensors.push(norm(name(BlockTensor::QueryNorm), head_dim));
+        tensors.push(norm(name(BlockTensor::KeyNorm), head_dim));
     }
     tensors.extend([
         norm(name(BlockTensor::FeedForwardNorm), hidden),

@@ -1,5 +1,6 @@
 //! The model shapes `tl model synth` can build: real models' hyperparameters
-//! (TinyLlama, SmolLM2, Qwen3-0.6B, Llama-3-8B) plus a tiny one for tests.
+//! (TinyLlama, SmolLM2, Qwen3-0.6B, Llama-3-8B) plus a tiny one of each
+//! architecture for tests.
 
 use std::fmt;
 use std::str::FromStr;
@@ -54,6 +55,8 @@ impl FromStr for Architecture {
 pub enum ShapeName {
     /// 2 blocks of width 64: loads and runs in milliseconds, for tests.
     Tiny,
+    /// The same size as Qwen3 (heads of 32, queries twice the hidden width).
+    TinyQwen3,
     TinyLlama,
     SmolLm2,
     Qwen3_0_6B,
@@ -62,8 +65,9 @@ pub enum ShapeName {
 
 impl ShapeName {
     /// Every shape, in the order help texts list them.
-    pub const ALL: [ShapeName; 5] = [
+    pub const ALL: [ShapeName; 6] = [
         ShapeName::Tiny,
+        ShapeName::TinyQwen3,
         ShapeName::TinyLlama,
         ShapeName::SmolLm2,
         ShapeName::Qwen3_0_6B,
@@ -74,11 +78,18 @@ impl ShapeName {
     pub fn name(self) -> &'static str {
         match self {
             ShapeName::Tiny => "tiny",
+            ShapeName::TinyQwen3 => "tiny-qwen3",
             ShapeName::TinyLlama => "tinyllama",
             ShapeName::SmolLm2 => "smollm2",
             ShapeName::Qwen3_0_6B => "qwen3-0.6b",
             ShapeName::Llama8B => "llama-8b",
         }
+    }
+
+    /// Whether this is one of the test shapes, whose vocabulary is whatever
+    /// size the `--vocab` file has.
+    pub fn is_tiny(self) -> bool {
+        matches!(self, ShapeName::Tiny | ShapeName::TinyQwen3)
     }
 
     /// The hyperparameters of this shape.
@@ -101,6 +112,15 @@ impl ShapeName {
         match self {
             ShapeName::Tiny => Shape {
                 context_length: 256,
+                ..llama(2, 64, 128, 4, 2, 512)
+            },
+            ShapeName::TinyQwen3 => Shape {
+                architecture: Architecture::Qwen3,
+                head_dim: 32,
+                rope_freq_base: 1_000_000.0,
+                rms_norm_eps: 1e-6,
+                context_length: 256,
+                tied_embeddings: true,
                 ..llama(2, 64, 128, 4, 2, 512)
             },
             ShapeName::TinyLlama => llama(22, 2048, 5632, 32, 4, 32_000),

@@ -62,10 +62,7 @@ pub fn shape_table() -> String {
             let _ = write!(table, "{:>9}", compact_bytes(bytes));
         }
     }
-    table.push_str(
-        "\n\nThe tiny shape's vocabulary is the --vocab file's size (512 without one). \
-         Qwen3 files are written, but the engine cannot run them yet.",
-    );
+    table.push_str("\n\nThe tiny shapes' vocabulary is the --vocab file's size (512 without one).");
     table
 }
 
