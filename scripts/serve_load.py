@@ -6,6 +6,13 @@ time to first token and inter-token latency (p50/p99), and checks that every
 stream's text equals what its prompt gives alone. Standard library only, so it
 runs on machines without pip.
 
+Two aggregates, both against the single client's decode rate (its tokens after
+the first over the time between them): `aggregate_tokens_per_s`, all tokens
+over the whole run (the prompts' prefill and the ramps in and out included),
+and `all_decoding_tokens_per_s`, the tokens streamed while every client was
+past its first token and none had finished, over that window: the same kind
+of rate as the single client's, with all N sequences in the batch.
+
     python3 scripts/serve_load.py --url http://127.0.0.1:8080 --clients 16 \\
         --tokens 64 [--model NAME] [--json OUT.json] [--prompt-tokens 625] \\
         [--temperature 0.8]
@@ -36,7 +43,8 @@ def prompt_for(i, prompt_tokens):
 
 
 def stream_chat(url, model, prompt, tokens, temperature=0.0, seed=0):
-    """Returns (text, ttft_seconds, inter_token_gaps, completion_tokens)."""
+    """Returns (text, ttft_seconds, inter_token_gaps, completion_tokens,
+    arrival_times): a time.perf_counter() reading for each streamed piece."""
     parsed = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=600)
     body = json.dumps({
@@ -70,7 +78,7 @@ def stream_chat(url, model, prompt, tokens, temperature=0.0, seed=0):
     ttft = times[0] - start if times else float("nan")
     gaps = [b - a for a, b in zip(times, times[1:])]
     completion = usage["completion_tokens"] if usage else len(times)
-    return "".join(text), ttft, gaps, completion
+    return "".join(text), ttft, gaps, completion, times
 
 
 def first_model(url):
@@ -112,6 +120,17 @@ def run_concurrent(url, model, prompts, tokens, temperature):
     return results, elapsed
 
 
+def all_decoding_rate(results):
+    """Pieces streamed per second while every stream was between its first
+    and its last piece (None when that window is empty)."""
+    start = max(r[4][0] for r in results if r[4])
+    end = min(r[4][-1] for r in results if r[4])
+    if end <= start:
+        return None
+    inside = sum(1 for r in results for t in r[4] if start < t <= end)
+    return inside / (end - start)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", default="http://127.0.0.1:8080")
@@ -134,6 +153,7 @@ def main():
     results, elapsed = run_concurrent(args.url, model, prompts, args.tokens, args.temperature)
     total = sum(r[3] for r in results)
     aggregate = total / elapsed
+    all_decoding = all_decoding_rate(results)
     ttfts = [r[1] for r in results]
     gaps = [g for r in results for g in r[2]]
     mismatched = [i for i, (a, b) in enumerate(zip(solo, results)) if a[0] != b[0]]
@@ -143,6 +163,8 @@ def main():
         "single_client_decode_tokens_per_s": round(single_rate, 1),
         "aggregate_tokens_per_s": round(aggregate, 1),
         "speedup": round(aggregate / single_rate, 2),
+        "all_decoding_tokens_per_s": all_decoding and round(all_decoding, 1),
+        "all_decoding_speedup": all_decoding and round(all_decoding / single_rate, 2),
         "ttft_ms_p50": round(percentile(ttfts, 50) * 1e3, 1),
         "ttft_ms_p99": round(percentile(ttfts, 99) * 1e3, 1),
         "itl_ms_p50": round(percentile(gaps, 50) * 1e3, 2),
