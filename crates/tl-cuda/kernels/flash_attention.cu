@@ -78,19 +78,35 @@ __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache
     const int block_rows = min(rows - blockIdx.x * FLASH_ROWS, FLASH_ROWS);
     const int visible = first + blockIdx.x * FLASH_ROWS + block_rows;  // keys the block needs
 
+    // Each thread's share of a tile's keys and values (16 bytes each), read
+    // from memory one tile ahead: tile i + 1's loads are in flight while tile
+    // i is computed, instead of every tile waiting for its own.
+    constexpr int PER_THREAD = FLASH_KEYS * D / 8 / (FLASH_WARPS * WARP);
+    uint4 k_next[PER_THREAD], v_next[PER_THREAD];
+    auto load_tile = [&](int kv0) {
+#pragma unroll
+        for (int j = 0; j < PER_THREAD; ++j) {
+            const int i = threadIdx.x + j * FLASH_WARPS * WARP;
+            const int p = i / (D / 8), c = (i % (D / 8)) * 8;
+            k_next[j] = v_next[j] = make_uint4(0, 0, 0, 0);
+            if (kv0 + p < visible) {
+                k_next[j] = *(const uint4*)(keys + (u64)(kv0 + p) * D + c);
+                v_next[j] = *(const uint4*)(values + (u64)(kv0 + p) * D + c);
+            }
+        }
+    };
+    load_tile(0);
     for (int kv0 = 0; kv0 < visible; kv0 += FLASH_KEYS) {
         __syncthreads();  // the previous tile is no longer read
-        for (int i = threadIdx.x; i < FLASH_KEYS * D / 8; i += blockDim.x) {
+#pragma unroll
+        for (int j = 0; j < PER_THREAD; ++j) {
+            const int i = threadIdx.x + j * FLASH_WARPS * WARP;
             const int p = i / (D / 8), c = (i % (D / 8)) * 8;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
-            if (kv0 + p < visible) {
-                kv = *(const uint4*)(keys + (u64)(kv0 + p) * D + c);
-                vv = *(const uint4*)(values + (u64)(kv0 + p) * D + c);
-            }
-            *(uint4*)&ks[p][c] = kv;
-            *(uint4*)&vs[p][c] = vv;
+            *(uint4*)&ks[p][c] = k_next[j];
+            *(uint4*)&vs[p][c] = v_next[j];
         }
         __syncthreads();
+        if (kv0 + FLASH_KEYS < visible) load_tile(kv0 + FLASH_KEYS);
 
         // Scores for 64 keys: 8 column tiles of 8 keys.
         float s[FLASH_KEYS / 8][4];
