@@ -1,6 +1,7 @@
 // Causal grouped-query attention for a prompt batch on tensor cores (sm_80+), in
 // the FlashAttention style: a block takes 64 query rows of one head (16 per warp),
-// walks the cache in tiles of 64 positions staged in shared memory, and keeps a
+// walks the cache in tiles of 64 positions staged in shared memory (each tile
+// read into registers while the one before it is computed), and keeps a
 // running softmax, so scores never go to memory. Q·Kᵀ and P·V are
 // mma.m16n8k16 products with f16 inputs and f32 accumulation: the query and the
 // softmax weights are rounded to f16 (keys and values are f16 in the cache
