@@ -83,6 +83,69 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
     }
 }
 
+// Warps per block of rope_store_kv_per_head (one head each).
+#define ROPE_WARPS 4
+
+// rope_store_kv with a warp per head of a row (blockIdx.x the row, ROPE_WARPS
+// heads a block along y) instead of a block per row: for decode steps, whose
+// one row's heads then run side by side instead of in turn (prompts, with
+// hundreds of rows, keep rope_store_kv's fuller blocks). The same arithmetic
+// (each head's squares summed by one warp, lanes taking elements lane, lane +
+// 32, ...), so the same bits.
+extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
+    rope_store_kv_per_head(float* qkv, int heads, int kv_heads, int head_dim,
+                           const float2* cos_sin, const int* start, u16* k_cache,
+                           u16* v_cache, int capacity, const float* q_norm,
+                           const float* k_norm, float eps, int halves, const int* positions,
+                           u16* const* k_tables, u16* const* v_tables) {
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    const int head = blockIdx.y * ROPE_WARPS + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (head >= heads + kv_heads) return;
+    const int row = blockIdx.x;
+    const int pos = positions ? positions[row] : *start + row;
+    const int pairs = head_dim / 2;
+    const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+    const bool query = head < heads;
+    const int kh = head - heads;
+    float* q = qkv + (u64)row * (q_width + 2 * kv_width);
+    float* p = query ? q + head * head_dim : q + q_width + kh * head_dim;
+    const float* w = query ? q_norm : k_norm;
+    float scale = 1.0f;
+    if (w) {
+        double squares = 0.0;
+        for (int i = lane; i < head_dim; i += WARP) squares += (double)(p[i] * p[i]);
+        squares = warp_sum_f64(squares);
+        scale = 1.0f / sqrtf((float)(squares / (double)head_dim) + eps);
+    }
+    const float2* table = cos_sin + (u64)pos * pairs;
+    u16* const kc = positions ? k_tables[row] : k_cache;
+    u16* const vc = positions ? v_tables[row] : v_cache;
+    const u64 at = query ? 0 : ((u64)kh * capacity + pos) * head_dim;
+    const float* v = query ? 0 : q + q_width + kv_width + kh * head_dim;
+    // Each element is in one pair, so a lane writes only what it read (all
+    // lanes' reads for the sum of squares are done before the shuffles).
+    for (int pair = lane; pair < pairs; pair += WARP) {
+        const int a = halves ? pair : 2 * pair, b = halves ? pair + pairs : 2 * pair + 1;
+        float x0 = p[a], x1 = p[b];
+        if (w) {
+            x0 = (x0 * scale) * w[a];
+            x1 = (x1 * scale) * w[b];
+        }
+        const float2 cs = table[pair];
+        const float r0 = fmaf(x0, cs.x, -(x1 * cs.y)), r1 = fmaf(x0, cs.y, x1 * cs.x);
+        if (query) {
+            p[a] = r0;
+            p[b] = r1;
+        } else {
+            kc[at + a] = f2h(r0);
+            kc[at + b] = f2h(r1);
+            vc[at + 2 * pair] = f2h(v[2 * pair]);
+            vc[at + 2 * pair + 1] = f2h(v[2 * pair + 1]);
+        }
+    }
+}
+
 // Positions per tile of attention_f16_accumulator: two tiles' f16 values fit in
 // 32 KB (128 positions for heads of 64), at most 256, so that one tile is
 // filled while the chain walks the other.

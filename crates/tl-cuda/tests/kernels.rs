@@ -613,19 +613,24 @@ fn qwen3_head_reference(head: &mut [f32], weight: &[f32], table: &[f32], pos: us
 fn qk_norms_and_half_head_pairs_match_the_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(10);
-    for h in [
-        Heads {
-            heads: 16,
-            kv_heads: 8,
-            head_dim: 128,
-        },
-        Heads {
-            heads: 4,
-            kv_heads: 2,
-            head_dim: 32,
-        },
+    let qwen3_heads = Heads {
+        heads: 16,
+        kv_heads: 8,
+        head_dim: 128,
+    };
+    let small_heads = Heads {
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 32,
+    };
+    // 5 rows take a warp per head, 70 a block per row: both kernels.
+    for (h, rows) in [
+        (qwen3_heads, 5),
+        (qwen3_heads, 70),
+        (small_heads, 5),
+        (small_heads, 70),
     ] {
-        let (rows, capacity) = (5, 64);
+        let capacity = 128;
         let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
         let qkv_width = q_width + 2 * kv_width;
         let table = test_rope_table(capacity, h.head_dim, 0.41);
