@@ -231,7 +231,7 @@ const ROPE_MAX_HEADS: usize = 512;
 const ROPE_HEADS_PER_BLOCK: usize = 4;
 /// Rows below which a launch takes a warp per head rather than a block per
 /// row (measured on an H100: a decode step's rotation 8.4 → 5.4 µs, Qwen3-0.6B
-/// decode 1.04–1.07×; at 512 rows the per-row blocks were faster).
+/// decode 1.03–1.07×; at 512 rows the per-row blocks were faster).
 const PER_HEAD_MAX_ROWS: usize = 64;
 
 /// # Safety
