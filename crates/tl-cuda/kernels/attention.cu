@@ -355,11 +355,11 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
         const float before = fmaxf(t.chunk_max[i / WARP], t.old_scale[b][i]);
         const float score = t.scores[i];
         if (score > before) {
-            t.old_scale[b][i] = expf(before - score);
+            t.old_scale[b][i] = expf_libm(before - score);
             t.weight[b][i] = 1.0f;
         } else {
             t.old_scale[b][i] = 1.0f;
-            t.weight[b][i] = expf(score - before);
+            t.weight[b][i] = expf_libm(score - before);
         }
     }
 }

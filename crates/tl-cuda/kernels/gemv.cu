@@ -12,9 +12,10 @@
 // Each block first stages x in shared memory (normalised when asked). For the
 // quantized weight types x is staged as llama.cpp's Q8_0/Q8_1 blocks (int8
 // values, f16-rounded scale, Q8_1's scaled sum, the integer sum), exactly as the CPU
-// backend quantizes it, and rows are integer dot products (dp4a): the GPU then
-// computes the CPU's numbers up to the order of float additions, and reads a
-// quarter of the activation bytes. Float weights (F32/F16/BF16) use f32 x.
+// backend quantizes it, and rows are integer dot products (dp4a) whose f32
+// sums follow the CPU backend's order (ORDER_LANES / ORDER_BLOCKS below), so
+// the GPU computes the CPU's bits; it also reads a quarter of the activation
+// bytes. Float weights (F32/F16/BF16) use f32 x and sum in their own order.
 // Rows are a grid-stride loop, so a block stages x once for many rows.
 
 // Blocks of 32 weights each lane has in flight per row: all their loads are
@@ -130,47 +131,94 @@ __device__ __forceinline__ WeightBlock<T> load_block(const u8* qs, const u8* sc,
     return w;
 }
 
-// Σ w·x over one block of 32 against staged Q8 x block `b`.
+// How a row's f32 sum is ordered: the CPU backend's (llama.cpp's AVX2)
+// rounding, so that both backends compute the same bits.
+//   ORDER_LANES   (ggml_vec_dot_*_q8_*): 8 lanes, lane l holding the integer
+//                 sum of the products of values 4l..4l+3 of a block; per
+//                 block acc_l = fma(dw·da, lane_l, acc_l); then hsum_float_8
+//                 (lane l plus lane l+4, then l plus l+2, then 0 plus 1) and,
+//                 for Q4_1, plus Σ m·s (its own fma chain over the blocks).
+//   ORDER_BLOCKS  (the repacked Q4_0 kernels, which llama.cpp and the CPU
+//                 backend use for Q4_0 matrices of a multiple of 8 rows): per
+//                 block acc = fma(the block's integer dot, dw·da, acc).
+#define ORDER_LANES 0
+#define ORDER_BLOCKS 1
+
+// Floats one block adds to a row's chains: its lane sums (exact integers, as
+// f32; one for ORDER_BLOCKS), dw·da and, for Q4_1, m.
+template <int T, int ORDER>
+struct Terms {
+    static constexpr int CHAINS = ORDER == ORDER_BLOCKS ? 1 : 8;
+    static constexpr int SCALE = CHAINS;      // index of dw·da
+    static constexpr int MIN = CHAINS + 1;    // index of m (Q4_1)
+    static constexpr int COUNT = CHAINS + 1 + (T == TYPE_Q4_1 ? 1 : 0);
+};
+
+// The integer sums of values 4l..4l+3 of one block against staged Q8 x block b.
+// Byte j of a Q4 block holds value j in its low nibble and value j + 16 in its
+// high one, so lanes 0-3 are low nibbles and lanes 4-7 high ones.
 template <int T>
-__device__ __forceinline__ float block_dot(const WeightBlock<T>& w, const StagedQ8& x, int b) {
+__device__ __forceinline__ void lane_sums(const WeightBlock<T>& w, const StagedQ8& x, int b,
+                                          int* lanes) {
     const int4 lo = *(const int4*)(x.q + b * 32);
     const int4 hi = *(const int4*)(x.q + b * 32 + 16);
-    int sumi;
+    const int xl[4] = {lo.x, lo.y, lo.z, lo.w}, xh[4] = {hi.x, hi.y, hi.z, hi.w};
+    const u32 wl[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
     if (T == TYPE_Q8_0) {
-        sumi = __dp4a((int)w.lo.x, lo.x, 0);
-        sumi = __dp4a((int)w.lo.y, lo.y, sumi);
-        sumi = __dp4a((int)w.lo.z, lo.z, sumi);
-        sumi = __dp4a((int)w.lo.w, lo.w, sumi);
-        sumi = __dp4a((int)w.hi.x, hi.x, sumi);
-        sumi = __dp4a((int)w.hi.y, hi.y, sumi);
-        sumi = __dp4a((int)w.hi.z, hi.z, sumi);
-        sumi = __dp4a((int)w.hi.w, hi.w, sumi);
-        return h2f((u16)w.scale) * x.d[b] * (float)sumi;
+        const u32 wh[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            lanes[j] = __dp4a((int)wl[j], xl[j], 0);
+            lanes[j + 4] = __dp4a((int)wh[j], xh[j], 0);
+        }
+        return;
     }
-    // Byte j of a Q4 block: value j in the low nibble, value j + 16 in the high.
     const u32 m = 0x0f0f0f0fu;
-    sumi = __dp4a((int)(w.lo.x & m), lo.x, 0);
-    sumi = __dp4a((int)(w.lo.y & m), lo.y, sumi);
-    sumi = __dp4a((int)(w.lo.z & m), lo.z, sumi);
-    sumi = __dp4a((int)(w.lo.w & m), lo.w, sumi);
-    sumi = __dp4a((int)((w.lo.x >> 4) & m), hi.x, sumi);
-    sumi = __dp4a((int)((w.lo.y >> 4) & m), hi.y, sumi);
-    sumi = __dp4a((int)((w.lo.z >> 4) & m), hi.z, sumi);
-    sumi = __dp4a((int)((w.lo.w >> 4) & m), hi.w, sumi);
-    if (T == TYPE_Q4_0) return h2f((u16)w.scale) * x.d[b] * (float)(sumi - 8 * x.sum[b]);
-    const float d = h2f((u16)(w.scale & 0xffff)), mn = h2f((u16)(w.scale >> 16));
-    return d * x.d[b] * (float)sumi + mn * x.s[b];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        u32 low = wl[j] & m, high = (wl[j] >> 4) & m;
+        if (T == TYPE_Q4_0) {  // q - 8, as signed bytes
+            low = __vsub4(low, 0x08080808u);
+            high = __vsub4(high, 0x08080808u);
+        }
+        lanes[j] = __dp4a((int)low, xl[j], 0);
+        lanes[j + 4] = __dp4a((int)high, xh[j], 0);
+    }
+}
+
+// Writes block b's terms for the chains: term e of the block a group's lane
+// `slot` holds goes to at[e·LPR + slot], so each chain's terms of a round lie
+// side by side.
+template <int T, int ORDER, int LPR>
+__device__ __forceinline__ void store_terms(const WeightBlock<T>& w, const StagedQ8& x, int b,
+                                            float* at) {
+    typedef Terms<T, ORDER> K;
+    int lanes[8];
+    lane_sums<T>(w, x, b, lanes);
+    if (ORDER == ORDER_BLOCKS) {
+        int total = 0;
+#pragma unroll
+        for (int l = 0; l < 8; ++l) total += lanes[l];
+        at[0] = (float)total;
+    } else {
+#pragma unroll
+        for (int l = 0; l < 8; ++l) at[l * LPR] = (float)lanes[l];
+    }
+    at[K::SCALE * LPR] = __fmul_rn(h2f((u16)(w.scale & 0xffff)), x.d[b]);
+    if (T == TYPE_Q4_1) at[K::MIN * LPR] = h2f((u16)(w.scale >> 16));
 }
 
 // The weights one lane loads at a time for NR rows: blocks base + u·LPR of
 // each row, u < UNROLL (64 bytes of quants per lane and row, 32 per row of a
 // pair, to bound registers; 128 for single Q4 rows on whole warps, so the
-// MLP's down projection (176 blocks a row in TinyLlama) loads in one round).
+// MLP's down projection (176 blocks a row in TinyLlama) loads in one round,
+// and on groups of 8 lanes, the quantized types' only width).
 // LPR is the number of lanes sharing a row.
 template <int T, int NR, int LPR>
 struct RowChunk {
     static constexpr int UNROLL = (T == TYPE_Q8_0 ? GEMV_UNROLL / 2 : GEMV_UNROLL) / NR *
-                                  (T != TYPE_Q8_0 && NR == 1 && LPR == WARP ? 2 : 1);
+                                  (T != TYPE_Q8_0 && NR == 1 && LPR == WARP ? 2 : 1) *
+                                  (LPR == 8 ? 2 : 1);
     WeightBlock<T> w[NR][UNROLL];
 };
 
@@ -186,50 +234,120 @@ __device__ __forceinline__ void load_chunk(const u8* qs, const u8* sc, const u64
     }
 }
 
-template <int T, int NR, int LPR>
-__device__ __forceinline__ void dot_chunk(const RowChunk<T, NR, LPR>& chunk, const StagedQ8& x,
-                                          int blocks, int base, float* acc) {
+// Floats of a warp's hand-off: its blocks' terms (Terms) per row of a pair,
+// group and lane (`handoff_floats` in ops/gemv.rs).
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ constexpr int handoff_floats() {
+    return NR * WARP * Terms<T, ORDER>::COUNT;
+}
+
+// The chains of one group of LPR lanes (one output row, or a gate/up pair):
+// lane c < CHAINS walks chain c of every row of the pair; Q4_1's Σ m·s
+// chains are walked by lane 0 beside its own.
+template <int NR>
+struct Chains {
+    float acc[NR];
+    float min_terms[NR];
+};
+
+// Adds the blocks of one round of a chunk to the chains: lane `sub` of the
+// group holds block first + sub (the u-th block of each of its rows in
+// `chunk`); their terms go through the warp's hand-off in shared memory and
+// the chain lanes add them in block order. Every lane of the warp calls this
+// (it synchronises the warp).
+template <int T, int ORDER, int NR, int LPR>
+__device__ __forceinline__ void add_round(const RowChunk<T, NR, LPR>& chunk, int u,
+                                          const StagedQ8& x, int blocks, int first,
+                                          float* handoff, Chains<NR>& c) {
+    typedef Terms<T, ORDER> K;
+    const int lane = threadIdx.x % WARP, sub = lane % LPR;
+    // This group's terms: [row of the pair][term][slot].
+    float* group = handoff + (lane / LPR) * NR * K::COUNT * LPR;
+    const int b = first + sub;
 #pragma unroll
-    for (int u = 0; u < RowChunk<T, NR, LPR>::UNROLL; ++u) {
-        const int b = base + u * LPR;
+    for (int r = 0; r < NR; ++r)
+        if (b < blocks)
+            store_terms<T, ORDER, LPR>(chunk.w[r][u], x, b, group + r * K::COUNT * LPR + sub);
+    __syncwarp();
+    if (sub < K::CHAINS) {
 #pragma unroll
-        for (int r = 0; r < NR; ++r)
-            if (b < blocks) acc[r] += block_dot<T>(chunk.w[r][u], x, b);
+        for (int r = 0; r < NR; ++r) {
+            const float* terms = group + r * K::COUNT * LPR;
+#pragma unroll
+            for (int q = 0; q < LPR / 4; ++q) {
+                const float4 lanes = *(const float4*)(terms + sub * LPR + 4 * q);
+                const float4 scales = *(const float4*)(terms + K::SCALE * LPR + 4 * q);
+                const float l4[4] = {lanes.x, lanes.y, lanes.z, lanes.w};
+                const float s4[4] = {scales.x, scales.y, scales.z, scales.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    if (first + 4 * q + i < blocks) c.acc[r] = fmaf(s4[i], l4[i], c.acc[r]);
+            }
+            if (T == TYPE_Q4_1 && sub == 0) {
+#pragma unroll
+                for (int j = 0; j < LPR; ++j)
+                    if (first + j < blocks)
+                        c.min_terms[r] = fmaf(terms[K::MIN * LPR + j], x.s[first + j], c.min_terms[r]);
+            }
+        }
+    }
+    __syncwarp();
+}
+
+// The chunk's blocks (first chunk block `start`, rounds of LPR blocks) added
+// to the chains in order.
+template <int T, int ORDER, int NR, int LPR>
+__device__ __forceinline__ void add_chunk(const RowChunk<T, NR, LPR>& chunk, const StagedQ8& x,
+                                          int blocks, int start, float* handoff, Chains<NR>& c) {
+#pragma unroll
+    for (int u = 0; u < RowChunk<T, NR, LPR>::UNROLL; ++u)
+        add_round<T, ORDER, NR, LPR>(chunk, u, x, blocks, start + u * LPR, handoff, c);
+}
+
+// The row sums from the chains, on lane 0 of each group: hsum_float_8's
+// order over lanes 0-7 (a butterfly over lanes 4, 2, 1 apart adds the same
+// pairs), then Q4_1's Σ m·s. Every lane of the warp calls this.
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void finish_chains(const Chains<NR>& c, float* out) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+        float sum = c.acc[r];
+        if (ORDER == ORDER_LANES) {
+            sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 4));
+            sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 2));
+            sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 1));
+        }
+        if (T == TYPE_Q4_1) sum = __fadd_rn(sum, c.min_terms[r]);
+        out[r] = sum;
     }
 }
 
-// Sum over aligned groups of LPR lanes; every lane of a group gets it.
-template <int LPR>
-__device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-    for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-
-// Σ over NR quantized rows (rows[i]) against staged Q8 x, the LPR lanes of this
-// lane's group taking blocks sub, sub + LPR, ...; `first` holds the lane's
-// first chunk, loaded earlier (before staging, so the two waits overlap).
-// Every lane of the warp must call this (the sums are shuffles); lanes of a
-// row that does not exist pass valid = false and get 0.
-template <int T, int NR, int LPR>
+// Σ over NR quantized rows (rows[i]) against staged Q8 x in the CPU
+// backend's order (ORDER), the LPR lanes of this lane's group loading blocks
+// sub, sub + LPR, ...; `first` holds the lane's first chunk, loaded earlier
+// (before staging, so the two waits overlap). `handoff` is the warp's
+// (handoff_floats). Every lane of the warp must call this (the hand-off
+// synchronises the warp); lanes of a row that does not exist pass valid =
+// false. Lane 0 of each group gets the sums.
+template <int T, int ORDER, int NR, int LPR>
 __device__ __forceinline__ void rows_dot_q8(const u8* qs, const u8* sc, const u64* rows,
                                             int cols, const StagedQ8& x,
                                             const RowChunk<T, NR, LPR>& first, bool valid,
-                                            float* out) {
+                                            float* handoff, float* out) {
     const int sub = threadIdx.x % LPR;
-    const int blocks = valid ? cols / 32 : 0;
+    const int total = cols / 32, blocks = valid ? total : 0;
     constexpr int STEP = RowChunk<T, NR, LPR>::UNROLL * LPR;
-    float acc[NR];
+    Chains<NR> c;
 #pragma unroll
-    for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
-    dot_chunk<T, NR, LPR>(first, x, blocks, sub, acc);
-    for (int base = sub + STEP; base < blocks; base += STEP) {
+    for (int r = 0; r < NR; ++r) c.acc[r] = c.min_terms[r] = 0.0f;
+    add_chunk<T, ORDER, NR, LPR>(first, x, blocks, 0, handoff, c);
+    // The bound is the same for the whole warp: the hand-off needs every lane.
+    for (int start = STEP; start < total; start += STEP) {
         RowChunk<T, NR, LPR> chunk;
-        load_chunk<T, NR, LPR>(qs, sc, rows, blocks, base, chunk);
-        dot_chunk<T, NR, LPR>(chunk, x, blocks, base, acc);
+        load_chunk<T, NR, LPR>(qs, sc, rows, blocks, start + sub, chunk);
+        add_chunk<T, ORDER, NR, LPR>(chunk, x, blocks, start, handoff, c);
     }
-#pragma unroll
-    for (int r = 0; r < NR; ++r) out[r] = group_sum<LPR>(acc[r]);
+    finish_chains<T, ORDER, NR>(c, out);
 }
 
 // Σ over NR float rows against f32 x, lanes striding over 16-value units.
@@ -317,7 +435,7 @@ struct NextWeights {
 // level 2 the grid also requests `next`, the first weights of the matrix the
 // step multiplies by next, whose blocks can often start only when this
 // kernel's leave their multiprocessors.
-template <int T, int MODE, int LPR, bool BATCHED>
+template <int T, int ORDER, int MODE, int LPR, bool BATCHED>
 __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
                      float eps, float* y, int rows, int cols, RopeStore rope, int l2_prefetch,
                      NextWeights next) {
@@ -329,7 +447,7 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
     __shared__ double scratch[32];
     __shared__ float pair_rows[GEMV_MAX_THREADS / 8];
     const float* weight = MODE >= 2 ? norm_weight : 0;
-    const bool quantized = T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0;
+    constexpr bool quantized = T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0;
     const float* xf = (const float*)shared;
     constexpr int NR = MODE == 3 ? 2 : 1;
     constexpr int GROUPS = WARP / LPR;  // rows a warp takes at once
@@ -382,14 +500,18 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         // The residual's old value is read before the products, so its
         // latency overlaps them instead of following them.
         const float prior = MODE == 1 && sub == 0 && r < rows ? y[r] : 0.0f;
-        if (quantized) {
+        if constexpr (quantized) {
             RowChunk<T, NR, LPR> next;
             if (r + stride < rows) {
                 u64 ahead[NR];
                 rows_of(r + stride, ahead);
                 load_chunk<T, NR, LPR>(qs, sc, ahead, cols / 32, sub, next);
             }
-            rows_dot_q8<T, NR, LPR>(qs, sc, picked, cols, xq, chunk, r < rows, dot);
+            // The warps' hand-offs follow the staged x (16-byte aligned).
+            float* handoff = (float*)shared + (cols + cols / 32 * 12 + 15) / 16 * 4 +
+                             threadIdx.x / WARP * handoff_floats<T, ORDER, NR>();
+            rows_dot_q8<T, ORDER, NR, LPR>(qs, sc, picked, cols, xq, chunk, r < rows, handoff,
+                                           dot);
             chunk = next;
         } else if (r < rows) {  // LPR is 32: r is the same in the whole warp
             rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
@@ -405,9 +527,10 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
             __syncthreads();
         } else if (sub == 0 && r < rows) {
             if (MODE == 3)
-                y[r] = silu(dot[0]) * dot[NR - 1];
+                y[r] = __fmul_rn(r < rows - rows % 8 ? silu(dot[0]) : silu_libm(dot[0]),
+                                 dot[NR - 1]);
             else
-                y[r] = MODE == 1 ? prior + dot[0] : dot[0];
+                y[r] = MODE == 1 ? __fadd_rn(prior, dot[0]) : dot[0];
         }
     }
 }
@@ -415,7 +538,7 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
 // The kernels gemv_<mode>_<type>_l<LPR>: float types with whole warps per row,
 // quantized types with 8, 16 or 32 lanes per row (the host picks by row length);
 // gemv_batched_<mode>_<type>_l<LPR> take per-sequence cache tables too.
-#define GEMV_KERNEL(KIND, MODE, NAME, T, LPR)                                               \
+#define GEMV_KERNEL(KIND, MODE, NAME, T, ORDER, LPR)                                         \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_##KIND##NAME##_l##LPR(const u8* qs, const u8* sc, const float* x,               \
                                    const float* norm_weight, float eps, float* y, int rows,  \
@@ -427,7 +550,7 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                   \
                           capacity, k_cache, v_cache, 0,        0};                          \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
-        gemv<T, MODE, LPR, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,         \
+        gemv<T, ORDER, MODE, LPR, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,         \
                                   l2_prefetch, next);                                        \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
@@ -440,15 +563,15 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
         RopeStore rope = {cos_sin, position, q_width, kv_width, head_dim,                    \
                           capacity, 0,       0,       k_tables, v_tables};                   \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
-        gemv<T, MODE, LPR, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,          \
+        gemv<T, ORDER, MODE, LPR, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,          \
                                  l2_prefetch, next);                                         \
     }
-#define GEMV_KERNELS(NAME, T, LPR)                 \
-    GEMV_KERNEL(, 0, NAME, T, LPR)                 \
-    GEMV_KERNEL(residual_, 1, NAME, T, LPR)        \
-    GEMV_KERNEL(norm_, 2, NAME, T, LPR)            \
-    GEMV_KERNEL(norm_swiglu_, 3, NAME, T, LPR)     \
-    GEMV_KERNEL(norm_rope_, 4, NAME, T, LPR)
+#define GEMV_KERNELS(NAME, T, ORDER, LPR)             \
+    GEMV_KERNEL(, 0, NAME, T, ORDER, LPR)             \
+    GEMV_KERNEL(residual_, 1, NAME, T, ORDER, LPR)    \
+    GEMV_KERNEL(norm_, 2, NAME, T, ORDER, LPR)        \
+    GEMV_KERNEL(norm_swiglu_, 3, NAME, T, ORDER, LPR) \
+    GEMV_KERNEL(norm_rope_, 4, NAME, T, ORDER, LPR)
 
 // The instantiations are added per weight type by compile.rs: each type's GEMVs
 // are one translation unit, and the units compile in parallel.

@@ -143,8 +143,79 @@ __device__ __forceinline__ int warp_sum_int(int v) {
     return v;
 }
 
+// e^x as the CPU backend's SiLU computes it (`model::vector_exp`, llama.cpp's
+// ggml_v_expf: a power of two times a degree-5 polynomial, every operation
+// rounded as written), so both backends round alike.
+__device__ __forceinline__ float exp_vector(float x) {
+    const float shift = __uint_as_float(0x4b400000u);
+    const float ln2_high = __uint_as_float(0x3f317200u), ln2_low = __uint_as_float(0x35bfbe8eu);
+    const float z = fmaf(x, __uint_as_float(0x3fb8aa3bu), shift);
+    const float n = __fsub_rn(z, shift);
+    const float b = fmaf(-n, ln2_low, fmaf(-n, ln2_high, x));
+    const u32 e = __float_as_uint(z) << 23;
+    const float k = __uint_as_float(e + __float_as_uint(1.0f));
+    const float u = __fmul_rn(b, b);
+    const float p0 = __uint_as_float(0x3c072010u), p1 = __uint_as_float(0x3d2b9f17u);
+    const float p2 = __uint_as_float(0x3e2aaf33u), p3 = __uint_as_float(0x3efffedbu);
+    const float p4 = __uint_as_float(0x3f7ffff6u);
+    const float j = fmaf(fmaf(fmaf(p0, b, p1), u, fmaf(p2, b, p3)), u, __fmul_rn(p4, b));
+    if (fabsf(n) <= 126.0f || n != n) return fmaf(k, j, k);
+    // Outside the exponent's range: two factors, or their square.
+    const u32 g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = __uint_as_float(g + 0x7f000000u), s2 = __uint_as_float(e - g);
+    if (fabsf(n) > 192.0f) return __fmul_rn(s1, s1);
+    return __fmul_rn(fmaf(s2, j, s2), s1);
+}
+
+// 2^(i/32) for expf_libm: the bits of 2^(i/32) rounded to nearest, minus
+// i << 47 (so that adding k << 47 for k = 32·j + i scales it by 2^j).
+// Generated with Python's decimal module at 60 digits.
+__device__ const unsigned long long EXP2_32ND[32] = {
+    0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL,
+    0x3fef9301d0125b51ULL, 0x3fef72b83c7d517bULL, 0x3fef54873168b9aaULL,
+    0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL, 0x3fef06fe0a31b715ULL,
+    0x3feef1a7373aa9cbULL, 0x3feedea64c123422ULL, 0x3feece086061892dULL,
+    0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL,
+    0x3feea47eb03a5585ULL, 0x3feea09e667f3bcdULL, 0x3fee9f75e8ec5f74ULL,
+    0x3feea11473eb0187ULL, 0x3feea589994cce13ULL, 0x3feeace5422aa0dbULL,
+    0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL,
+    0x3feee89f995ad3adULL, 0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL,
+    0x3fef3720dcef9069ULL, 0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL,
+    0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL,
+};
+
+// e^x as glibc's expf computes it on x86-64 CPUs with FMA (the one the CPU
+// backend's softmax calls): x·32/ln2 rounded to an integer k = 32·j + i,
+// e^x = 2^j · 2^(i/32) · 2^(r/32) with a cubic for the last factor, in f64,
+// rounded to f32 once. The algorithm and the cubic's coefficients are those
+// of Arm's optimized-routines (MIT), which glibc uses; compared on every f32
+// below 88.7 with glibc 2.36's expf: no difference.
+__device__ __forceinline__ float expf_libm(float x) {
+    if (x != x) return x;
+    if (x < -0x1.9fe368p6f) return 0.0f;                           // below the smallest subnormal
+    if (x > 0x1.62e42ep6f) return __int_as_float(0x7f800000);  // past the largest f32
+    const double inv_ln2_32 = 0x1.71547652b82fep+0 * 32, shift = 0x1.8p+52;
+    const double c0 = 0x1.c6af84b912394p-5 / 32 / 32 / 32, c1 = 0x1.ebfce50fac4f3p-3 / 32 / 32,
+                 c2 = 0x1.62e42ff0c52d6p-1 / 32;
+    const double xd = (double)x;
+    double kd = __fma_rn(inv_ln2_32, xd, shift);
+    const u64 k = (u64)__double_as_longlong(kd);
+    kd = __dsub_rn(kd, shift);
+    const double r = __fma_rn(inv_ln2_32, xd, -kd);
+    const double s = __longlong_as_double((long long)(EXP2_32ND[k % 32] + (k << 47)));
+    const double y = __fma_rn(__fma_rn(c0, r, c1), __dmul_rn(r, r), __fma_rn(c2, r, 1.0));
+    return __double2float_rn(__dmul_rn(y, s));
+}
+
+// x·sigmoid(x) as the CPU backend computes it: x / (1 + e^(0 - x)).
 __device__ __forceinline__ float silu(float g) {
-    return g / (1.0f + expf(-g));
+    return __fdiv_rn(g, __fadd_rn(1.0f, exp_vector(__fsub_rn(0.0f, g))));
+}
+
+// silu for the last (width mod 8) values of a row, which the CPU backend's
+// vector loop leaves to libm's expf.
+__device__ __forceinline__ float silu_libm(float g) {
+    return __fdiv_rn(g, __fadd_rn(1.0f, expf_libm(-g)));
 }
 
 // ---- Weight layouts on the device -------------------------------------------
@@ -250,7 +321,9 @@ __device__ __forceinline__ float value_at(const u8* qs, const u8* sc, u64 row, i
         const int q = j < 16 ? (byte & 0xf) : (byte >> 4);
         const u64 bi = row * (u64)(cols / 32) + block;
         if (T == TYPE_Q4_0) return (float)(q - 8) * h2f(((const u16*)sc)[bi]);
-        return (float)q * h2f(((const u16*)sc)[2 * bi]) + h2f(((const u16*)sc)[2 * bi + 1]);
+        // Rounded twice, as the CPU backend's dequantization (no fused multiply-add).
+        return __fadd_rn(__fmul_rn((float)q, h2f(((const u16*)sc)[2 * bi])),
+                         h2f(((const u16*)sc)[2 * bi + 1]));
     } else if (T == TYPE_Q8_0) {
         const int q = (int)(i8)qs[row * (u64)cols + col];
         return (float)q * h2f(((const u16*)sc)[row * (u64)(cols / 32) + col / 32]);

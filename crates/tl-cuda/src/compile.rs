@@ -29,16 +29,19 @@ const COMMON: &[(&str, &str)] = &[
     ),
 ];
 
-/// GEMV instantiations, one unit per weight type: (unit name, the type's
-/// `TYPE_*` constant, lanes-per-row variants). Float types use whole warps per
-/// row; quantized types have 8, 16 and 32 (see `ops::gemv::lanes_per_row`).
-const GEMV_UNITS: &[(&str, &str, &[u32])] = &[
-    ("f32", "TYPE_F32", &[32]),
-    ("f16", "TYPE_F16", &[32]),
-    ("bf16", "TYPE_BF16", &[32]),
-    ("q4_0", "TYPE_Q4_0", &[8, 16, 32]),
-    ("q4_1", "TYPE_Q4_1", &[8, 16, 32]),
-    ("q8_0", "TYPE_Q8_0", &[8, 16, 32]),
+/// GEMV instantiations, one unit per weight type and summation order (units
+/// compile in parallel): (kernel suffix, the type's `TYPE_*` constant, the
+/// order's `ORDER_*` constant (see gemv.cu and `SummationOrder`),
+/// lanes-per-row variants). Float types use whole warps per row; quantized
+/// types 8 lanes (see `ops::gemv::lanes_per_row`).
+const GEMV_UNITS: &[(&str, &str, &str, &[u32])] = &[
+    ("f32", "TYPE_F32", "ORDER_LANES", &[32]),
+    ("f16", "TYPE_F16", "ORDER_LANES", &[32]),
+    ("bf16", "TYPE_BF16", "ORDER_LANES", &[32]),
+    ("q4_0", "TYPE_Q4_0", "ORDER_LANES", &[8]),
+    ("q4_0_blocks", "TYPE_Q4_0", "ORDER_BLOCKS", &[8]),
+    ("q4_1", "TYPE_Q4_1", "ORDER_LANES", &[8]),
+    ("q8_0", "TYPE_Q8_0", "ORDER_LANES", &[8]),
 ];
 
 /// A translation unit: its name and full source.
@@ -66,11 +69,11 @@ pub fn units() -> Vec<Unit> {
         name: "common".into(),
         source: concatenated(COMMON),
     }];
-    for (suffix, type_constant, lanes) in GEMV_UNITS {
+    for (suffix, type_constant, order, lanes) in GEMV_UNITS {
         let mut source = concatenated(&[PRELUDE, GEMV]);
         for lanes in *lanes {
             source.push_str(&format!(
-                "GEMV_KERNELS({suffix}, {type_constant}, {lanes})\n"
+                "GEMV_KERNELS({suffix}, {type_constant}, {order}, {lanes})\n"
             ));
         }
         units.push(Unit {
@@ -269,7 +272,8 @@ mod tests {
                     .collect()
             });
             for kernel in [
-                "gemv_norm_swiglu_q4_0_l16",
+                "gemv_norm_swiglu_q4_0_l8",
+                "gemv_norm_swiglu_q4_0_blocks_l8",
                 "gemv_norm_rope_f16_l32",
                 "gemv_batched_norm_rope_q4_1_l8",
                 "attention_f16_accumulator",

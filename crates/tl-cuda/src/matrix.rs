@@ -72,9 +72,37 @@ pub fn split_blocks(weight_type: WeightType, gguf: &[u8]) -> (Vec<u8>, Vec<u8>) 
     (quants, scales)
 }
 
+/// The order in which a quantized row's block products are summed in f32:
+/// the CPU backend's (llama.cpp's AVX2 kernels), so that the GEMVs compute
+/// its bits (`ORDER_*` in gemv.cu).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummationOrder {
+    /// `ggml_vec_dot_*`: eight chains of 4-value lane sums, then
+    /// `hsum_float_8`.
+    Lanes,
+    /// The repacked Q4_0 kernels, which llama.cpp and the CPU backend use for
+    /// Q4_0 matrices with a multiple of 8 rows: one chain of whole-block sums.
+    WholeBlocks,
+}
+
+impl SummationOrder {
+    /// The CPU backend's order for a matrix of `rows` rows of this type.
+    pub fn of(weight_type: WeightType, rows: usize) -> Self {
+        if weight_type == WeightType::Q4_0 && rows.is_multiple_of(8) {
+            SummationOrder::WholeBlocks
+        } else {
+            SummationOrder::Lanes
+        }
+    }
+}
+
 /// A `rows × cols` weight matrix on the GPU.
 pub struct DeviceMatrix {
     weight_type: WeightType,
+    /// The CPU's order for the stacked parts (all of one order; a stack whose
+    /// parts differ takes its first part's, and then only those rows match
+    /// the CPU bit for bit: no real model's shapes differ).
+    summation: SummationOrder,
     rows: usize,
     cols: usize,
     quants: Buffer<u8>,
@@ -102,6 +130,11 @@ impl DeviceMatrix {
         let mut quants = Vec::new();
         let mut scales = Vec::new();
         let mut rows = 0;
+        let summation = parts
+            .first()
+            .map_or(SummationOrder::Lanes, |&(part_rows, _)| {
+                SummationOrder::of(weight_type, part_rows)
+            });
         for &(part_rows, bytes) in parts {
             let expected = weight_type.gguf_bytes(part_rows, cols);
             if bytes.len() != expected {
@@ -117,6 +150,7 @@ impl DeviceMatrix {
         }
         Ok(DeviceMatrix {
             weight_type,
+            summation,
             rows,
             cols,
             quants: Buffer::from_host(gpu, &quants)?,
@@ -142,6 +176,20 @@ impl DeviceMatrix {
 
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    pub fn summation(&self) -> SummationOrder {
+        self.summation
+    }
+
+    /// The suffix of this matrix's GEMV kernels: its type's, and for the
+    /// whole-block order `_blocks`.
+    pub(crate) fn gemv_suffix(&self) -> String {
+        let order = match self.summation {
+            SummationOrder::Lanes => "",
+            SummationOrder::WholeBlocks => "_blocks",
+        };
+        format!("{}{order}", self.weight_type.kernel_suffix())
     }
 
     pub fn cols(&self) -> usize {

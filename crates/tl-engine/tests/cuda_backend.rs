@@ -9,9 +9,12 @@
 //! so any change in the last bits anywhere moves some activations by a whole
 //! quantization step. Measured: scaling one norm vector of the CPU model by
 //! 1 + 1e-6 changes its logits by about 2% per step (30% at some steps of a
-//! greedy run) and its greedy text on 5 of 5 prompts. The whole-model tests
-//! therefore measure that floor on the CPU for each model and require the GPU
-//! to stay within twice of it (and within 1e-2 where the floor is lower).
+//! greedy run) and its greedy text on 5 of 5 prompts. So on quantized weights
+//! the GPU's decode steps and short prompts (under 64 tokens) round exactly as
+//! the CPU does, and the tests require the same bits there. Longer prompts
+//! (GEMMs, tensor-core attention) and float weights are summed in another
+//! order: for those the tests measure the floor above on the CPU for each model
+//! and require the GPU to stay within twice of it (or within 1e-2).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,6 +64,35 @@ fn load_both(path: &PathBuf, gpu: &Arc<Gpu>) -> (Backend, Backend) {
     let cuda =
         Backend::Cuda(tl_engine::cuda::CudaModel::load(&file, CONTEXT, gpu.clone()).unwrap());
     (cpu, cuda)
+}
+
+/// Panics naming the first value whose bits differ.
+fn assert_same_bits(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+        panic!(
+            "{what}: value {i} is {:e} on the GPU and {:e} on the CPU (relative difference over all {:.3e})",
+            got[i],
+            want[i],
+            relative_error(got, want)
+        );
+    }
+}
+
+/// Whether every block matrix of the model at `path` is quantized (Q4_0,
+/// Q4_1, Q8_0): then decode steps and short prompts match the CPU bit for bit.
+fn quantized_blocks(path: &PathBuf) -> bool {
+    use tl_gguf::GgmlType;
+    let file = GgufFile::open(path).unwrap();
+    file.tensors()
+        .iter()
+        .filter(|t| t.name.starts_with("blk.") && t.dims.len() == 2)
+        .all(|t| {
+            matches!(
+                t.ggml_type,
+                GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0
+            )
+        })
 }
 
 fn relative_error(got: &[f32], want: &[f32]) -> f64 {
@@ -143,19 +175,28 @@ fn run_prompt(
 
 /// Per-pass relative logit errors of `other` against `reference` over the
 /// prompt (one pass, or token by token when `stepwise`) and `STEPS` tokens
-/// chosen by the reference's argmax; and how often the argmaxes agree.
+/// chosen by the reference's argmax; how often the argmaxes agree; and how
+/// many passes gave the same bits.
 fn compare_greedy_run(
     reference: &Backend,
     other: &Backend,
     prompt_len: u32,
     stepwise: bool,
-) -> (Vec<f64>, usize) {
+) -> (Vec<f64>, usize, usize) {
     let tokens = prompt_of(reference.config().vocab_size, prompt_len);
     let mut reference_cache = reference.new_cache(CONTEXT).unwrap();
     let mut other_cache = other.new_cache(CONTEXT).unwrap();
     let mut want = run_prompt(reference, &mut reference_cache, &tokens, stepwise);
     let mut got = run_prompt(other, &mut other_cache, &tokens, stepwise);
+    let same = |got: &[f32], want: &[f32]| {
+        usize::from(
+            got.iter()
+                .zip(want)
+                .all(|(g, w)| g.to_bits() == w.to_bits()),
+        )
+    };
     let mut errors = vec![relative_error(&got, &want)];
+    let mut same_bits = same(&got, &want);
     let mut same_argmax = 0;
     for position in tokens.len()..tokens.len() + STEPS {
         let next = argmax(&want).unwrap();
@@ -167,8 +208,9 @@ fn compare_greedy_run(
             .forward(&[next], position, &mut other_cache, Logits::Last)
             .unwrap();
         errors.push(relative_error(&got, &want));
+        same_bits += same(&got, &want);
     }
-    (errors, same_argmax)
+    (errors, same_argmax, same_bits)
 }
 
 /// (median, worst) of per-pass errors.
@@ -178,10 +220,12 @@ fn summary(errors: &[f64]) -> (f64, f64) {
     (sorted[sorted.len() / 2], sorted[sorted.len() - 1])
 }
 
-/// The GPU follows the CPU's greedy tokens; its per-pass logit error must stay
-/// within twice what a 1e-6 change of one weight vector does to the CPU model
-/// (median and worst over the run), or under 1e-2. Every model is compared
-/// before the test fails.
+/// The GPU follows the CPU's greedy tokens. On quantized weights, with a
+/// prompt under 64 tokens (in one pass or token by token), every pass's logits
+/// must be the CPU's bits. Otherwise (longer prompts, float weights) its
+/// per-pass logit error must stay within twice what a 1e-6 change of one
+/// weight vector does to the CPU model (median and worst over the run), or
+/// under 1e-2. Every model is compared before the test fails.
 ///
 /// The floor is the model's: the largest over the three runs. Whether the
 /// nudge reaches the logits at all hangs on one rounding flip somewhere:
@@ -213,7 +257,7 @@ fn gpu_logits_match_the_cpu_over_a_greedy_run() {
         };
         let (mut floor_median, mut floor_worst) = (0.0f64, 0.0f64);
         for (prompt_len, stepwise) in runs {
-            let (floor, floor_argmax) = compare_greedy_run(&cpu, &nudged, prompt_len, stepwise);
+            let (floor, floor_argmax, _) = compare_greedy_run(&cpu, &nudged, prompt_len, stepwise);
             let (median, worst) = summary(&floor);
             eprintln!(
                 "{}: CPU vs CPU with one norm vector × (1 + 1e-6): median {median:.2e}, worst {worst:.2e}, same argmax {floor_argmax}/{STEPS}",
@@ -222,12 +266,23 @@ fn gpu_logits_match_the_cpu_over_a_greedy_run() {
             floor_median = floor_median.max(median);
             floor_worst = floor_worst.max(worst);
         }
+        let exact = quantized_blocks(&path);
         for (prompt_len, stepwise) in runs {
             let name = name((prompt_len, stepwise));
-            let (errors, same_argmax) = compare_greedy_run(&cpu, &cuda, prompt_len, stepwise);
+            let (errors, same_argmax, same_bits) =
+                compare_greedy_run(&cpu, &cuda, prompt_len, stepwise);
             let (median, worst) = summary(&errors);
-            eprintln!("{name}: GPU vs CPU: median {median:.2e}, worst {worst:.2e}, same argmax {same_argmax}/{STEPS}");
-            if median > (2.0 * floor_median).max(1e-2) || worst > (2.0 * floor_worst).max(1e-2) {
+            let passes = errors.len();
+            eprintln!("{name}: GPU vs CPU: median {median:.2e}, worst {worst:.2e}, same argmax {same_argmax}/{STEPS}, same bits {same_bits}/{passes}");
+            if exact && prompt_len < 64 {
+                if same_bits != passes {
+                    failures.push(format!(
+                        "{name}: {same_bits} of {passes} passes gave the CPU's bits (median error {median:.3e}, worst {worst:.3e})"
+                    ));
+                }
+            } else if median > (2.0 * floor_median).max(1e-2)
+                || worst > (2.0 * floor_worst).max(1e-2)
+            {
                 failures.push(format!(
                     "{name}: median {median:.3e} / worst {worst:.3e} against the model's CPU floor of {floor_median:.3e} / {floor_worst:.3e}"
                 ));
@@ -448,13 +503,14 @@ fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
     assert_eq!(pick(&logits, n, &jobs), vec![sample::FALLBACK; 2]);
 }
 
-/// The real model's greedy continuations of five prompts. Where the GPU's
-/// choice differs from the CPU's (both following the CPU's tokens), the CPU's
-/// own logits must rate the two within three times the step's RMS logit
-/// difference: the backends may only part at near ties. Identical texts are
-/// counted for the record, next to the count a 1e-6 nudge gives on the CPU.
+/// The real model's greedy continuations of five prompts: the GPU's text must
+/// equal the CPU's on at least 4 of the 5 (the criterion; the count a
+/// 1e-6 nudge gives on the CPU is printed beside it). Where the GPU's choice
+/// differs from the CPU's (both following the CPU's tokens), the CPU's own
+/// logits must rate the two within three times the step's RMS logit
+/// difference: the backends may only part at near ties.
 #[test]
-fn greedy_text_parts_from_the_cpu_only_at_near_ties() {
+fn greedy_text_on_the_gpu_equals_the_cpus() {
     let Some(gpu) = gpu() else { return };
     let path = default_model();
     if !path.exists() {
@@ -532,10 +588,14 @@ fn greedy_text_parts_from_the_cpu_only_at_near_ties() {
     eprintln!(
         "greedy text identical to the CPU's: GPU {same_gpu} of 5, CPU with a 1e-6 nudge {same_nudged} of 5"
     );
+    assert!(
+        same_gpu >= 4,
+        "the GPU's greedy text equals the CPU's on {same_gpu} of 5 prompts"
+    );
 }
 
-/// The GPU's small-batch attention computes what the CPU's does (llama.cpp's
-/// f16-accumulator arithmetic), up to the last bits of `exp` (and the f16 roundings those move): checked per head
+/// The GPU's small-batch attention computes the CPU's bits (llama.cpp's
+/// f16-accumulator arithmetic, glibc's `expf`): checked per head
 /// against `attend_head` on random queries, keys and values, over contexts that
 /// span several of the kernel's tiles.
 #[test]
@@ -627,19 +687,18 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
                 );
             }
         }
-        let err = relative_error(&got, &want);
         let d = h.head_dim;
-        eprintln!("heads of {d}, {rows} rows from position {start}: relative difference {err:.2e}");
-        assert!(
-            err < 1e-4,
-            "heads of {d}, {rows} rows from {start}: {err:.3e}"
-        );
+        let what = format!("heads of {d}, {rows} rows from position {start}");
+        assert_same_bits(&got, &want, &what);
+        eprintln!("{what}: the CPU's bits");
     }
 }
 
 /// The GPU's decode matmul (Q8 activations, integer dots) against the CPU
 /// backend's matmul on the same random blocks: both follow llama.cpp's
-/// arithmetic, so they differ only in the order of float additions.
+/// arithmetic and its order of float additions, so they give the same bits
+/// (also with the fused norm and SwiGLU). The prompt GEMM sums in another
+/// order and is held to 1e-3.
 #[test]
 fn gpu_matmul_matches_the_cpu_matmul() {
     use half::f16;
@@ -692,9 +751,7 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             gemv(&gpu, &matrix, xb.all(), y.all(), Epilogue::Plain).unwrap();
             let mut got = vec![0.0f32; rows];
             gpu.download(y.all(), &mut got).unwrap();
-            let err = relative_error(&got, &want);
-            eprintln!("{cpu_type:?} {rows}x{cols}: relative difference {err:.2e}");
-            assert!(err < 1e-5, "{cpu_type:?} {rows}x{cols}: {err:.3e}");
+            assert_same_bits(&got, &want, &format!("{cpu_type:?} {rows}x{cols}"));
             // The fused norm, and norm + SwiGLU over [gate; up] halves.
             let norm_weight: Vec<f32> = (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
             let eps = 1e-5;
@@ -709,9 +766,11 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             };
             gemv(&gpu, &matrix, xb.all(), y.all(), norm).unwrap();
             gpu.download(y.all(), &mut got).unwrap();
-            let err = relative_error(&got, &want);
-            eprintln!("{cpu_type:?} {rows}x{cols} with the norm: relative difference {err:.2e}");
-            assert!(err < 1e-5, "{cpu_type:?} {rows}x{cols} norm: {err:.3e}");
+            assert_same_bits(
+                &got,
+                &want,
+                &format!("{cpu_type:?} {rows}x{cols} with the norm"),
+            );
             if rows % 2 == 0 {
                 let half = rows / 2;
                 let (gate, up) = want.split_at_mut(half);
@@ -723,9 +782,8 @@ fn gpu_matmul_matches_the_cpu_matmul() {
                 gemv(&gpu, &matrix, xb.all(), y.all(), norm).unwrap();
                 let mut got = vec![0.0f32; half];
                 gpu.download(y.span(0, half).unwrap(), &mut got).unwrap();
-                let err = relative_error(&got, &want[..half]);
-                eprintln!("{cpu_type:?} {rows}x{cols} with norm and SwiGLU: relative difference {err:.2e}");
-                assert!(err < 1e-5, "{cpu_type:?} {rows}x{cols} swiglu: {err:.3e}");
+                let what = format!("{cpu_type:?} {rows}x{cols} with norm and SwiGLU");
+                assert_same_bits(&got, &want[..half], &what);
             }
             // The prompt path: Q8-rounded f16 activations × f16 weights in cuBLAS.
             let tokens = 5;

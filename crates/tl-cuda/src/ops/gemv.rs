@@ -3,7 +3,7 @@
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
-use crate::matrix::{DeviceMatrix, WeightType};
+use crate::matrix::{DeviceMatrix, SummationOrder, WeightType};
 use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
 
@@ -23,6 +23,32 @@ fn warps_per_block() -> usize {
 
 /// Shared memory the kernels may use without raising the launch limit.
 const SHARED_LIMIT: usize = 48 * 1024;
+
+/// Static shared memory of the kernels: the norm's scratch and the RoPE rows.
+const STATIC_SHARED: usize = 32 * 8 + 16 * 4 * 4;
+
+/// Floats of one warp's hand-off in a quantized GEMV (`handoff_floats` in
+/// gemv.cu): for each row of a gate/up pair and lane, the terms its block
+/// adds to the summation chains (8 lane sums, or 1 whole-block sum, then
+/// dw·da, then m for Q4_1).
+fn handoff_floats(w: &DeviceMatrix, pairs: bool) -> usize {
+    if !w.weight_type().is_quantized() {
+        return 0;
+    }
+    let chains = match w.summation() {
+        SummationOrder::Lanes => 8,
+        SummationOrder::WholeBlocks => 1,
+    };
+    let min = usize::from(w.weight_type() == WeightType::Q4_1);
+    let rows = if pairs { 2 } else { 1 };
+    rows * 32 * (chains + 1 + min)
+}
+
+/// Dynamic shared memory for `warps` warps: the staged x (rounded up to 16
+/// bytes), then each warp's hand-off.
+fn dynamic_shared_bytes(w: &DeviceMatrix, pairs: bool, warps: usize) -> usize {
+    staged_bytes(w.weight_type(), w.cols()).div_ceil(16) * 16 + warps * handoff_floats(w, pairs) * 4
+}
 
 /// Bytes of shared memory x takes when staged: Q8 blocks (values, then scale,
 /// scaled sum and integer sum per block) for quantized weights, f32 for float
@@ -48,36 +74,15 @@ fn blocks_per_multiprocessor() -> usize {
     })
 }
 
-/// Lanes sharing one row: the fewest (of 8, 16, 32) whose one round of loads
-/// covers the row, so short rows do not leave most of a warp idle and no row
-/// waits for memory twice; 32 for rows longer than that. A lane loads
-/// `GEMV_UNROLL` (4) blocks of 32 weights per row in a round, half as many for
-/// Q8_0 (twice the bytes) and for gate/up pairs, twice as many for single Q4
-/// rows on whole warps (`RowChunk` in gemv.cu). Float types use whole warps.
-fn lanes_per_row(weight_type: WeightType, cols: usize, pairs: bool) -> usize {
-    if !weight_type.is_quantized() {
-        return 32;
+/// Lanes sharing one row: 8 for quantized types, whose rows are summed in
+/// eight chains (one per lane of the CPU's order, see gemv.cu): a warp then
+/// walks four rows' chains at once; whole warps for float types.
+fn lanes_per_row(weight_type: WeightType) -> usize {
+    if weight_type.is_quantized() {
+        8
+    } else {
+        32
     }
-    let q8 = weight_type == WeightType::Q8_0;
-    // Blocks a lane loads per round (RowChunk::UNROLL in gemv.cu).
-    let per_round = |lanes: usize| {
-        let mut blocks = 4;
-        if q8 {
-            blocks /= 2;
-        }
-        if pairs {
-            blocks /= 2;
-        }
-        if !q8 && !pairs && lanes == 32 {
-            blocks *= 2;
-        }
-        blocks
-    };
-    let blocks = cols / 32;
-    [8, 16, 32]
-        .into_iter()
-        .find(|&lanes| lanes * per_round(lanes) >= blocks)
-        .unwrap_or(32)
 }
 
 /// What the product is combined with.
@@ -176,13 +181,21 @@ pub fn gemv_batched(
         _ => rows,
     };
     y.require(out_rows * sequences, "gemv output")?;
-    let shared = staged_bytes(w.weight_type(), cols);
-    if shared > SHARED_LIMIT {
+    let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
+    // The most warps (rows in flight) whose hand-offs fit beside x.
+    let fits = |warps: usize| dynamic_shared_bytes(w, pairs, warps) + STATIC_SHARED <= SHARED_LIMIT;
+    let Some(warps) = (1..=warps_per_block() / 2)
+        .rev()
+        .map(|n| 2 * n)
+        .find(|&n| fits(n))
+    else {
         return Err(CudaError::Unsupported(format!(
-            "a {:?} matrix with rows of {cols} values needs {shared} bytes of shared memory, more than the kernels' {SHARED_LIMIT}",
-            w.weight_type()
+            "a {:?} matrix with rows of {cols} values needs {} bytes of shared memory, more than the kernels' {SHARED_LIMIT}",
+            w.weight_type(),
+            dynamic_shared_bytes(w, pairs, 2) + STATIC_SHARED
         )));
-    }
+    };
+    let shared = dynamic_shared_bytes(w, pairs, warps);
     let (mode, norm) = match epilogue {
         Epilogue::Plain => ("", None),
         Epilogue::Residual => ("residual_", None),
@@ -190,8 +203,7 @@ pub fn gemv_batched(
         Epilogue::NormSwiglu { weight, eps } => ("norm_swiglu_", Some((weight, eps))),
         Epilogue::NormRope { weight, eps, .. } => ("norm_rope_", Some((weight, eps))),
     };
-    let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
-    let lanes = lanes_per_row(w.weight_type(), cols, pairs);
+    let lanes = lanes_per_row(w.weight_type());
     // A lone vector takes the lean kernel; batches (or a cache table) the
     // batched one, which also reads per-sequence positions and caches.
     let tables = match epilogue {
@@ -200,10 +212,7 @@ pub fn gemv_batched(
     };
     let batched = sequences > 1 || tables;
     let family = if batched { "gemv_batched" } else { "gemv" };
-    let kernel = format!(
-        "{family}_{mode}{}_l{lanes}",
-        w.weight_type().kernel_suffix()
-    );
+    let kernel = format!("{family}_{mode}{}_l{lanes}", w.gemv_suffix());
     // Every variant takes the same parameters; those it does not use are 0.
     let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
     match norm {
@@ -252,7 +261,6 @@ pub fn gemv_batched(
     args.extend(next_matrix_args(gpu, w, next)?);
     // Each block stages x once for many rows; one block per multiprocessor
     // (by default) with every row group in flight.
-    let warps = warps_per_block();
     let rows_per_block = warps * (32 / lanes);
     let cap = gpu.info().multiprocessors * blocks_per_multiprocessor();
     let blocks = blocks_for(out_rows, rows_per_block).min(cap.max(1) as u32);
@@ -313,16 +321,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_take_the_fewest_lanes_that_load_them_in_one_round() {
-        // TinyLlama's 2048-value rows: 64 blocks.
-        assert_eq!(lanes_per_row(WeightType::Q4_0, 2048, false), 16);
-        assert_eq!(lanes_per_row(WeightType::Q4_0, 2048, true), 32);
-        assert_eq!(lanes_per_row(WeightType::Q8_0, 2048, false), 32);
-        // SmolLM2's 576-value rows: 18 blocks.
-        assert_eq!(lanes_per_row(WeightType::Q4_1, 576, false), 8);
-        assert_eq!(lanes_per_row(WeightType::Q8_0, 576, false), 16);
-        // Long rows use whole warps; float types always do.
-        assert_eq!(lanes_per_row(WeightType::Q4_0, 5632, false), 32);
-        assert_eq!(lanes_per_row(WeightType::F16, 64, false), 32);
+    fn quantized_rows_take_eight_lanes_float_rows_whole_warps() {
+        assert_eq!(lanes_per_row(WeightType::Q4_0), 8);
+        assert_eq!(lanes_per_row(WeightType::Q8_0), 8);
+        assert_eq!(lanes_per_row(WeightType::F16), 32);
     }
 }

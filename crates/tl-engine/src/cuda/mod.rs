@@ -8,8 +8,11 @@
 //! time when the device has room, else dequantized per GEMM) and tensor-core
 //! flash attention.
 //! Activations meet quantized weights as Q8 blocks and attention follows the CPU
-//! backend's small/large batch rule, so both backends compute the same numbers
-//! up to the order of float additions.
+//! backend's small/large batch rule. Decode steps and prompts of fewer than 64
+//! tokens on quantized weights go through kernels that also round as the CPU
+//! backend does (its order of f32 additions, its exp, its SiLU), so there
+//! both backends compute the same bits; longer prompts use GEMMs and
+//! tensor-core attention, the same numbers summed in another order.
 //! The host waits for the device once per pass, to read the result.
 
 mod batch;
@@ -393,8 +396,13 @@ impl CudaModel {
         gpu.upload(tokens, p.ids.all())?;
         gpu.upload(&[start as i32], p.start.all())?;
         row_ops::embed(gpu, &self.embedding, p.ids.all(), n, p.x.all())?;
+        let by_rows = self.prompt_by_rows(n);
         for (layer, b) in self.blocks.iter().enumerate() {
             let kv = cache.layer(layer)?;
+            if by_rows {
+                self.prefill_block_by_rows(b, kv, n, p)?;
+                continue;
+            }
             let attention_norm = Some((b.attention_norm.all(), eps));
             self.matmul(&b.qkv, p.x.all(), attention_norm, p.qkv.all(), n, false, p)?;
             let heads = self.heads();
@@ -462,6 +470,75 @@ impl CudaModel {
             logits.resize(at + c.vocab_size, 0.0);
             gpu.download(p.logits.all(), &mut logits[at..])?;
         }
+        Ok(())
+    }
+
+    /// Whether a prompt batch of `n` rows runs through the decode kernels, row
+    /// by row (batched GEMVs and the f16-accumulator attention), rather than
+    /// GEMMs: below the CPU backend's tiled-attention threshold, with
+    /// quantized weights. Those kernels compute the CPU backend's bits, so a
+    /// short prompt (a chat turn, a test) gives the CPU's logits exactly;
+    /// longer ones, or float weights, take the faster GEMMs, whose sums are
+    /// rounded in another order.
+    fn prompt_by_rows(&self, n: usize) -> bool {
+        let quantized = |m: &DeviceMatrix| m.weight_type().is_quantized();
+        n < attention_ops::TILED_MIN_ROWS
+            && self.blocks.iter().all(|b| {
+                [&b.qkv, &b.attention_output, &b.gate_up, &b.down]
+                    .into_iter()
+                    .all(quantized)
+            })
+    }
+
+    /// Block `b` for the `n` prompt rows in `p.x` through the decode kernels
+    /// (see [`Self::prompt_by_rows`]): each row is computed as a decode step
+    /// at its position would compute it.
+    fn prefill_block_by_rows(
+        &self,
+        b: &BlockWeights,
+        kv: LayerCache<'_>,
+        n: usize,
+        p: &PrefillBuffers,
+    ) -> Result<()> {
+        let gpu = &self.gpu;
+        let eps = self.config.rms_norm_eps;
+        let heads = self.heads();
+        let (x, qkv) = (p.x.all(), p.qkv.all());
+        let norm = Epilogue::Norm {
+            weight: b.attention_norm.all(),
+            eps,
+        };
+        gemv_batched(gpu, &b.qkv, x, qkv, norm, n, None)?;
+        let rotation = self.rotation(b);
+        attention_ops::rope_store_kv(gpu, heads, qkv, n, rotation, p.start.all(), kv)?;
+        let batch = AttentionBatch {
+            heads,
+            queries: qkv,
+            query_stride: b.qkv.rows(),
+            rows: n,
+            cache: kv,
+            start: p.start.all(),
+            out: p.attention.all(),
+        };
+        attention_ops::attention_f16_accumulator(gpu, &batch)?;
+        let residual = Epilogue::Residual;
+        gemv_batched(
+            gpu,
+            &b.attention_output,
+            p.attention.all(),
+            x,
+            residual,
+            n,
+            None,
+        )?;
+        let norm_swiglu = Epilogue::NormSwiglu {
+            weight: b.feed_forward_norm.all(),
+            eps,
+        };
+        // [row][feature] of SwiGLU's output, in the gate/up buffer's front.
+        let hidden = p.gate_up.all();
+        gemv_batched(gpu, &b.gate_up, x, hidden, norm_swiglu, n, None)?;
+        gemv_batched(gpu, &b.down, hidden, x, residual, n, None)?;
         Ok(())
     }
 
