@@ -1,6 +1,7 @@
-// Matrix × vector for one token (decode): y = W·x, one warp per row, the warp's
-// lanes taking the row's blocks of 32 weights (16-value units for float types)
-// in turn. Variants fold in the step before
+// Matrix × vector for one token (decode): y = W·x. Quantized rows are taken in
+// tiles whose blocks are computed in parallel and summed in the CPU's order
+// (gemv_tiles below); float rows by whole warps, the lanes taking 16-value
+// units in turn. Variants fold in the step before
 // or after the product so a block's decode step needs fewer launches:
 //   plain      y[r]  = W[r]·x
 //   residual   y[r] += W[r]·x                     (attention output, MLP down)
@@ -15,12 +16,9 @@
 // backend quantizes it, and rows are integer dot products (dp4a) whose f32
 // sums follow the CPU backend's order (ORDER_LANES / ORDER_BLOCKS below), so
 // the GPU computes the CPU's bits; it also reads a quarter of the activation
-// bytes. Float weights (F32/F16/BF16) use f32 x and sum in their own order.
-// Rows are a grid-stride loop, so a block stages x once for many rows.
+// bytes. Float weights (F32/F16/BF16) use f32 x and sum in their own order,
+// their rows a grid-stride loop, so a block stages x once for many rows.
 
-// Blocks of 32 weights each lane has in flight per row: all their loads are
-// issued before any is used, so a warp waits for memory about once per row.
-#define GEMV_UNROLL 4
 // The largest block the host launches (registers are budgeted for it).
 #define GEMV_MAX_THREADS 512
 
@@ -41,26 +39,62 @@ struct StagedQ8 {
     const int* sum;
 };
 
-// Quantizes values i0 + j·blockDim.x (j < STAGE_BATCH), held in v, into the
-// staged Q8 blocks; a warp's lanes hold one block.
-__device__ __forceinline__ void quantize_batch(const float* v, int i0, int cols, i8* xq,
-                                               float* xd, float* xs, int* xsum) {
+// Quantizes values i0 + j·blockDim.x (j < N), held in v, into the staged Q8
+// blocks, as quantize_q8_lane and warp_sum_int do one block at a time (a
+// warp's lanes hold one block per j), but with the N blocks' shuffle rounds
+// interleaved, so a warp waits for each round once rather than N times.
+// Values past `cols` are 0 and blocks past it are not stored.
+template <int N>
+__device__ __forceinline__ void quantize_blocks(const float* v, int i0, int cols, i8* xq,
+                                                float* xd, float* xs, int* xsum) {
     const int lane = threadIdx.x % WARP;
+    float amax[N];
+    int q[N], sum[N];
 #pragma unroll
-    for (int j = 0; j < STAGE_BATCH; ++j) {
+    for (int j = 0; j < N; ++j) amax[j] = fabsf(v[j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int j = 0; j < N; ++j) amax[j] = fmaxf(amax[j], __shfl_xor_sync(FULL_MASK, amax[j], o));
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        const float inverse = amax[j] != 0.0f ? 127.0f / amax[j] : 0.0f;
+        sum[j] = q[j] = __float2int_rn(v[j] * inverse);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int j = 0; j < N; ++j) sum[j] += __shfl_xor_sync(FULL_MASK, sum[j], o);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
         const int i = i0 + j * blockDim.x;
         if (i - lane >= cols) break;  // whole warps leave together
-        float d;
-        const int q = quantize_q8_lane(v[j], &d);
-        xq[i] = (i8)q;
-        const int sum = warp_sum_int(q);
+        xq[i] = (i8)q[j];
         if (lane == 0) {
             const int b = i / 32;
+            const float d = amax[j] / 127.0f;
             xd[b] = h2f(f2h(d));
-            xs[b] = h2f(f2h(d * (float)sum));
-            xsum[b] = sum;
+            xs[b] = h2f(f2h(d * (float)sum[j]));
+            xsum[b] = sum[j];
         }
     }
+}
+
+// quantize_blocks for values i0 + j·blockDim.x (j < STAGE_BATCH), with N the
+// fewest of 1, 2, 4, 8 that covers the warp's blocks below `cols` (the same
+// for the whole warp).
+__device__ __forceinline__ void quantize_batch(const float* v, int i0, int cols, i8* xq,
+                                               float* xd, float* xs, int* xsum) {
+    const int first = i0 - (int)threadIdx.x % WARP;  // the warp's first value
+    const int blocks = first < cols ? (cols - first + blockDim.x - 1) / blockDim.x : 0;
+    if (blocks > 4)
+        quantize_blocks<8>(v, i0, cols, xq, xd, xs, xsum);
+    else if (blocks > 2)
+        quantize_blocks<4>(v, i0, cols, xq, xd, xs, xsum);
+    else if (blocks == 2)
+        quantize_blocks<2>(v, i0, cols, xq, xd, xs, xsum);
+    else if (blocks == 1)
+        quantize_blocks<1>(v, i0, cols, xq, xd, xs, xsum);
 }
 
 // Stages x as Q8 blocks, one warp per block (see quantize_q8_lane): thread t
@@ -107,8 +141,39 @@ __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps
     StagedQ8 staged = {xq, xd, xs, xsum};
     return staged;
 }
+// How a row's f32 sum is ordered: the CPU backend's (llama.cpp's AVX2)
+// rounding, so that both backends compute the same bits.
+//   ORDER_LANES   (ggml_vec_dot_*_q8_*): 8 chains, chain l taking the integer
+//                 sum of the products of values 4l..4l+3 of each block; per
+//                 block acc_l = fma(dw·da, sum_l, acc_l); then hsum_float_8
+//                 ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) and, for Q4_1, plus
+//                 Σ m·s (its own fma chain over the blocks).
+//   ORDER_BLOCKS  (the repacked Q4_0 kernels, which llama.cpp and the CPU
+//                 backend use for Q4_0 matrices of a multiple of 8 rows): per
+//                 block acc = fma(the block's integer dot, dw·da, acc).
+#define ORDER_LANES 0
+#define ORDER_BLOCKS 1
 
-// The bytes of one block of 32 weights: Q4 blocks are 16 bytes of quants, Q8_0
+
+// Quantized GEMVs work on tiles of consecutive output rows (for swiglu, their
+// gate and up rows), in two phases:
+//   produce  the block's threads split the tile's blocks of 32 weights (row
+//            after row, so consecutive threads read consecutive bytes); each
+//            computes its blocks' integer dot products with the staged x,
+//            split as the order needs (8 lane sums, or 1 block sum), and
+//            stores them as f32 (exact: integers below 2^22) beside the
+//            block's dw·da (and m for Q4_1) in shared memory;
+//   walk     after a barrier, one thread per chain (8 a row for ORDER_LANES,
+//            1 for ORDER_BLOCKS) adds its terms in block order, one fma each,
+//            and the chains are combined as the CPU combines them.
+// Only the walk is serial, at one fma and half a shared load per block.
+//
+// Shared memory after the staged x holds, for each row of the tile (gate rows
+// first, then up rows), Planes::COUNT planes of `plane_stride(blocks)` floats,
+// plane p holding term p of every block of the row; rows lie `row_floats`
+// apart.
+
+// One block of 32 weights as read: Q4 blocks are 16 bytes of quants, Q8_0
 // blocks 32; the scale is one f16 d (Q4_0, Q8_0) or d and m (Q4_1).
 template <int T>
 struct WeightBlock {
@@ -131,32 +196,11 @@ __device__ __forceinline__ WeightBlock<T> load_block(const u8* qs, const u8* sc,
     return w;
 }
 
-// How a row's f32 sum is ordered: the CPU backend's (llama.cpp's AVX2)
-// rounding, so that both backends compute the same bits.
-//   ORDER_LANES   (ggml_vec_dot_*_q8_*): 8 lanes, lane l holding the integer
-//                 sum of the products of values 4l..4l+3 of a block; per
-//                 block acc_l = fma(dw·da, lane_l, acc_l); then hsum_float_8
-//                 (lane l plus lane l+4, then l plus l+2, then 0 plus 1) and,
-//                 for Q4_1, plus Σ m·s (its own fma chain over the blocks).
-//   ORDER_BLOCKS  (the repacked Q4_0 kernels, which llama.cpp and the CPU
-//                 backend use for Q4_0 matrices of a multiple of 8 rows): per
-//                 block acc = fma(the block's integer dot, dw·da, acc).
-#define ORDER_LANES 0
-#define ORDER_BLOCKS 1
-
-// Floats one block adds to a row's chains: its lane sums (exact integers, as
-// f32; one for ORDER_BLOCKS), dw·da and, for Q4_1, m.
-template <int T, int ORDER>
-struct Terms {
-    static constexpr int CHAINS = ORDER == ORDER_BLOCKS ? 1 : 8;
-    static constexpr int SCALE = CHAINS;      // index of dw·da
-    static constexpr int MIN = CHAINS + 1;    // index of m (Q4_1)
-    static constexpr int COUNT = CHAINS + 1 + (T == TYPE_Q4_1 ? 1 : 0);
-};
-
-// The integer sums of values 4l..4l+3 of one block against staged Q8 x block b.
-// Byte j of a Q4 block holds value j in its low nibble and value j + 16 in its
-// high one, so lanes 0-3 are low nibbles and lanes 4-7 high ones.
+// The integer sums of the products of values 4l..4l+3 (l < 8) of weight block
+// w and staged x block b. Byte j of a Q4 block holds value j in its low
+// nibble and value j + 16 in its high one, so lanes 0-3 are low nibbles and
+// lanes 4-7 high ones; Q4_0's nibbles stand for q - 8, so each of its lane
+// sums starts from -8 times its x values' sum (a dp4a with -8s).
 template <int T>
 __device__ __forceinline__ void lane_sums(const WeightBlock<T>& w, const StagedQ8& x, int b,
                                           int* lanes) {
@@ -174,180 +218,206 @@ __device__ __forceinline__ void lane_sums(const WeightBlock<T>& w, const StagedQ
         return;
     }
     const u32 m = 0x0f0f0f0fu;
+    const bool centre = T == TYPE_Q4_0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        u32 low = wl[j] & m, high = (wl[j] >> 4) & m;
-        if (T == TYPE_Q4_0) {  // q - 8, as signed bytes
-            low = __vsub4(low, 0x08080808u);
-            high = __vsub4(high, 0x08080808u);
-        }
-        lanes[j] = __dp4a((int)low, xl[j], 0);
-        lanes[j + 4] = __dp4a((int)high, xh[j], 0);
+        const int low_bias = centre ? __dp4a((int)0xf8f8f8f8u, xl[j], 0) : 0;
+        const int high_bias = centre ? __dp4a((int)0xf8f8f8f8u, xh[j], 0) : 0;
+        lanes[j] = __dp4a((int)(wl[j] & m), xl[j], low_bias);
+        lanes[j + 4] = __dp4a((int)((wl[j] >> 4) & m), xh[j], high_bias);
     }
 }
 
-// Writes block b's terms for the chains: term e of the block a group's lane
-// `slot` holds goes to at[e·LPR + slot], so each chain's terms of a round lie
-// side by side.
-template <int T, int ORDER, int LPR>
-__device__ __forceinline__ void store_terms(const WeightBlock<T>& w, const StagedQ8& x, int b,
-                                            float* at) {
-    typedef Terms<T, ORDER> K;
-    int lanes[8];
-    lane_sums<T>(w, x, b, lanes);
-    if (ORDER == ORDER_BLOCKS) {
-        int total = 0;
+// The integer dot product of Q4_0 block w (values q - 8) and staged x block
+// b: the nibbles' products, less 8 times the sum of x's values.
+template <int T>
+__device__ __forceinline__ int block_dot_q4_0(const WeightBlock<T>& w, const StagedQ8& x, int b) {
+    const int4 lo = *(const int4*)(x.q + b * 32);
+    const int4 hi = *(const int4*)(x.q + b * 32 + 16);
+    const int xl[4] = {lo.x, lo.y, lo.z, lo.w}, xh[4] = {hi.x, hi.y, hi.z, hi.w};
+    const u32 wl[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
+    const u32 m = 0x0f0f0f0fu;
+    int dot = -8 * x.sum[b];
 #pragma unroll
-        for (int l = 0; l < 8; ++l) total += lanes[l];
-        at[0] = (float)total;
-    } else {
-#pragma unroll
-        for (int l = 0; l < 8; ++l) at[l * LPR] = (float)lanes[l];
+    for (int j = 0; j < 4; ++j) {
+        dot = __dp4a((int)(wl[j] & m), xl[j], dot);
+        dot = __dp4a((int)((wl[j] >> 4) & m), xh[j], dot);
     }
-    at[K::SCALE * LPR] = __fmul_rn(h2f((u16)(w.scale & 0xffff)), x.d[b]);
-    if (T == TYPE_Q4_1) at[K::MIN * LPR] = h2f((u16)(w.scale >> 16));
+    return dot;
 }
 
-// The weights one lane loads at a time for NR rows: blocks base + u·LPR of
-// each row, u < UNROLL (64 bytes of quants per lane and row, 32 per row of a
-// pair, to bound registers; 128 for single Q4 rows on whole warps, so the
-// MLP's down projection (176 blocks a row in TinyLlama) loads in one round,
-// and on groups of 8 lanes, the quantized types' only width).
-// LPR is the number of lanes sharing a row.
-template <int T, int NR, int LPR>
-struct RowChunk {
-    static constexpr int UNROLL = (T == TYPE_Q8_0 ? GEMV_UNROLL / 2 : GEMV_UNROLL) / NR *
-                                  (T != TYPE_Q8_0 && NR == 1 && LPR == WARP ? 2 : 1) *
-                                  (LPR == 8 ? 2 : 1);
-    WeightBlock<T> w[NR][UNROLL];
+// An integer as f32, exactly (|i| < 2^22): the bits of 1.5·2^23 + i, less
+// 1.5·2^23 (two full-rate instructions instead of a quarter-rate I2F).
+__device__ __forceinline__ float exact_float(int i) {
+    return __fsub_rn(__int_as_float(0x4b400000 + i), 12582912.0f);
+}
+
+// The planes of one row of a tile.
+template <int T, int ORDER>
+struct Planes {
+    static constexpr int CHAINS = ORDER == ORDER_BLOCKS ? 1 : 8;
+    static constexpr int SCALE = CHAINS;    // dw·da
+    static constexpr int MIN = CHAINS + 1;  // m (Q4_1)
+    static constexpr int COUNT = CHAINS + 1 + (T == TYPE_Q4_1 ? 1 : 0);
 };
 
-template <int T, int NR, int LPR>
-__device__ __forceinline__ void load_chunk(const u8* qs, const u8* sc, const u64* rows,
-                                           int blocks, int base, RowChunk<T, NR, LPR>& chunk) {
-#pragma unroll
-    for (int u = 0; u < RowChunk<T, NR, LPR>::UNROLL; ++u) {
-        const int b = base + u * LPR;
-#pragma unroll
-        for (int r = 0; r < NR; ++r)
-            if (b < blocks) chunk.w[r][u] = load_block<T>(qs, sc, rows[r] * blocks + b);
+// Floats per plane (`plane_stride` in ops/gemv_tile.rs): the blocks, rounded up to
+// whole 16-byte units and to an odd number of them, so that walkers of
+// consecutive planes read different banks.
+__device__ __forceinline__ int plane_stride(int blocks) {
+    const int units = (blocks + 3) / 4;
+    return (units % 2 == 0 ? units + 1 : units) * 4;
+}
+
+// Floats per row of a tile (`row_floats` in ops/gemv_tile.rs): its planes,
+// plus 16 bytes when they are an even number of 16-byte units, so that
+// walkers of neighbouring rows (ORDER_BLOCKS) read different banks too.
+template <int T, int ORDER>
+__device__ __forceinline__ int row_floats(int blocks) {
+    const int floats = Planes<T, ORDER>::COUNT * plane_stride(blocks);
+    return (floats / 4) % 2 == 0 ? floats + 4 : floats;
+}
+
+// Where a tile's planes start: after the staged x, 16-byte aligned.
+__device__ __forceinline__ float* tile_planes(void* shared, int cols) {
+    return (float*)shared + (cols + cols / 32 * 12 + 15) / 16 * 4;
+}
+
+// A thread's blocks of a tile, loaded before any is used: items k, k + step,
+// ... of the tile's NR·tile·blocks, item k being block k % blocks of the
+// tile's row q = k / blocks (gate rows first, then up rows: span q / tile).
+template <int T>
+struct TileBatch {
+    static constexpr int UNROLL = T == TYPE_Q8_0 ? 4 : 8;
+    WeightBlock<T> w[UNROLL];
+};
+
+// Where item k of a tile is: its tile row q (span q / tile) and block b.
+struct ItemAt {
+    int q, b;
+};
+
+__device__ __forceinline__ ItemAt item_at(int k, int blocks) {
+    const int q = (unsigned)k / (unsigned)blocks;
+    ItemAt at = {q, k - q * blocks};
+    return at;
+}
+
+// `at` moved on by `step` items (given as item_at(step)): no division.
+__device__ __forceinline__ void advance(ItemAt& at, ItemAt step, int blocks) {
+    at.q += step.q;
+    at.b += step.b;
+    if (at.b >= blocks) {
+        at.b -= blocks;
+        ++at.q;
     }
 }
 
-// Floats of a warp's hand-off: its blocks' terms (Terms) per row of a pair,
-// group and lane (`handoff_floats` in ops/gemv.rs).
-template <int T, int ORDER, int NR>
-__device__ __forceinline__ constexpr int handoff_floats() {
-    return NR * WARP * Terms<T, ORDER>::COUNT;
+template <int T, int NR>
+__device__ __forceinline__ void load_batch(const u8* qs, const u8* sc, int rows, int blocks,
+                                           int start, int tile, int first, int step,
+                                           TileBatch<T>& batch) {
+    const int valid = min(tile, rows - start);  // rows of the tile that exist
+    const ItemAt stepped = item_at(step, blocks);
+    ItemAt at = item_at(first, blocks);
+#pragma unroll
+    for (int u = 0; u < TileBatch<T>::UNROLL; ++u, advance(at, stepped, blocks)) {
+        if (at.q >= NR * tile) break;
+        const int s = at.q >= tile, i = at.q - s * tile;  // span, row
+        if (i < valid)
+            batch.w[u] = load_block<T>(qs, sc, ((u64)s * rows + start + i) * blocks + at.b);
+    }
 }
 
-// The chains of one group of LPR lanes (one output row, or a gate/up pair):
-// lane c < CHAINS walks chain c of every row of the pair; Q4_1's Σ m·s
-// chains are walked by lane 0 beside its own.
-template <int NR>
-struct Chains {
-    float acc[NR];
-    float min_terms[NR];
-};
+// Computes the batch's terms and stores them in the planes.
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void produce_batch(const TileBatch<T>& batch, const StagedQ8& x,
+                                              int rows, int blocks, int start, int tile, int first,
+                                              int step, float* planes) {
+    typedef Planes<T, ORDER> P;
+    const int stride = plane_stride(blocks), valid = min(tile, rows - start);
+    const int row_size = row_floats<T, ORDER>(blocks);
+    const ItemAt stepped = item_at(step, blocks);
+    ItemAt at = item_at(first, blocks);
+#pragma unroll
+    for (int u = 0; u < TileBatch<T>::UNROLL; ++u, advance(at, stepped, blocks)) {
+        if (at.q >= NR * tile) break;
+        const int s = at.q >= tile, i = at.q - s * tile, b = at.b;  // span, row, block
+        if (i >= valid) continue;
+        const WeightBlock<T>& w = batch.w[u];
+        float* term = planes + at.q * row_size + b;
+        if (ORDER == ORDER_BLOCKS) {  // Q4_0 only
+            term[0] = exact_float(block_dot_q4_0(w, x, b));
+        } else {
+            int lanes[8];
+            lane_sums<T>(w, x, b, lanes);
+#pragma unroll
+            for (int l = 0; l < 8; ++l) term[l * stride] = exact_float(lanes[l]);
+        }
+        term[P::SCALE * stride] = __fmul_rn(h2f((u16)(w.scale & 0xffff)), x.d[b]);
+        if (T == TYPE_Q4_1) term[P::MIN * stride] = h2f((u16)(w.scale >> 16));
+    }
+}
 
-// Adds the blocks of one round of a chunk to the chains: lane `sub` of the
-// group holds block first + sub (the u-th block of each of its rows in
-// `chunk`); their terms go through the warp's hand-off in shared memory and
-// the chain lanes add them in block order. Every lane of the warp calls this
-// (it synchronises the warp).
-template <int T, int ORDER, int NR, int LPR>
-__device__ __forceinline__ void add_round(const RowChunk<T, NR, LPR>& chunk, int u,
-                                          const StagedQ8& x, int blocks, int first,
-                                          float* handoff, Chains<NR>& c) {
-    typedef Terms<T, ORDER> K;
-    const int lane = threadIdx.x % WARP, sub = lane % LPR;
-    // This group's terms: [row of the pair][term][slot].
-    float* group = handoff + (lane / LPR) * NR * K::COUNT * LPR;
-    const int b = first + sub;
+// The walk of one chain of each of the NR spans' row `i` (chain c; Q4_1's
+// Σ m·s chains walked beside it, by every chain thread alike), then the row sums combined in
+// hsum_float_8's order over the 8 chain threads (consecutive lanes); every
+// lane of the warp calls this, and lane c = 0 of each row gets the sums.
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void walk_row(const float* planes, const StagedQ8& x, int blocks,
+                                         int tile, int i, int c, float* out) {
+    typedef Planes<T, ORDER> P;
+    const int stride = plane_stride(blocks), row_size = row_floats<T, ORDER>(blocks);
+    float acc[NR], min_terms[NR];
 #pragma unroll
-    for (int r = 0; r < NR; ++r)
-        if (b < blocks)
-            store_terms<T, ORDER, LPR>(chunk.w[r][u], x, b, group + r * K::COUNT * LPR + sub);
-    __syncwarp();
-    if (sub < K::CHAINS) {
+    for (int s = 0; s < NR; ++s) acc[s] = min_terms[s] = 0.0f;
+    // Eight blocks at a time, their terms read before any is added, so the
+    // chain waits for shared memory once per eight blocks.
+    for (int b0 = 0; b0 < blocks; b0 += 8) {
+        float4 terms[NR][2], scales[NR][2], mins[NR][2];
 #pragma unroll
-        for (int r = 0; r < NR; ++r) {
-            const float* terms = group + r * K::COUNT * LPR;
+        for (int s = 0; s < NR; ++s) {
+            const float* row = planes + (s * tile + i) * row_size + b0;
 #pragma unroll
-            for (int q = 0; q < LPR / 4; ++q) {
-                const float4 lanes = *(const float4*)(terms + sub * LPR + 4 * q);
-                const float4 scales = *(const float4*)(terms + K::SCALE * LPR + 4 * q);
-                const float l4[4] = {lanes.x, lanes.y, lanes.z, lanes.w};
-                const float s4[4] = {scales.x, scales.y, scales.z, scales.w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    if (first + 4 * q + i < blocks) c.acc[r] = fmaf(s4[i], l4[i], c.acc[r]);
+            for (int q = 0; q < 2; ++q) {
+                if (b0 + 4 * q >= blocks) break;  // past the plane's padding
+                terms[s][q] = *(const float4*)(row + c * stride + 4 * q);
+                scales[s][q] = *(const float4*)(row + P::SCALE * stride + 4 * q);
+                if (T == TYPE_Q4_1) mins[s][q] = *(const float4*)(row + P::MIN * stride + 4 * q);
             }
-            if (T == TYPE_Q4_1 && sub == 0) {
+        }
 #pragma unroll
-                for (int j = 0; j < LPR; ++j)
-                    if (first + j < blocks)
-                        c.min_terms[r] = fmaf(terms[K::MIN * LPR + j], x.s[first + j], c.min_terms[r]);
+        for (int s = 0; s < NR; ++s) {
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const float t4[4] = {terms[s][q].x, terms[s][q].y, terms[s][q].z, terms[s][q].w};
+                const float s4[4] = {scales[s][q].x, scales[s][q].y, scales[s][q].z,
+                                     scales[s][q].w};
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (b0 + 4 * q + j < blocks) acc[s] = fmaf(s4[j], t4[j], acc[s]);
+                if (T == TYPE_Q4_1) {  // every chain thread, so none waits on lane 0
+                    const float m4[4] = {mins[s][q].x, mins[s][q].y, mins[s][q].z,
+                                         mins[s][q].w};
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        if (b0 + 4 * q + j < blocks)
+                            min_terms[s] = fmaf(m4[j], x.s[b0 + 4 * q + j], min_terms[s]);
+                }
             }
         }
     }
-    __syncwarp();
-}
-
-// The chunk's blocks (first chunk block `start`, rounds of LPR blocks) added
-// to the chains in order.
-template <int T, int ORDER, int NR, int LPR>
-__device__ __forceinline__ void add_chunk(const RowChunk<T, NR, LPR>& chunk, const StagedQ8& x,
-                                          int blocks, int start, float* handoff, Chains<NR>& c) {
 #pragma unroll
-    for (int u = 0; u < RowChunk<T, NR, LPR>::UNROLL; ++u)
-        add_round<T, ORDER, NR, LPR>(chunk, u, x, blocks, start + u * LPR, handoff, c);
-}
-
-// The row sums from the chains, on lane 0 of each group: hsum_float_8's
-// order over lanes 0-7 (a butterfly over lanes 4, 2, 1 apart adds the same
-// pairs), then Q4_1's Σ m·s. Every lane of the warp calls this.
-template <int T, int ORDER, int NR>
-__device__ __forceinline__ void finish_chains(const Chains<NR>& c, float* out) {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-        float sum = c.acc[r];
+    for (int s = 0; s < NR; ++s) {
+        float sum = acc[s];
         if (ORDER == ORDER_LANES) {
             sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 4));
             sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 2));
             sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 1));
         }
-        if (T == TYPE_Q4_1) sum = __fadd_rn(sum, c.min_terms[r]);
-        out[r] = sum;
+        if (T == TYPE_Q4_1) sum = __fadd_rn(sum, min_terms[s]);
+        out[s] = sum;
     }
-}
-
-// Σ over NR quantized rows (rows[i]) against staged Q8 x in the CPU
-// backend's order (ORDER), the LPR lanes of this lane's group loading blocks
-// sub, sub + LPR, ...; `first` holds the lane's first chunk, loaded earlier
-// (before staging, so the two waits overlap). `handoff` is the warp's
-// (handoff_floats). Every lane of the warp must call this (the hand-off
-// synchronises the warp); lanes of a row that does not exist pass valid =
-// false. Lane 0 of each group gets the sums.
-template <int T, int ORDER, int NR, int LPR>
-__device__ __forceinline__ void rows_dot_q8(const u8* qs, const u8* sc, const u64* rows,
-                                            int cols, const StagedQ8& x,
-                                            const RowChunk<T, NR, LPR>& first, bool valid,
-                                            float* handoff, float* out) {
-    const int sub = threadIdx.x % LPR;
-    const int total = cols / 32, blocks = valid ? total : 0;
-    constexpr int STEP = RowChunk<T, NR, LPR>::UNROLL * LPR;
-    Chains<NR> c;
-#pragma unroll
-    for (int r = 0; r < NR; ++r) c.acc[r] = c.min_terms[r] = 0.0f;
-    add_chunk<T, ORDER, NR, LPR>(first, x, blocks, 0, handoff, c);
-    // The bound is the same for the whole warp: the hand-off needs every lane.
-    for (int start = STEP; start < total; start += STEP) {
-        RowChunk<T, NR, LPR> chunk;
-        load_chunk<T, NR, LPR>(qs, sc, rows, blocks, start + sub, chunk);
-        add_chunk<T, ORDER, NR, LPR>(chunk, x, blocks, start, handoff, c);
-    }
-    finish_chains<T, ORDER, NR>(c, out);
 }
 
 // Σ over NR float rows against f32 x, lanes striding over 16-value units.
@@ -418,56 +488,17 @@ struct NextWeights {
     int scale_bytes;
 };
 
-// MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu, 4: norm + RoPE + cache
-// write. Each group of LPR lanes takes one output row at a time (for swiglu its
-// gate and up rows together; float types use whole warps); a block's groups
-// take consecutive rows, so with RoPE each pair of rows is in one block.
-//
-// BATCHED (the gemv_batched_* kernels): gridDim.y sequences decode at once; x
-// and y of sequence blockIdx.y lie `cols` and `rows` values further on per
-// sequence. Each sequence's numbers are exactly those of a launch for it
-// alone, and the weights come from L2 after the first read.
-//
-// With `l2_prefetch` (see ops/mod.rs), before waiting for the previous kernel
-// the norm weight and (RoPE) this position's cos/sin row are requested into L2:
-// staging and the rotation read them right after the wait, and little else of
-// theirs is in L2 by then (a token streams all the weights through it). At
-// level 2 the grid also requests `next`, the first weights of the matrix the
-// step multiplies by next, whose blocks can often start only when this
-// kernel's leave their multiprocessors.
-template <int T, int ORDER, int MODE, int LPR, bool BATCHED>
-__device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
-                     float eps, float* y, int rows, int cols, RopeStore rope, int l2_prefetch,
-                     NextWeights next) {
-    if (BATCHED) {
-        x += (u64)blockIdx.y * cols;
-        y += (u64)blockIdx.y * rows;
-    }
-    extern __shared__ float4 shared[];
-    __shared__ double scratch[32];
-    __shared__ float pair_rows[GEMV_MAX_THREADS / 8];
-    const float* weight = MODE >= 2 ? norm_weight : 0;
-    constexpr bool quantized = T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0;
-    const float* xf = (const float*)shared;
-    constexpr int NR = MODE == 3 ? 2 : 1;
-    constexpr int GROUPS = WARP / LPR;  // rows a warp takes at once
-    const int group = threadIdx.x / LPR, sub = threadIdx.x % LPR;
-    // The weight rows of output row r (for swiglu: gate and up).
-    auto rows_of = [&](int r, u64* picked) {
-        picked[0] = (u64)r;
-        if (NR == 2) picked[NR - 1] = (u64)(r + rows);
-    };
-    // Each row's first weights are requested one row ahead: the first row's
-    // before x is staged, the next row's before this row's products, so a warp
-    // rarely waits for memory.
-    const int per_block = blockDim.x / WARP * GROUPS;  // rows in flight per block
-    const int first_base = blockIdx.x * per_block, stride = gridDim.x * per_block;
-    RowChunk<T, NR, LPR> chunk;
-    if (quantized && first_base + group < rows) {
-        u64 picked[NR];
-        rows_of(first_base + group, picked);
-        load_chunk<T, NR, LPR>(qs, sc, picked, cols / 32, sub, chunk);
-    }
+// Before waiting for the previous kernel: the `l2_prefetch` requests (see
+// ops/mod.rs). The norm weight and (RoPE) this position's cos/sin row are
+// asked into L2, since staging and the rotation read them right after the
+// wait and little else of theirs is in L2 by then (a token streams all the
+// weights through it); at level 2 the grid also asks for `next`, the first
+// weights of the matrix the step multiplies by next, whose blocks can often
+// start only when this kernel's leave their multiprocessors.
+template <int MODE, bool BATCHED>
+__device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int cols,
+                                                const RopeStore& rope, int l2_prefetch,
+                                                const NextWeights& next) {
     if (l2_prefetch >= 2 && (!BATCHED || blockIdx.y == 0)) {
         prefetch_share_l2(next.quants, next.quant_bytes);
         prefetch_share_l2(next.scales, next.scale_bytes);
@@ -481,51 +512,57 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
             prefetch_l2(rope.cos_sin + (u64)pos * (rope.head_dim / 2), (u64)rope.head_dim * 4);
         }
     }
-    // Quantized GEMVs are bound by memory latency and gain from the next
-    // kernel starting early; float GEMVs are busy enough that a waiting next
-    // kernel beside them costs more than it saves (measured: F16 decode at
-    // half speed), so they let it start only when they finish.
-    if (quantized) allow_next_kernel();
+}
+
+// MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu, 4: norm + RoPE + cache
+// write.
+//
+// BATCHED (the gemv_batched_* kernels): gridDim.y sequences decode at once; x
+// and y of sequence blockIdx.y lie `cols` and `rows` values further on per
+// sequence. Each sequence's numbers are exactly those of a launch for it
+// alone, and the weights come from L2 after the first read.
+
+// Float weights: each warp takes one output row at a time (for swiglu its gate
+// and up rows together); a block's warps take consecutive rows, so with RoPE
+// each pair of rows is in one block. Float GEMVs are busy enough that a
+// waiting next kernel beside them costs more than it saves (measured: F16
+// decode at half speed), so they let it start only when they finish.
+template <int T, int MODE, bool BATCHED>
+__device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight, float eps,
+                          float* y, int rows, int cols, RopeStore rope, int l2_prefetch,
+                          NextWeights next) {
+    if (BATCHED) {
+        x += (u64)blockIdx.y * cols;
+        y += (u64)blockIdx.y * rows;
+    }
+    extern __shared__ float4 shared[];
+    __shared__ double scratch[32];
+    __shared__ float pair_rows[GEMV_MAX_THREADS / WARP];
+    constexpr int NR = MODE == 3 ? 2 : 1;
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int per_block = blockDim.x / WARP;  // rows in flight per block
+    const int first_base = blockIdx.x * per_block, stride = gridDim.x * per_block;
+    prefetch_inputs<MODE, BATCHED>(norm_weight, cols, rope, l2_prefetch, next);
     wait_for_previous_kernel();
-    StagedQ8 xq;
-    if (quantized)
-        xq = stage_q8(x, weight, eps, cols, shared, scratch);
-    else
-        stage_f32(x, weight, eps, cols, (float*)shared, scratch);
+    stage_f32(x, MODE >= 2 ? norm_weight : 0, eps, cols, (float*)shared, scratch);
     for (int base = first_base; base < rows; base += stride) {
-        const int r = base + group;
+        const int r = base + warp;
         float dot[NR];
         u64 picked[NR];
-        rows_of(r, picked);
-        // The residual's old value is read before the products, so its
-        // latency overlaps them instead of following them.
-        const float prior = MODE == 1 && sub == 0 && r < rows ? y[r] : 0.0f;
-        if constexpr (quantized) {
-            RowChunk<T, NR, LPR> next;
-            if (r + stride < rows) {
-                u64 ahead[NR];
-                rows_of(r + stride, ahead);
-                load_chunk<T, NR, LPR>(qs, sc, ahead, cols / 32, sub, next);
-            }
-            // The warps' hand-offs follow the staged x (16-byte aligned).
-            float* handoff = (float*)shared + (cols + cols / 32 * 12 + 15) / 16 * 4 +
-                             threadIdx.x / WARP * handoff_floats<T, ORDER, NR>();
-            rows_dot_q8<T, ORDER, NR, LPR>(qs, sc, picked, cols, xq, chunk, r < rows, handoff,
-                                           dot);
-            chunk = next;
-        } else if (r < rows) {  // LPR is 32: r is the same in the whole warp
-            rows_dot_f<T, NR>(qs, picked, cols, xf, dot);
-        }
+        picked[0] = (u64)r;
+        if (NR == 2) picked[NR - 1] = (u64)(r + rows);
+        const float prior = MODE == 1 && lane == 0 && r < rows ? y[r] : 0.0f;
+        if (r < rows) rows_dot_f<T, NR>(qs, picked, cols, (const float*)shared, dot);
         if (MODE == 4) {
             // Whole blocks reach these barriers: the loop bound is per block.
-            if (sub == 0) pair_rows[group] = r < rows ? dot[0] : 0.0f;
+            if (lane == 0) pair_rows[warp] = r < rows ? dot[0] : 0.0f;
             __syncthreads();
             const int pair = threadIdx.x;
             if (pair < per_block / 2 && base + 2 * pair + 1 < rows)
                 rope_store_pair<BATCHED>(rope, y, base + 2 * pair, pair_rows[2 * pair],
-                                pair_rows[2 * pair + 1]);
+                                         pair_rows[2 * pair + 1]);
             __syncthreads();
-        } else if (sub == 0 && r < rows) {
+        } else if (lane == 0 && r < rows) {
             if (MODE == 3)
                 y[r] = __fmul_rn(r < rows - rows % 8 ? silu(dot[0]) : silu_libm(dot[0]),
                                  dot[NR - 1]);
@@ -535,43 +572,117 @@ __device__ void gemv(const u8* qs, const u8* sc, const float* x, const float* no
     }
 }
 
-// The kernels gemv_<mode>_<type>_l<LPR>: float types with whole warps per row,
-// quantized types with 8, 16 or 32 lanes per row (the host picks by row length);
-// gemv_batched_<mode>_<type>_l<LPR> take per-sequence cache tables too.
-#define GEMV_KERNEL(KIND, MODE, NAME, T, ORDER, LPR)                                         \
+// Quantized weights: block blockIdx.x takes tile blockIdx.x, of `tile` rows
+// (even, so each RoPE pair is in one tile). Each thread's first blocks are
+// loaded before x is staged, so the two waits overlap; quantized GEMVs are
+// bound by memory latency and gain from the next kernel starting early.
+template <int T, int ORDER, int MODE, bool BATCHED>
+__device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
+                           float eps, float* y, int rows, int cols, RopeStore rope,
+                           int l2_prefetch, NextWeights next, int tile) {
+    if (BATCHED) {
+        x += (u64)blockIdx.y * cols;
+        y += (u64)blockIdx.y * rows;
+    }
+    extern __shared__ float4 shared[];
+    __shared__ double scratch[32];
+    constexpr int NR = MODE == 3 ? 2 : 1;
+    constexpr int CHAINS = Planes<T, ORDER>::CHAINS;
+    constexpr int STEP = TileBatch<T>::UNROLL;
+    const int blocks = cols / 32, items = NR * tile * blocks, start = blockIdx.x * tile;
+    TileBatch<T> batch;  // the thread's next blocks
+    load_batch<T, NR>(qs, sc, rows, blocks, start, tile, threadIdx.x, blockDim.x, batch);
+    prefetch_inputs<MODE, BATCHED>(norm_weight, cols, rope, l2_prefetch, next);
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    const StagedQ8 xq = stage_q8(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch);
+    float* planes = tile_planes(shared, cols);
+    // Each batch is requested before the one before it is used.
+    for (int k0 = threadIdx.x; k0 < items; k0 += STEP * blockDim.x) {
+        TileBatch<T> next_batch;
+        const int k1 = k0 + STEP * blockDim.x;
+        if (k1 < items)
+            load_batch<T, NR>(qs, sc, rows, blocks, start, tile, k1, blockDim.x, next_batch);
+        produce_batch<T, ORDER, NR>(batch, xq, rows, blocks, start, tile, k0, blockDim.x, planes);
+        batch = next_batch;
+    }
+    __syncthreads();
+    // The walkers: in each pass over the tile's rows, thread t walks chain
+    // t % CHAINS of the pass's row t / CHAINS (whole warps, for the shuffles;
+    // threads past the tile's rows walk its last row and drop the sums).
+    const int c = threadIdx.x % CHAINS, per_pass = blockDim.x / CHAINS;
+    for (int pass = 0; pass < tile; pass += per_pass) {
+        if ((int)threadIdx.x >= ((tile - pass) * CHAINS + WARP - 1) / WARP * WARP) break;
+        const int i = min(pass + (int)threadIdx.x / CHAINS, tile - 1), r = start + i;
+        float sum[NR];
+        walk_row<T, ORDER, NR>(planes, xq, blocks, tile, i, c, sum);
+        const bool owner = c == 0 && pass + (int)threadIdx.x / CHAINS < tile && r < rows;
+        if (MODE == 4) {
+            // Rows r (even) and r + 1 are neighbouring walkers.
+            const float odd = __shfl_down_sync(FULL_MASK, sum[0], CHAINS);
+            if (owner && i % 2 == 0 && r + 1 < rows)
+                rope_store_pair<BATCHED>(rope, y, r, sum[0], odd);
+        } else if (owner) {
+            if (MODE == 3)
+                y[r] = __fmul_rn(r < rows - rows % 8 ? silu(sum[0]) : silu_libm(sum[0]),
+                                 sum[NR - 1]);
+            else
+                y[r] = MODE == 1 ? __fadd_rn(y[r], sum[0]) : sum[0];
+        }
+    }
+}
+
+template <int T, int ORDER, int MODE, bool BATCHED>
+__device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float* x,
+                                         const float* norm_weight, float eps, float* y, int rows,
+                                         int cols, RopeStore rope, int l2_prefetch,
+                                         NextWeights next, int tile) {
+    if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0)
+        gemv_tiles<T, ORDER, MODE, BATCHED>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,
+                                            l2_prefetch, next, tile);
+    else
+        gemv_rows<T, MODE, BATCHED>(qs, x, norm_weight, eps, y, rows, cols, rope, l2_prefetch,
+                                    next);
+}
+
+// The kernels gemv_<mode><name> (names per unit, see compile.rs: float types
+// end in _l32, a warp per row; quantized types take tiles);
+// gemv_batched_<mode><name> take per-sequence cache tables too. Every kernel
+// takes the same parameters, so the host passes one list; `tile` (rows per
+// tile) is the quantized kernels'.
+#define GEMV_KERNEL(KIND, MODE, NAME, T, ORDER)                                              \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
-        gemv_##KIND##NAME##_l##LPR(const u8* qs, const u8* sc, const float* x,               \
-                                   const float* norm_weight, float eps, float* y, int rows,  \
-                                   int cols, const float2* cos_sin, const int* position,     \
-                                   int q_width, int kv_width, int head_dim, int capacity,    \
-                                   u16* k_cache, u16* v_cache, int l2_prefetch,              \
-                                   const u8* next_qs, int next_qs_bytes, const u8* next_sc,  \
-                                   int next_sc_bytes) {                                      \
+        gemv_##KIND##NAME(const u8* qs, const u8* sc, const float* x,                        \
+                          const float* norm_weight, float eps, float* y, int rows, int cols, \
+                          const float2* cos_sin, const int* position, int q_width,           \
+                          int kv_width, int head_dim, int capacity, u16* k_cache,            \
+                          u16* v_cache, int l2_prefetch, const u8* next_qs,                  \
+                          int next_qs_bytes, const u8* next_sc, int next_sc_bytes, int tile) { \
         RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                   \
                           capacity, k_cache, v_cache, 0,        0};                          \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
-        gemv<T, ORDER, MODE, LPR, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,         \
-                                  l2_prefetch, next);                                        \
+        gemv_any<T, ORDER, MODE, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,    \
+                                        l2_prefetch, next, tile);                            \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
-        gemv_batched_##KIND##NAME##_l##LPR(                                                  \
+        gemv_batched_##KIND##NAME(                                                           \
             const u8* qs, const u8* sc, const float* x, const float* norm_weight, float eps, \
             float* y, int rows, int cols, const float2* cos_sin, const int* position,        \
             int q_width, int kv_width, int head_dim, int capacity, u16* const* k_tables,     \
             u16* const* v_tables, int l2_prefetch, const u8* next_qs, int next_qs_bytes,     \
-            const u8* next_sc, int next_sc_bytes) {                                          \
+            const u8* next_sc, int next_sc_bytes, int tile) {                                \
         RopeStore rope = {cos_sin, position, q_width, kv_width, head_dim,                    \
                           capacity, 0,       0,       k_tables, v_tables};                   \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
-        gemv<T, ORDER, MODE, LPR, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,          \
-                                 l2_prefetch, next);                                         \
+        gemv_any<T, ORDER, MODE, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,     \
+                                       l2_prefetch, next, tile);                             \
     }
-#define GEMV_KERNELS(NAME, T, ORDER, LPR)             \
-    GEMV_KERNEL(, 0, NAME, T, ORDER, LPR)             \
-    GEMV_KERNEL(residual_, 1, NAME, T, ORDER, LPR)    \
-    GEMV_KERNEL(norm_, 2, NAME, T, ORDER, LPR)        \
-    GEMV_KERNEL(norm_swiglu_, 3, NAME, T, ORDER, LPR) \
-    GEMV_KERNEL(norm_rope_, 4, NAME, T, ORDER, LPR)
+#define GEMV_KERNELS(NAME, T, ORDER)             \
+    GEMV_KERNEL(, 0, NAME, T, ORDER)             \
+    GEMV_KERNEL(residual_, 1, NAME, T, ORDER)    \
+    GEMV_KERNEL(norm_, 2, NAME, T, ORDER)        \
+    GEMV_KERNEL(norm_swiglu_, 3, NAME, T, ORDER) \
+    GEMV_KERNEL(norm_rope_, 4, NAME, T, ORDER)
 
 // The instantiations are added per weight type by compile.rs: each type's GEMVs
 // are one translation unit, and the units compile in parallel.

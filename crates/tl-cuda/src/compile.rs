@@ -30,18 +30,18 @@ const COMMON: &[(&str, &str)] = &[
 ];
 
 /// GEMV instantiations, one unit per weight type and summation order (units
-/// compile in parallel): (kernel suffix, the type's `TYPE_*` constant, the
-/// order's `ORDER_*` constant (see gemv.cu and `SummationOrder`),
-/// lanes-per-row variants). Float types use whole warps per row; quantized
-/// types 8 lanes (see `ops::gemv::lanes_per_row`).
-const GEMV_UNITS: &[(&str, &str, &str, &[u32])] = &[
-    ("f32", "TYPE_F32", "ORDER_LANES", &[32]),
-    ("f16", "TYPE_F16", "ORDER_LANES", &[32]),
-    ("bf16", "TYPE_BF16", "ORDER_LANES", &[32]),
-    ("q4_0", "TYPE_Q4_0", "ORDER_LANES", &[8]),
-    ("q4_0_blocks", "TYPE_Q4_0", "ORDER_BLOCKS", &[8]),
-    ("q4_1", "TYPE_Q4_1", "ORDER_LANES", &[8]),
-    ("q8_0", "TYPE_Q8_0", "ORDER_LANES", &[8]),
+/// compile in parallel): (unit suffix, kernel name suffix, the type's `TYPE_*`
+/// constant, the order's `ORDER_*` constant; see gemv.cu and
+/// `SummationOrder`). Float kernels take a warp per row (`_l32`); quantized
+/// ones take tiles of rows.
+const GEMV_UNITS: &[(&str, &str, &str, &str)] = &[
+    ("f32", "f32_l32", "TYPE_F32", "ORDER_LANES"),
+    ("f16", "f16_l32", "TYPE_F16", "ORDER_LANES"),
+    ("bf16", "bf16_l32", "TYPE_BF16", "ORDER_LANES"),
+    ("q4_0", "q4_0", "TYPE_Q4_0", "ORDER_LANES"),
+    ("q4_0_blocks", "q4_0_blocks", "TYPE_Q4_0", "ORDER_BLOCKS"),
+    ("q4_1", "q4_1", "TYPE_Q4_1", "ORDER_LANES"),
+    ("q8_0", "q8_0", "TYPE_Q8_0", "ORDER_LANES"),
 ];
 
 /// A translation unit: its name and full source.
@@ -69,13 +69,11 @@ pub fn units() -> Vec<Unit> {
         name: "common".into(),
         source: concatenated(COMMON),
     }];
-    for (suffix, type_constant, order, lanes) in GEMV_UNITS {
+    for (suffix, kernels, type_constant, order) in GEMV_UNITS {
         let mut source = concatenated(&[PRELUDE, GEMV]);
-        for lanes in *lanes {
-            source.push_str(&format!(
-                "GEMV_KERNELS({suffix}, {type_constant}, {order}, {lanes})\n"
-            ));
-        }
+        source.push_str(&format!(
+            "GEMV_KERNELS({kernels}, {type_constant}, {order})\n"
+        ));
         units.push(Unit {
             name: format!("gemv_{suffix}"),
             source,
@@ -272,10 +270,10 @@ mod tests {
                     .collect()
             });
             for kernel in [
-                "gemv_norm_swiglu_q4_0_l8",
-                "gemv_norm_swiglu_q4_0_blocks_l8",
+                "gemv_norm_swiglu_q4_0",
+                "gemv_norm_swiglu_q4_0_blocks",
                 "gemv_norm_rope_f16_l32",
-                "gemv_batched_norm_rope_q4_1_l8",
+                "gemv_batched_norm_rope_q4_1",
                 "attention_f16_accumulator",
                 "attention_f16_accumulator_batched",
                 "attention_flash_64",

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{
-    CUdevice_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig,
+    CUdevice_attribute, CUfunction_attribute, CUlaunchAttribute, CUlaunchAttributeID,
+    CUlaunchConfig,
 };
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
@@ -20,6 +21,9 @@ use crate::compile;
 use crate::error::{CudaError, Result};
 use crate::libraries;
 use crate::profile::{KernelTime, Profile};
+
+/// Shared memory a block may use without its kernel opting in to more.
+pub const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
 
 /// What the device reports about itself.
 #[derive(Debug, Clone)]
@@ -34,6 +38,9 @@ pub struct DeviceInfo {
     pub total_memory: usize,
     /// L2 cache in bytes.
     pub l2_bytes: usize,
+    /// The most shared memory one block may use when its kernel opts in
+    /// (bytes; 48 KiB without opting in).
+    pub shared_per_block_optin: usize,
     /// Driver version as CUDA encodes it (13000 = 13.0).
     pub driver_version: i32,
 }
@@ -327,6 +334,16 @@ impl Gpu {
         dependent: bool,
     ) -> Result<()> {
         let function = self.function(kernel)?;
+        if shared_bytes as usize > DEFAULT_SHARED_LIMIT {
+            // Above 48 KiB a kernel must opt in (the size is the launch's own,
+            // within `shared_per_block_optin`, which the caller checked).
+            function
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_bytes as i32,
+                )
+                .map_err(|e| CudaError::driver("raising a kernel's shared memory", e))?;
+        }
         // Each argument's bytes in an 8-byte slot; the kernel reads 4 or 8.
         let mut slots: Vec<u64> = args
             .iter()
@@ -408,6 +425,9 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
             .total_mem()
             .map_err(|e| CudaError::driver("reading the memory size", e))?,
         l2_bytes: attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
+        shared_per_block_optin: attribute(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )? as usize,
         driver_version,
     })
 }

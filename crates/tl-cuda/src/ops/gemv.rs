@@ -2,12 +2,13 @@
 
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
-use crate::gpu::{Arg, Gpu};
-use crate::matrix::{DeviceMatrix, SummationOrder, WeightType};
+use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
+use crate::matrix::{DeviceMatrix, WeightType};
 use crate::ops::attention::{Heads, LayerCache};
+use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
 
-/// Warps (rows in flight) per block: 16 unless `TL_GEMV_WARPS` (2 to 16,
+/// Warps (rows in flight) per block of a float GEMV: 16 unless `TL_GEMV_WARPS` (2 to 16,
 /// even; `GEMV_MAX_THREADS` in gemv.cu is 16 warps) says otherwise (a tuning
 /// knob for measurements).
 fn warps_per_block() -> usize {
@@ -21,34 +22,9 @@ fn warps_per_block() -> usize {
     })
 }
 
-/// Shared memory the kernels may use without raising the launch limit.
-const SHARED_LIMIT: usize = 48 * 1024;
-
-/// Static shared memory of the kernels: the norm's scratch and the RoPE rows.
-const STATIC_SHARED: usize = 32 * 8 + 16 * 4 * 4;
-
-/// Floats of one warp's hand-off in a quantized GEMV (`handoff_floats` in
-/// gemv.cu): for each row of a gate/up pair and lane, the terms its block
-/// adds to the summation chains (8 lane sums, or 1 whole-block sum, then
-/// dw·da, then m for Q4_1).
-fn handoff_floats(w: &DeviceMatrix, pairs: bool) -> usize {
-    if !w.weight_type().is_quantized() {
-        return 0;
-    }
-    let chains = match w.summation() {
-        SummationOrder::Lanes => 8,
-        SummationOrder::WholeBlocks => 1,
-    };
-    let min = usize::from(w.weight_type() == WeightType::Q4_1);
-    let rows = if pairs { 2 } else { 1 };
-    rows * 32 * (chains + 1 + min)
-}
-
-/// Dynamic shared memory for `warps` warps: the staged x (rounded up to 16
-/// bytes), then each warp's hand-off.
-fn dynamic_shared_bytes(w: &DeviceMatrix, pairs: bool, warps: usize) -> usize {
-    staged_bytes(w.weight_type(), w.cols()).div_ceil(16) * 16 + warps * handoff_floats(w, pairs) * 4
-}
+/// Static shared memory of the kernels: the norm's scratch and (float
+/// kernels) the RoPE rows.
+const STATIC_SHARED: usize = 32 * 8 + 16 * 4;
 
 /// Bytes of shared memory x takes when staged: Q8 blocks (values, then scale,
 /// scaled sum and integer sum per block) for quantized weights, f32 for float
@@ -61,8 +37,8 @@ fn staged_bytes(weight_type: WeightType, cols: usize) -> usize {
     }
 }
 
-/// The most GEMV blocks per multiprocessor: 1 unless `TL_GEMV_BLOCKS_PER_SM`
-/// says otherwise (a tuning knob for measurements).
+/// The most float GEMV blocks per multiprocessor: 1 unless
+/// `TL_GEMV_BLOCKS_PER_SM` says otherwise (a tuning knob for measurements).
 fn blocks_per_multiprocessor() -> usize {
     static BLOCKS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *BLOCKS.get_or_init(|| {
@@ -74,15 +50,63 @@ fn blocks_per_multiprocessor() -> usize {
     })
 }
 
-/// Lanes sharing one row: 8 for quantized types, whose rows are summed in
-/// eight chains (one per lane of the CPU's order, see gemv.cu): a warp then
-/// walks four rows' chains at once; whole warps for float types.
-fn lanes_per_row(weight_type: WeightType) -> usize {
-    if weight_type.is_quantized() {
-        8
-    } else {
-        32
+/// A launch's kernel name suffix, grid width, threads per block, dynamic
+/// shared memory and rows per tile. Quantized matrices take tiles of rows
+/// (see `ops::gemv_tile`); float matrices a warp per row, each block staging
+/// x once for many rows, one block per multiprocessor (by default) with every
+/// row in flight.
+fn launch_shape(
+    gpu: &Gpu,
+    w: &DeviceMatrix,
+    out_rows: usize,
+    sequences: usize,
+    pairs: bool,
+) -> Result<(String, u32, u32, usize, usize)> {
+    let cols = w.cols();
+    let staged = staged_bytes(w.weight_type(), cols);
+    let multiprocessors = gpu.info().multiprocessors;
+    if w.weight_type().is_quantized() {
+        let kind = TileKind {
+            weight_type: w.weight_type(),
+            order: w.summation(),
+            pairs,
+        };
+        let limit = gpu.info().shared_per_block_optin.max(DEFAULT_SHARED_LIMIT) - STATIC_SHARED;
+        let shape = TileShape::new(
+            kind,
+            out_rows,
+            sequences,
+            cols,
+            staged,
+            limit,
+            multiprocessors,
+        )?;
+        let tiles = out_rows.div_ceil(shape.rows);
+        return Ok((
+            w.gemv_suffix(),
+            int(tiles, "tiles")? as u32,
+            shape.threads as u32,
+            shape.shared_bytes,
+            shape.rows,
+        ));
     }
+    if staged + STATIC_SHARED > DEFAULT_SHARED_LIMIT {
+        return Err(CudaError::Unsupported(format!(
+            "a {:?} matrix with rows of {cols} values needs {} bytes of shared memory, more than the kernels' {DEFAULT_SHARED_LIMIT}",
+            w.weight_type(),
+            staged + STATIC_SHARED
+        )));
+    }
+    let warps = warps_per_block();
+    let cap = multiprocessors * blocks_per_multiprocessor();
+    let blocks = blocks_for(out_rows, warps).min(cap.max(1) as u32);
+    Ok((
+        format!("{}_l32", w.gemv_suffix()),
+        blocks,
+        (warps * 32) as u32,
+        staged,
+        0,
+    ))
 }
 
 /// What the product is combined with.
@@ -182,20 +206,8 @@ pub fn gemv_batched(
     };
     y.require(out_rows * sequences, "gemv output")?;
     let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
-    // The most warps (rows in flight) whose hand-offs fit beside x.
-    let fits = |warps: usize| dynamic_shared_bytes(w, pairs, warps) + STATIC_SHARED <= SHARED_LIMIT;
-    let Some(warps) = (1..=warps_per_block() / 2)
-        .rev()
-        .map(|n| 2 * n)
-        .find(|&n| fits(n))
-    else {
-        return Err(CudaError::Unsupported(format!(
-            "a {:?} matrix with rows of {cols} values needs {} bytes of shared memory, more than the kernels' {SHARED_LIMIT}",
-            w.weight_type(),
-            dynamic_shared_bytes(w, pairs, 2) + STATIC_SHARED
-        )));
-    };
-    let shared = dynamic_shared_bytes(w, pairs, warps);
+    let (suffix, blocks, threads, shared, tile_rows) =
+        launch_shape(gpu, w, out_rows, sequences, pairs)?;
     let (mode, norm) = match epilogue {
         Epilogue::Plain => ("", None),
         Epilogue::Residual => ("residual_", None),
@@ -203,7 +215,6 @@ pub fn gemv_batched(
         Epilogue::NormSwiglu { weight, eps } => ("norm_swiglu_", Some((weight, eps))),
         Epilogue::NormRope { weight, eps, .. } => ("norm_rope_", Some((weight, eps))),
     };
-    let lanes = lanes_per_row(w.weight_type());
     // A lone vector takes the lean kernel; batches (or a cache table) the
     // batched one, which also reads per-sequence positions and caches.
     let tables = match epilogue {
@@ -212,7 +223,7 @@ pub fn gemv_batched(
     };
     let batched = sequences > 1 || tables;
     let family = if batched { "gemv_batched" } else { "gemv" };
-    let kernel = format!("{family}_{mode}{}_l{lanes}", w.gemv_suffix());
+    let kernel = format!("{family}_{mode}{suffix}");
     // Every variant takes the same parameters; those it does not use are 0.
     let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
     match norm {
@@ -259,19 +270,16 @@ pub fn gemv_batched(
     }
     args.push(Arg::I32(l2_prefetch_level()));
     args.extend(next_matrix_args(gpu, w, next)?);
-    // Each block stages x once for many rows; one block per multiprocessor
-    // (by default) with every row group in flight.
-    let rows_per_block = warps * (32 / lanes);
-    let cap = gpu.info().multiprocessors * blocks_per_multiprocessor();
-    let blocks = blocks_for(out_rows, rows_per_block).min(cap.max(1) as u32);
+    args.push(Arg::I32(int(tile_rows, "tile rows")?));
     let sequences = int(sequences, "sequences")? as u32;
-    let (grid, threads) = ((blocks, sequences), (warps * 32) as u32);
+    let grid = (blocks, sequences);
     // Only quantized GEMVs start early (see gemv.cu).
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
     // x holds cols values per sequence, y out_rows per sequence, the norm
     // weight cols, the positions and cache tables one per sequence, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
-    // upload), so every access is inside the spans. With RoPE the table and
+    // upload), so every access is inside the spans; the dynamic shared memory
+    // holds the staged x and a tile's planes (launch_shape). With RoPE the table and
     // caches hold `capacity` positions and the caller keeps *position below it
     // (the host checks room before every step).
     // The kernel waits for the previous one before its first dependent access.
@@ -314,16 +322,4 @@ fn rope_args(
         cache.keys.into(),
         cache.values.into(),
     ])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantized_rows_take_eight_lanes_float_rows_whole_warps() {
-        assert_eq!(lanes_per_row(WeightType::Q4_0), 8);
-        assert_eq!(lanes_per_row(WeightType::Q8_0), 8);
-        assert_eq!(lanes_per_row(WeightType::F16), 32);
-    }
 }

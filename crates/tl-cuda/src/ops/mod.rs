@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod blas;
 pub mod gemv;
+pub mod gemv_tile;
 pub mod rows;
 pub mod sample;
 

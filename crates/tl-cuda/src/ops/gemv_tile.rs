@@ -1,0 +1,222 @@
+//! The shape of a quantized GEMV launch: rows per tile, threads per block and
+//! shared memory (see `gemv_tiles` in gemv.cu). A tile's blocks of 32
+//! weights are computed by all the block's threads at once and summed in the
+//! CPU's order by one thread per chain afterwards; the terms wait in shared
+//! memory in between.
+
+use crate::error::{CudaError, Result};
+use crate::matrix::{SummationOrder, WeightType};
+
+/// Threads per block at most (`GEMV_MAX_THREADS` in gemv.cu).
+const MAX_THREADS: usize = 512;
+
+/// Values of x each thread stages in one pass (`STAGE_BATCH` in prelude.cuh).
+const STAGE_BATCH: usize = 8;
+
+/// Rows per tile: by default the fewest that give every multiprocessor one
+/// block (a block takes one tile of one sequence); `TL_GEMV_TILE_ROWS`
+/// overrides it (a tuning knob for measurements).
+fn wanted_rows(out_rows: usize, sequences: usize, multiprocessors: usize) -> usize {
+    static ROWS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let knob = *ROWS.get_or_init(|| {
+        std::env::var("TL_GEMV_TILE_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n >= 2)
+    });
+    knob.unwrap_or_else(|| (out_rows * sequences).div_ceil(multiprocessors.max(1)))
+}
+
+/// Threads per block at least: 512 unless `TL_GEMV_TILE_THREADS` (32 to 512)
+/// says otherwise (a tuning knob for measurements). Every thread stages part
+/// of x (a few shuffle rounds per value) before any product, so more threads
+/// shorten every tile's start (SmolLM2's decode, tiles of 8 rows, measured
+/// 1,098 tok/s at 96 threads a block, 1,150 at 256).
+fn least_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::env::var("TL_GEMV_TILE_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n: &usize| (32..=MAX_THREADS).contains(n))
+            .unwrap_or(MAX_THREADS)
+    })
+}
+
+/// A quantized matrix's summation, as the tile kernels see it.
+#[derive(Debug, Clone, Copy)]
+pub struct TileKind {
+    pub weight_type: WeightType,
+    pub order: SummationOrder,
+    /// Gate and up rows per output row (swiglu) rather than one row.
+    pub pairs: bool,
+}
+
+impl TileKind {
+    /// Chains a row is summed in (`Planes::CHAINS`): one thread walks each.
+    fn chains(&self) -> usize {
+        match self.order {
+            SummationOrder::Lanes => 8,
+            SummationOrder::WholeBlocks => 1,
+        }
+    }
+
+    /// Floats a block leaves per row (`Planes::COUNT`): its chain terms,
+    /// dw·da and, for Q4_1, m.
+    fn planes(&self) -> usize {
+        self.chains() + 1 + usize::from(self.weight_type == WeightType::Q4_1)
+    }
+
+    /// Blocks of 32 weights a thread loads at a time (`TileBatch::UNROLL`).
+    fn batch(&self) -> usize {
+        if self.weight_type == WeightType::Q8_0 {
+            4
+        } else {
+            8
+        }
+    }
+
+    fn spans(&self) -> usize {
+        if self.pairs {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// Floats per plane (`plane_stride` in gemv.cu): the blocks, rounded up to
+/// whole 16-byte units and to an odd number of them (walkers of neighbouring
+/// planes then read different banks).
+pub fn plane_stride(blocks: usize) -> usize {
+    let units = blocks.div_ceil(4);
+    (if units.is_multiple_of(2) {
+        units + 1
+    } else {
+        units
+    }) * 4
+}
+
+/// Floats per row of a tile (`row_floats` in gemv.cu): its planes, plus 4
+/// when they are an even number of 16-byte units (walkers of neighbouring
+/// rows then read different banks).
+fn row_floats(kind: TileKind, blocks: usize) -> usize {
+    let floats = kind.planes() * plane_stride(blocks);
+    if (floats / 4).is_multiple_of(2) {
+        floats + 4
+    } else {
+        floats
+    }
+}
+
+/// One launch's geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileShape {
+    /// Output rows per tile (even: RoPE pairs stay in one tile).
+    pub rows: usize,
+    pub threads: usize,
+    /// Dynamic shared memory: the staged x, then the tile's planes.
+    pub shared_bytes: usize,
+}
+
+impl TileShape {
+    /// The shape for `out_rows` rows of `cols` values times `sequences`
+    /// vectors, x staged in `staged_bytes`, with `shared_limit` bytes of
+    /// shared memory per block (less the kernels' static share) on
+    /// `multiprocessors`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kind: TileKind,
+        out_rows: usize,
+        sequences: usize,
+        cols: usize,
+        staged_bytes: usize,
+        shared_limit: usize,
+        multiprocessors: usize,
+    ) -> Result<TileShape> {
+        let blocks = cols / 32;
+        let staged = staged_bytes.div_ceil(16) * 16;
+        let row_bytes = kind.spans() * row_floats(kind, blocks) * 4;
+        // The most rows that fit, even (walker threads take the rows in
+        // passes when they outnumber them).
+        let most = shared_limit.saturating_sub(staged) / row_bytes / 2 * 2;
+        if most < 2 {
+            return Err(CudaError::Unsupported(format!(
+                "a {:?} GEMV with rows of {cols} values needs {} bytes of shared memory, more than the device's {shared_limit}",
+                kind.weight_type,
+                staged + 2 * row_bytes
+            )));
+        }
+        let rows = wanted_rows(out_rows, sequences, multiprocessors)
+            .max(2)
+            .next_multiple_of(2)
+            .min(most);
+        let items = kind.spans() * rows * blocks;
+        let threads = [
+            items.div_ceil(kind.batch()),
+            rows * kind.chains(),
+            cols.div_ceil(STAGE_BATCH),
+            least_threads(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(MAX_THREADS)
+        .next_multiple_of(32)
+        .min(MAX_THREADS);
+        Ok(TileShape {
+            rows,
+            threads,
+            shared_bytes: staged + rows * row_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q4_0_blocks(pairs: bool) -> TileKind {
+        TileKind {
+            weight_type: WeightType::Q4_0,
+            order: SummationOrder::WholeBlocks,
+            pairs,
+        }
+    }
+
+    #[test]
+    fn plane_strides_are_odd_counts_of_four_floats() {
+        for blocks in 1..300 {
+            let stride = plane_stride(blocks);
+            assert!(
+                stride >= blocks && stride.is_multiple_of(4) && !(stride / 4).is_multiple_of(2)
+            );
+            assert!(stride < blocks + 8);
+        }
+    }
+
+    #[test]
+    fn tiles_give_every_multiprocessor_one_when_they_fit() {
+        // TinyLlama's down projection: 2,048 rows of 5,632 values.
+        let shape =
+            TileShape::new(q4_0_blocks(false), 2048, 1, 5632, 7744, 227 * 1024, 132).unwrap();
+        assert_eq!(shape.rows, 16);
+        assert_eq!(2048usize.div_ceil(shape.rows), 128);
+        assert!(shape.threads.is_multiple_of(32) && shape.threads <= MAX_THREADS);
+        // Two planes of 180 floats: 90 units, even, so 4 floats more.
+        assert_eq!(shape.shared_bytes, 7744 + 16 * (2 * 180 + 4) * 4);
+    }
+
+    #[test]
+    fn tiles_shrink_to_fit_shared_memory_and_stay_even() {
+        let lanes = TileKind {
+            weight_type: WeightType::Q8_0,
+            order: SummationOrder::Lanes,
+            pairs: true,
+        };
+        let shape = TileShape::new(lanes, 5632, 1, 2048, 2816, 48 * 1024, 132).unwrap();
+        assert!(shape.rows.is_multiple_of(2) && shape.rows >= 2);
+        assert!(shape.shared_bytes <= 48 * 1024);
+        // Rows of 1M values cannot fit two rows' planes.
+        assert!(TileShape::new(lanes, 8, 1, 1 << 20, 1 << 20, 48 * 1024, 132).is_err());
+    }
+}
