@@ -39,62 +39,26 @@ struct StagedQ8 {
     const int* sum;
 };
 
-// Quantizes values i0 + j·blockDim.x (j < N), held in v, into the staged Q8
-// blocks, as quantize_q8_lane and warp_sum_int do one block at a time (a
-// warp's lanes hold one block per j), but with the N blocks' shuffle rounds
-// interleaved, so a warp waits for each round once rather than N times.
-// Values past `cols` are 0 and blocks past it are not stored.
-template <int N>
-__device__ __forceinline__ void quantize_blocks(const float* v, int i0, int cols, i8* xq,
-                                                float* xd, float* xs, int* xsum) {
-    const int lane = threadIdx.x % WARP;
-    float amax[N];
-    int q[N], sum[N];
-#pragma unroll
-    for (int j = 0; j < N; ++j) amax[j] = fabsf(v[j]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int j = 0; j < N; ++j) amax[j] = fmaxf(amax[j], __shfl_xor_sync(FULL_MASK, amax[j], o));
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-        const float inverse = amax[j] != 0.0f ? 127.0f / amax[j] : 0.0f;
-        sum[j] = q[j] = __float2int_rn(v[j] * inverse);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int j = 0; j < N; ++j) sum[j] += __shfl_xor_sync(FULL_MASK, sum[j], o);
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-        const int i = i0 + j * blockDim.x;
-        if (i - lane >= cols) break;  // whole warps leave together
-        xq[i] = (i8)q[j];
-        if (lane == 0) {
-            const int b = i / 32;
-            const float d = amax[j] / 127.0f;
-            xd[b] = h2f(f2h(d));
-            xs[b] = h2f(f2h(d * (float)sum[j]));
-            xsum[b] = sum[j];
-        }
-    }
-}
-
-// quantize_blocks for values i0 + j·blockDim.x (j < STAGE_BATCH), with N the
-// fewest of 1, 2, 4, 8 that covers the warp's blocks below `cols` (the same
-// for the whole warp).
+// Quantizes values i0 + j·blockDim.x (j < STAGE_BATCH), held in v, into the
+// staged Q8 blocks; a warp's lanes hold one block.
 __device__ __forceinline__ void quantize_batch(const float* v, int i0, int cols, i8* xq,
                                                float* xd, float* xs, int* xsum) {
-    const int first = i0 - (int)threadIdx.x % WARP;  // the warp's first value
-    const int blocks = first < cols ? (cols - first + blockDim.x - 1) / blockDim.x : 0;
-    if (blocks > 4)
-        quantize_blocks<8>(v, i0, cols, xq, xd, xs, xsum);
-    else if (blocks > 2)
-        quantize_blocks<4>(v, i0, cols, xq, xd, xs, xsum);
-    else if (blocks == 2)
-        quantize_blocks<2>(v, i0, cols, xq, xd, xs, xsum);
-    else if (blocks == 1)
-        quantize_blocks<1>(v, i0, cols, xq, xd, xs, xsum);
+    const int lane = threadIdx.x % WARP;
+#pragma unroll
+    for (int j = 0; j < STAGE_BATCH; ++j) {
+        const int i = i0 + j * blockDim.x;
+        if (i - lane >= cols) break;  // whole warps leave together
+        float d;
+        const int q = quantize_q8_lane(v[j], &d);
+        xq[i] = (i8)q;
+        const int sum = warp_sum_int(q);
+        if (lane == 0) {
+            const int b = i / 32;
+            xd[b] = h2f(f2h(d));
+            xs[b] = h2f(f2h(d * (float)sum));
+            xsum[b] = sum;
+        }
+    }
 }
 
 // Stages x as Q8 blocks, one warp per block (see quantize_q8_lane): thread t
