@@ -8,9 +8,9 @@ use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
 
-/// Warps (rows in flight) per block of a float GEMV: 16 unless `TL_GEMV_WARPS` (2 to 16,
-/// even; `GEMV_MAX_THREADS` in gemv.cu is 16 warps) says otherwise (a tuning
-/// knob for measurements).
+/// Warps (rows in flight) per block of a float GEMV: 16 unless
+/// `TL_GEMV_WARPS` (2 to 16, even; `GEMV_MAX_THREADS` in gemv.cu is 16 warps)
+/// says otherwise (a tuning knob for measurements).
 fn warps_per_block() -> usize {
     static WARPS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *WARPS.get_or_init(|| {
@@ -50,10 +50,22 @@ fn blocks_per_multiprocessor() -> usize {
     })
 }
 
-/// A launch's kernel name suffix, grid width, threads per block, dynamic
-/// shared memory and rows per tile. Quantized matrices take tiles of rows
-/// (see `ops::gemv_tile`); float matrices a warp per row, each block staging
-/// x once for many rows, one block per multiprocessor (by default) with every
+/// How one GEMV is launched.
+struct Launch {
+    /// The kernel's name after `gemv_<mode>`.
+    kernel_suffix: String,
+    /// Blocks along the grid's x (one sequence).
+    blocks: u32,
+    threads: u32,
+    shared_bytes: usize,
+    /// Rows per tile (quantized kernels; 0 for float ones).
+    tile_rows: usize,
+}
+
+/// The launch of a product of `w` giving `out_rows` rows for each of
+/// `sequences` vectors. Quantized matrices take tiles of rows (see
+/// `ops::gemv_tile`); float matrices a warp per row, each block staging x
+/// once for many rows, one block per multiprocessor (by default) with every
 /// row in flight.
 fn launch_shape(
     gpu: &Gpu,
@@ -61,7 +73,7 @@ fn launch_shape(
     out_rows: usize,
     sequences: usize,
     pairs: bool,
-) -> Result<(String, u32, u32, usize, usize)> {
+) -> Result<Launch> {
     let cols = w.cols();
     let staged = staged_bytes(w.weight_type(), cols);
     let multiprocessors = gpu.info().multiprocessors;
@@ -81,14 +93,13 @@ fn launch_shape(
             limit,
             multiprocessors,
         )?;
-        let tiles = out_rows.div_ceil(shape.rows);
-        return Ok((
-            w.gemv_suffix(),
-            int(tiles, "tiles")? as u32,
-            shape.threads as u32,
-            shape.shared_bytes,
-            shape.rows,
-        ));
+        return Ok(Launch {
+            kernel_suffix: w.gemv_suffix(),
+            blocks: int(out_rows.div_ceil(shape.rows), "tiles")? as u32,
+            threads: shape.threads as u32,
+            shared_bytes: shape.shared_bytes,
+            tile_rows: shape.rows,
+        });
     }
     if staged + STATIC_SHARED > DEFAULT_SHARED_LIMIT {
         return Err(CudaError::Unsupported(format!(
@@ -99,14 +110,13 @@ fn launch_shape(
     }
     let warps = warps_per_block();
     let cap = multiprocessors * blocks_per_multiprocessor();
-    let blocks = blocks_for(out_rows, warps).min(cap.max(1) as u32);
-    Ok((
-        format!("{}_l32", w.gemv_suffix()),
-        blocks,
-        (warps * 32) as u32,
-        staged,
-        0,
-    ))
+    Ok(Launch {
+        kernel_suffix: format!("{}_l32", w.gemv_suffix()),
+        blocks: blocks_for(out_rows, warps).min(cap.max(1) as u32),
+        threads: (warps * 32) as u32,
+        shared_bytes: staged,
+        tile_rows: 0,
+    })
 }
 
 /// What the product is combined with.
@@ -206,8 +216,7 @@ pub fn gemv_batched(
     };
     y.require(out_rows * sequences, "gemv output")?;
     let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
-    let (suffix, blocks, threads, shared, tile_rows) =
-        launch_shape(gpu, w, out_rows, sequences, pairs)?;
+    let launch = launch_shape(gpu, w, out_rows, sequences, pairs)?;
     let (mode, norm) = match epilogue {
         Epilogue::Plain => ("", None),
         Epilogue::Residual => ("residual_", None),
@@ -223,7 +232,7 @@ pub fn gemv_batched(
     };
     let batched = sequences > 1 || tables;
     let family = if batched { "gemv_batched" } else { "gemv" };
-    let kernel = format!("{family}_{mode}{suffix}");
+    let kernel = format!("{family}_{mode}{}", launch.kernel_suffix);
     // Every variant takes the same parameters; those it does not use are 0.
     let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
     match norm {
@@ -270,9 +279,13 @@ pub fn gemv_batched(
     }
     args.push(Arg::I32(l2_prefetch_level()));
     args.extend(next_matrix_args(gpu, w, next)?);
-    args.push(Arg::I32(int(tile_rows, "tile rows")?));
+    args.push(Arg::I32(int(launch.tile_rows, "tile rows")?));
     let sequences = int(sequences, "sequences")? as u32;
-    let grid = (blocks, sequences);
+    let (grid, threads, shared) = (
+        (launch.blocks, sequences),
+        launch.threads,
+        launch.shared_bytes,
+    );
     // Only quantized GEMVs start early (see gemv.cu).
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
     // x holds cols values per sequence, y out_rows per sequence, the norm
