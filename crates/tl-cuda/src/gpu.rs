@@ -76,6 +76,9 @@ pub struct Gpu {
     /// The kernel units' modules (see `compile`).
     modules: Vec<Arc<CudaModule>>,
     functions: std::sync::Mutex<HashMap<String, CudaFunction>>,
+    /// The dynamic shared memory each kernel has opted in to (bytes), for
+    /// those launched with more than 48 KiB.
+    shared_opted_in: std::sync::Mutex<HashMap<String, u32>>,
     blas: CudaBlas,
     info: DeviceInfo,
     syncs: AtomicU64,
@@ -125,6 +128,7 @@ impl Gpu {
             stream,
             modules,
             functions: Default::default(),
+            shared_opted_in: Default::default(),
             blas,
             info: info.clone(),
             syncs: AtomicU64::new(0),
@@ -265,6 +269,27 @@ impl Gpu {
             .map_err(|e| CudaError::driver("launching profile_spin", e))
     }
 
+    /// Lets `function` (named `kernel`) launch with `bytes` of dynamic shared
+    /// memory: above 48 KiB a kernel must opt in, once for the largest size
+    /// it uses (within `shared_per_block_optin`, which the caller checked).
+    fn opt_in_shared(&self, kernel: &str, function: &CudaFunction, bytes: u32) -> Result<()> {
+        let mut opted = self
+            .shared_opted_in
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if opted.get(kernel).is_some_and(|&done| done >= bytes) {
+            return Ok(());
+        }
+        function
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+            .map_err(|e| CudaError::driver("raising a kernel's shared memory", e))?;
+        opted.insert(kernel.to_owned(), bytes);
+        Ok(())
+    }
+
     fn function(&self, name: &str) -> Result<CudaFunction> {
         let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = functions.get(name) {
@@ -335,14 +360,7 @@ impl Gpu {
     ) -> Result<()> {
         let function = self.function(kernel)?;
         if shared_bytes as usize > DEFAULT_SHARED_LIMIT {
-            // Above 48 KiB a kernel must opt in (the size is the launch's own,
-            // within `shared_per_block_optin`, which the caller checked).
-            function
-                .set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared_bytes as i32,
-                )
-                .map_err(|e| CudaError::driver("raising a kernel's shared memory", e))?;
+            self.opt_in_shared(kernel, &function, shared_bytes)?;
         }
         // Each argument's bytes in an 8-byte slot; the kernel reads 4 or 8.
         let mut slots: Vec<u64> = args
