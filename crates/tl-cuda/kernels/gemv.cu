@@ -21,6 +21,14 @@
 
 // The largest block the host launches (registers are budgeted for it).
 #define GEMV_MAX_THREADS 512
+// GEMV_CLOCKS=1 (set through TL_CUDA_KERNEL_DEFINES, a measurement aid):
+// thread 0 of block 0 and of a middle block prints each tile GEMV's phase
+// clocks: "clk MODE rows cols tile block" then the cycles waiting for the
+// previous kernel, staging x, computing the terms, at the barrier, and
+// walking with the epilogue.
+#ifndef GEMV_CLOCKS
+#define GEMV_CLOCKS 0
+#endif
 
 // Stages x (normalised when norm_weight != 0) as f32 in shared memory.
 __device__ void stage_f32(const float* x, const float* norm_weight, float eps, int cols,
@@ -33,76 +41,126 @@ __device__ void stage_f32(const float* x, const float* norm_weight, float eps, i
 // x as Q8 blocks in shared memory: the int8 values, and per block of 32 the
 // f16-rounded scale d, the f16-rounded d·Σq (Q8_1's s) and the exact Σq.
 struct StagedQ8 {
-    const i8* q;
-    const float* d;
-    const float* s;
-    const int* sum;
+    i8* q;
+    float* d;
+    float* s;
+    int* sum;
 };
 
-// Quantizes values i0 + j·blockDim.x (j < STAGE_BATCH), held in v, into the
-// staged Q8 blocks; a warp's lanes hold one block.
-__device__ __forceinline__ void quantize_batch(const float* v, int i0, int cols, i8* xq,
-                                               float* xd, float* xs, int* xsum) {
-    const int lane = threadIdx.x % WARP;
+// Values [8k, 8k + 8) of v (zeros past `count` quarters), as two float4 loads
+// when v is 16-byte aligned.
+__device__ __forceinline__ void load_quarter(const float* v, int k, int count, float* out) {
+    if (k >= count) {
 #pragma unroll
-    for (int j = 0; j < STAGE_BATCH; ++j) {
-        const int i = i0 + j * blockDim.x;
-        if (i - lane >= cols) break;  // whole warps leave together
-        float d;
-        const int q = quantize_q8_lane(v[j], &d);
-        xq[i] = (i8)q;
-        const int sum = warp_sum_int(q);
-        if (lane == 0) {
-            const int b = i / 32;
-            xd[b] = h2f(f2h(d));
-            xs[b] = h2f(f2h(d * (float)sum));
-            xsum[b] = sum;
-        }
+        for (int j = 0; j < 8; ++j) out[j] = 0.0f;
+    } else if (((u64)v & 15) == 0) {
+        const float4 a = ((const float4*)v)[2 * k], b = ((const float4*)v)[2 * k + 1];
+        const float f[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) out[j] = f[j];
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) out[j] = v[8 * k + j];
     }
 }
 
-// Stages x as Q8 blocks, one warp per block (see quantize_q8_lane): thread t
-// takes values t, t + blockDim, ..., which puts block b on warp b % warps with
-// lane i holding value i. Layout in `shared`: q[cols] (16-byte aligned), then
-// d, s and sum, cols/32 each. A normalised x that fits one batch per thread is
-// read once (sum of squares and quantization from the same registers).
+// Where the staged blocks lie in `shared`: q[cols] (16-byte aligned), then d,
+// s and sum, cols/32 each.
+__device__ __forceinline__ StagedQ8 staged_q8_at(void* shared, int cols) {
+    const int blocks = cols / 32;
+    i8* q = (i8*)shared;
+    float* d = (float*)(q + cols);
+    StagedQ8 staged = {q, d, d + blocks, (int*)(d + 2 * blocks)};
+    return staged;
+}
+
+// llama.cpp's Q8 quantization (as quantize_q8_lane) of quarter k of a block
+// of 32 values, held in v: four neighbouring lanes hold a block's quarters,
+// so its amax and Σq take two shuffles each. Every lane of the warp calls
+// this (a quarter past `count` is computed and not stored).
+__device__ __forceinline__ void quantize_quarter(const float* v, int k, int count,
+                                                 const StagedQ8& staged) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+    amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 2));
+    const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float d = amax / 127.0f;
+    int q[8], sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        q[j] = __float2int_rn(v[j] * inverse);
+        sum += q[j];
+    }
+    sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+    sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+    if (k >= count) return;
+    u32 packed[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+        packed[h] = (u32)(q[4 * h] & 0xff) | (u32)(q[4 * h + 1] & 0xff) << 8 |
+                    (u32)(q[4 * h + 2] & 0xff) << 16 | (u32)(q[4 * h + 3] & 0xff) << 24;
+    *(uint2*)(staged.q + 8 * k) = make_uint2(packed[0], packed[1]);
+    if (k % 4 == 0) {
+        const int b = k / 4;
+        staged.d[b] = h2f(f2h(d));
+        staged.s[b] = h2f(f2h(d * (float)sum));
+        staged.sum[b] = sum;
+    }
+}
+
+// Quarters each thread holds when x fits in registers.
+#define STAGE_QUARTERS 2
+
+// Stages x (normalised when norm_weight != 0) as Q8 blocks: thread t takes
+// quarters t, t + blockDim, ... of the blocks (8 consecutive values each), so
+// a block's four quarters are on four neighbouring lanes. When x fits in
+// STAGE_QUARTERS quarters a thread, it is read once, all its loads before any
+// use (the sum of squares and the quantization from the same registers).
 __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps, int cols,
                              void* shared, double* scratch) {
-    const int blocks = cols / 32;
-    i8* xq = (i8*)shared;
-    float* xd = (float*)(xq + cols);
-    float* xs = xd + blocks;
-    int* xsum = (int*)(xs + blocks);
-    if (norm_weight && cols <= STAGE_BATCH * (int)blockDim.x) {
-        float v[STAGE_BATCH], w[STAGE_BATCH];
-        double squares = 0.0;
+    const StagedQ8 staged = staged_q8_at(shared, cols);
+    const int quarters = cols / 8;
+    if (quarters <= STAGE_QUARTERS * (int)blockDim.x) {
+        float v[STAGE_QUARTERS][8];
 #pragma unroll
-        for (int j = 0; j < STAGE_BATCH; ++j) {
-            const int i = threadIdx.x + j * blockDim.x;
-            v[j] = i < cols ? x[i] : 0.0f;
-            w[j] = i < cols ? norm_weight[i] : 0.0f;
+        for (int r = 0; r < STAGE_QUARTERS; ++r)
+            load_quarter(x, threadIdx.x + r * blockDim.x, quarters, v[r]);
+        if (norm_weight) {
+            float w[STAGE_QUARTERS][8];
+#pragma unroll
+            for (int r = 0; r < STAGE_QUARTERS; ++r)
+                load_quarter(norm_weight, threadIdx.x + r * blockDim.x, quarters, w[r]);
+            double squares = 0.0;
+#pragma unroll
+            for (int r = 0; r < STAGE_QUARTERS; ++r)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) squares += (double)(v[r][j] * v[r][j]);
+            const double total = block_sum_f64(squares, scratch);
+            const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+#pragma unroll
+            for (int r = 0; r < STAGE_QUARTERS; ++r)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) v[r][j] = (v[r][j] * scale) * w[r][j];
         }
 #pragma unroll
-        for (int j = 0; j < STAGE_BATCH; ++j) squares += (double)(v[j] * v[j]);
-        const double total = block_sum_f64(squares, scratch);
-        const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
-#pragma unroll
-        for (int j = 0; j < STAGE_BATCH; ++j) v[j] = (v[j] * scale) * w[j];
-        quantize_batch(v, threadIdx.x, cols, xq, xd, xs, xsum);
+        for (int r = 0; r < STAGE_QUARTERS; ++r)
+            if (r * (int)blockDim.x < quarters)  // the same on every thread
+                quantize_quarter(v[r], threadIdx.x + r * blockDim.x, quarters, staged);
     } else {
         const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
-        for (int i0 = threadIdx.x; i0 < cols; i0 += STAGE_BATCH * blockDim.x) {
-            float v[STAGE_BATCH];
+        // Whole warps go round, for the shuffles.
+        const int lane = threadIdx.x % WARP;
+        for (int k = threadIdx.x; k - lane < quarters; k += blockDim.x) {
+            float v[8];
 #pragma unroll
-            for (int j = 0; j < STAGE_BATCH; ++j) {
-                const int i = i0 + j * blockDim.x;
-                v[j] = i < cols ? staged_input(x, norm_weight, scale, i) : 0.0f;
-            }
-            quantize_batch(v, i0, cols, xq, xd, xs, xsum);
+            for (int j = 0; j < 8; ++j)
+                v[j] = k < quarters ? staged_input(x, norm_weight, scale, 8 * k + j) : 0.0f;
+            quantize_quarter(v, k, quarters, staged);
         }
     }
     __syncthreads();
-    StagedQ8 staged = {xq, xd, xs, xsum};
     return staged;
 }
 // How a row's f32 sum is ordered: the CPU backend's (llama.cpp's AVX2)
@@ -414,33 +472,55 @@ struct RopeStore {
     u16* const* v_tables;
 };
 
+// What the rotation and cache write of the pair of rows (r, r + 1) read
+// besides the rows: the position, its cos/sin for the pair and the caches.
+// None of it is written by an earlier kernel, so a tile loads it before its
+// wait and the serial tail does not wait on memory.
+struct PairInputs {
+    int pos;
+    float2 cs;
+    u16* k_cache;
+    u16* v_cache;
+};
+
+template <bool BATCHED>
+__device__ __forceinline__ PairInputs rope_pair_inputs(const RopeStore& rope, int r) {
+    PairInputs in;
+    in.pos = BATCHED ? rope.position[blockIdx.y] : *rope.position;
+    in.cs = rope.cos_sin[(u64)in.pos * (rope.head_dim / 2) + r % rope.head_dim / 2];
+    in.k_cache = BATCHED ? rope.k_tables[blockIdx.y] : rope.k_cache;
+    in.v_cache = BATCHED ? rope.v_tables[blockIdx.y] : rope.v_cache;
+    return in;
+}
+
 // Rotates the pair of rows (r, r + 1) of the QKV output `y` in place (queries),
 // or writes it to the cache (keys rotated, values as they are).
-template <bool BATCHED>
-__device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0, float x1) {
-    const int pos = BATCHED ? rope.position[blockIdx.y] : *rope.position;
-    const int pairs = rope.head_dim / 2;
+__device__ __forceinline__ void rope_store_pair_with(const RopeStore& rope, const PairInputs& in,
+                                                     float* y, int r, float x0, float x1) {
     const int within = r % rope.head_dim;
-    u16* const k_cache = BATCHED ? rope.k_tables[blockIdx.y] : rope.k_cache;
-    u16* const v_cache = BATCHED ? rope.v_tables[blockIdx.y] : rope.v_cache;
     if (r >= rope.q_width + rope.kv_width) {  // values
         const int v = r - rope.q_width - rope.kv_width;
-        const u64 at = ((u64)(v / rope.head_dim) * rope.capacity + pos) * rope.head_dim + within;
-        v_cache[at] = f2h(x0);
-        v_cache[at + 1] = f2h(x1);
+        const u64 at = ((u64)(v / rope.head_dim) * rope.capacity + in.pos) * rope.head_dim + within;
+        in.v_cache[at] = f2h(x0);
+        in.v_cache[at + 1] = f2h(x1);
         return;
     }
-    const float2 cs = rope.cos_sin[(u64)pos * pairs + within / 2];
+    const float2 cs = in.cs;
     const float r0 = fmaf(x0, cs.x, -(x1 * cs.y)), r1 = fmaf(x0, cs.y, x1 * cs.x);
     if (r < rope.q_width) {
         y[r] = r0;
         y[r + 1] = r1;
     } else {
         const int k = r - rope.q_width;
-        const u64 at = ((u64)(k / rope.head_dim) * rope.capacity + pos) * rope.head_dim + within;
-        k_cache[at] = f2h(r0);
-        k_cache[at + 1] = f2h(r1);
+        const u64 at = ((u64)(k / rope.head_dim) * rope.capacity + in.pos) * rope.head_dim + within;
+        in.k_cache[at] = f2h(r0);
+        in.k_cache[at + 1] = f2h(r1);
     }
+}
+
+template <bool BATCHED>
+__device__ void rope_store_pair(const RopeStore& rope, float* y, int r, float x0, float x1) {
+    rope_store_pair_with(rope, rope_pair_inputs<BATCHED>(rope, r), y, r, x0, x1);
 }
 
 // The weights of the next matrix to ask L2 for (bytes of quants and scales
@@ -554,12 +634,28 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
     constexpr int CHAINS = Planes<T, ORDER>::CHAINS;
     constexpr int STEP = TileBatch<T>::UNROLL;
     const int blocks = cols / 32, items = NR * tile * blocks, start = blockIdx.x * tile;
+#if GEMV_CLOCKS
+    const long long clkw = clock64();
+#endif
     TileBatch<T> batch;  // the thread's next blocks
     load_batch<T, NR>(qs, sc, rows, blocks, start, tile, threadIdx.x, blockDim.x, batch);
     prefetch_inputs<MODE, BATCHED>(norm_weight, cols, rope, l2_prefetch, next);
+    // What the first pass's epilogue reads, loaded now so that the tail does
+    // not wait on memory: RoPE's inputs now, the residual after the wait.
+    const int first_i = min((int)threadIdx.x / CHAINS, tile - 1);
+    const int first_r = min(start + first_i, rows - 1);
+    PairInputs first_pair;
+    if (MODE == 4) first_pair = rope_pair_inputs<BATCHED>(rope, first_r & ~1);
     allow_next_kernel();
     wait_for_previous_kernel();
+    const float first_prior = MODE == 1 ? y[first_r] : 0.0f;
+#if GEMV_CLOCKS
+    const long long clk0 = clock64();
+#endif
     const StagedQ8 xq = stage_q8(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch);
+#if GEMV_CLOCKS
+    const long long clk1 = clock64();
+#endif
     float* planes = tile_planes(shared, cols);
     // Each batch is requested before the one before it is used.
     for (int k0 = threadIdx.x; k0 < items; k0 += STEP * blockDim.x) {
@@ -570,7 +666,13 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
         produce_batch<T, ORDER, NR>(batch, xq, rows, blocks, start, tile, k0, blockDim.x, planes);
         batch = next_batch;
     }
+#if GEMV_CLOCKS
+    const long long clk2 = clock64();
+#endif
     __syncthreads();
+#if GEMV_CLOCKS
+    const long long clk3 = clock64();
+#endif
     // The walkers: in each pass over the tile's rows, thread t walks chain
     // t % CHAINS of the pass's row t / CHAINS (whole warps, for the shuffles;
     // threads past the tile's rows walk its last row and drop the sums).
@@ -584,16 +686,25 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
         if (MODE == 4) {
             // Rows r (even) and r + 1 are neighbouring walkers.
             const float odd = __shfl_down_sync(FULL_MASK, sum[0], CHAINS);
-            if (owner && i % 2 == 0 && r + 1 < rows)
-                rope_store_pair<BATCHED>(rope, y, r, sum[0], odd);
+            if (owner && i % 2 == 0 && r + 1 < rows) {
+                if (pass == 0)
+                    rope_store_pair_with(rope, first_pair, y, r, sum[0], odd);
+                else
+                    rope_store_pair<BATCHED>(rope, y, r, sum[0], odd);
+            }
         } else if (owner) {
             if (MODE == 3)
                 y[r] = __fmul_rn(r < rows - rows % 8 ? silu(sum[0]) : silu_libm(sum[0]),
                                  sum[NR - 1]);
             else
-                y[r] = MODE == 1 ? __fadd_rn(y[r], sum[0]) : sum[0];
+                y[r] = MODE == 1 ? __fadd_rn(pass == 0 ? first_prior : y[r], sum[0]) : sum[0];
         }
     }
+#if GEMV_CLOCKS
+    if ((blockIdx.x == 0 || blockIdx.x == gridDim.x / 2) && threadIdx.x == 0 && !BATCHED)
+        printf("clk %d %d %d %d %d %lld %lld %lld %lld %lld\n", MODE, rows, cols, tile, blockIdx.x,
+               clk0 - clkw, clk1 - clk0, clk2 - clk1, clk3 - clk2, clock64() - clk3);
+#endif
 }
 
 template <int T, int ORDER, int MODE, bool BATCHED>

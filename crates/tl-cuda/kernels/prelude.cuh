@@ -93,8 +93,17 @@ __device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
     __syncthreads();
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
+    // In warp order, eight partial sums read before any is added, so the
+    // chain waits for shared memory once per eight warps.
     double total = 0.0;
-    for (int w = 0; w < warps; ++w) total += scratch[w];
+    for (int w0 = 0; w0 < warps; w0 += 8) {
+        double part[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) part[j] = w0 + j < warps ? scratch[w0 + j] : 0.0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            if (w0 + j < warps) total += part[j];
+    }
     return total;
 }
 

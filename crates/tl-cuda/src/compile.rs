@@ -70,7 +70,8 @@ pub fn units() -> Vec<Unit> {
         source: concatenated(COMMON),
     }];
     for (suffix, kernels, type_constant, order) in GEMV_UNITS {
-        let mut source = concatenated(&[PRELUDE, GEMV]);
+        let mut source = measurement_defines();
+        source.push_str(&concatenated(&[PRELUDE, GEMV]));
         source.push_str(&format!(
             "GEMV_KERNELS({kernels}, {type_constant}, {order})\n"
         ));
@@ -80,6 +81,18 @@ pub fn units() -> Vec<Unit> {
         });
     }
     units
+}
+
+/// `TL_CUDA_KERNEL_DEFINES=NAME=VALUE,...` as `#define` lines (a knob for
+/// measurements: variants of the GEMV kernels; part of the source, so of the
+/// cache key).
+fn measurement_defines() -> String {
+    std::env::var("TL_CUDA_KERNEL_DEFINES")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|d| d.split_once('='))
+        .map(|(name, value)| format!("#define {name} {value}\n"))
+        .collect()
 }
 
 /// The NVRTC version as (major, minor).
