@@ -10,8 +10,9 @@ use crate::matrix::{SummationOrder, WeightType};
 /// Threads per block at most (`GEMV_MAX_THREADS` in gemv.cu).
 const MAX_THREADS: usize = 512;
 
-/// Values of x each thread stages in one pass (`STAGE_BATCH` in prelude.cuh).
-const STAGE_BATCH: usize = 8;
+/// Values of x each thread holds when staging reads x once
+/// (`STAGE_QUARTERS` quarters of 8 in gemv.cu).
+const STAGED_PER_THREAD: usize = 16;
 
 /// Rows per tile: by default the fewest that give every multiprocessor one
 /// block (a block takes one tile of one sequence); `TL_GEMV_TILE_ROWS`
@@ -155,7 +156,7 @@ impl TileShape {
         let threads = [
             items.div_ceil(kind.batch()),
             rows * kind.chains(),
-            cols.div_ceil(STAGE_BATCH),
+            cols.div_ceil(STAGED_PER_THREAD),
             least_threads(),
         ]
         .into_iter()
