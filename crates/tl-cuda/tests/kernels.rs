@@ -206,6 +206,8 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
             (300, 2048),
             (1031, 160),
             (2, 5632),
+            // More columns than staging holds in registers: x staged in rounds.
+            (3, 8224),
             // More rows than one sweep of the grid: blocks loop, prefetching.
             (20000, 64),
             (9000, 2048),
