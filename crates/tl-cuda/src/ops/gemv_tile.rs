@@ -30,9 +30,10 @@ fn wanted_rows(out_rows: usize, sequences: usize, multiprocessors: usize) -> usi
 
 /// Threads per block at least: 512 unless `TL_GEMV_TILE_THREADS` (32 to 512)
 /// says otherwise (a tuning knob for measurements). Every thread stages part
-/// of x (a few shuffle rounds per value) before any product, so more threads
+/// of x (its quarters of Q8 blocks) before any product, so more threads
 /// shorten every tile's start (SmolLM2's decode, tiles of 8 rows, measured
-/// 1,098 tok/s at 96 threads a block, 1,150 at 256).
+/// 1,098 tok/s at 96 threads a block, 1,150 at 256, when each value took
+/// its own shuffle rounds).
 fn least_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(|| {
