@@ -172,16 +172,8 @@ impl CudaModel {
                 out: b.attention.all(),
             };
             attention_ops::attention_f16_accumulator_batched(gpu, &attention, n)?;
-            let residual = Epilogue::Residual;
-            let (attention, x) = (b.attention.all(), b.x.all());
-            let gate_up = Some(&w.gate_up);
-            gemv_batched(gpu, &w.attention_output, attention, x, residual, n, gate_up)?;
-            let norm = Epilogue::NormSwiglu {
-                weight: w.feed_forward_norm.all(),
-                eps,
-            };
-            gemv_batched(gpu, &w.gate_up, x, b.hidden.all(), norm, n, Some(&w.down))?;
-            gemv_batched(gpu, &w.down, b.hidden.all(), x, residual, n, after_block)?;
+            let (attention, x, hidden) = (b.attention.all(), b.x.all(), b.hidden.all());
+            self.finish_block(w, attention, x, hidden, n, after_block)?;
         }
         let norm = Epilogue::Norm {
             weight: self.output_norm.all(),

@@ -160,6 +160,40 @@ impl CudaModel {
         }
     }
 
+    /// The rest of block `b` after attention, for `n` rows: x += W_o·attention,
+    /// then x += W_down·swiglu(W_gate/up·rmsnorm(x)) with SwiGLU's output in
+    /// `hidden`. With `after_block` (decode steps; prompts pass none), each
+    /// GEMV asks L2 for the next matrix's weights, the last one for it.
+    fn finish_block(
+        &self,
+        b: &BlockWeights,
+        attention: tl_cuda::Span<'_, f32>,
+        x: tl_cuda::Span<'_, f32>,
+        hidden: tl_cuda::Span<'_, f32>,
+        n: usize,
+        after_block: Option<&DeviceMatrix>,
+    ) -> Result<()> {
+        let gpu = &self.gpu;
+        let hint = |m| after_block.map(|_| m);
+        let residual = Epilogue::Residual;
+        gemv_batched(
+            gpu,
+            &b.attention_output,
+            attention,
+            x,
+            residual,
+            n,
+            hint(&b.gate_up),
+        )?;
+        let norm = Epilogue::NormSwiglu {
+            weight: b.feed_forward_norm.all(),
+            eps: self.config.rms_norm_eps,
+        };
+        gemv_batched(gpu, &b.gate_up, x, hidden, norm, n, hint(&b.down))?;
+        gemv_batched(gpu, &b.down, hidden, x, residual, n, after_block)?;
+        Ok(())
+    }
+
     /// Block `b`'s normalised QKV projection for a decode step of `n`
     /// sequences (`positions` holds one position, or one per sequence when
     /// `kv` has cache tables), with RoPE and the cache write: in the GEMV's
@@ -334,7 +368,6 @@ impl CudaModel {
         for (layer, b) in self.blocks.iter().enumerate() {
             let kv = cache.layer(layer)?;
             // Each GEMV names the matrix after it, whose weights it asks L2 for.
-            let (gate_up, down) = (Some(&b.gate_up), Some(&b.down));
             let after_block = Some(self.matrix_after_block(layer));
             self.project_qkv(b, s.x.all(), s.qkv.all(), 1, s.position.all(), kv)?;
             let batch = AttentionBatch {
@@ -347,15 +380,8 @@ impl CudaModel {
                 out: s.attention.all(),
             };
             attention_ops::attention_f16_accumulator(gpu, &batch)?;
-            let residual = Epilogue::Residual;
-            let (attention, x) = (s.attention.all(), s.x.all());
-            gemv_batched(gpu, &b.attention_output, attention, x, residual, 1, gate_up)?;
-            let norm = Epilogue::NormSwiglu {
-                weight: b.feed_forward_norm.all(),
-                eps,
-            };
-            gemv_batched(gpu, &b.gate_up, s.x.all(), s.hidden.all(), norm, 1, down)?;
-            gemv_batched(gpu, &b.down, s.hidden.all(), x, residual, 1, after_block)?;
+            let (attention, x, hidden) = (s.attention.all(), s.x.all(), s.hidden.all());
+            self.finish_block(b, attention, x, hidden, 1, after_block)?;
         }
         let norm = Epilogue::Norm {
             weight: self.output_norm.all(),
@@ -521,25 +547,8 @@ impl CudaModel {
             out: p.attention.all(),
         };
         attention_ops::attention_f16_accumulator(gpu, &batch)?;
-        let residual = Epilogue::Residual;
-        gemv_batched(
-            gpu,
-            &b.attention_output,
-            p.attention.all(),
-            x,
-            residual,
-            n,
-            None,
-        )?;
-        let norm_swiglu = Epilogue::NormSwiglu {
-            weight: b.feed_forward_norm.all(),
-            eps,
-        };
         // [row][feature] of SwiGLU's output, in the gate/up buffer's front.
-        let hidden = p.gate_up.all();
-        gemv_batched(gpu, &b.gate_up, x, hidden, norm_swiglu, n, None)?;
-        gemv_batched(gpu, &b.down, hidden, x, residual, n, None)?;
-        Ok(())
+        self.finish_block(b, p.attention.all(), x, p.gate_up.all(), n, None)
     }
 
     /// `y (+)= W·x` for `n` rows (x normalised first when `norm` says so),
