@@ -20,7 +20,7 @@ use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
 use std::ops::Range;
 
 use self::prepared::{Layout, PreparedRows};
-use self::vec_dot::{TileScratch, BATCH_GROUPS};
+use self::vec_dot::{GroupBatch, TileScratch, BATCH_GROUPS};
 use super::activations::{QuantizedActivations, QuantizedBlock, GROUP_ROWS};
 use super::blocks::WeightBlock;
 use super::matrix::{Arithmetic, WeightRows};
@@ -202,53 +202,49 @@ fn prefill<B: WeightBlock>(
         }
         debug_assert_eq!(row, columns.end);
     }
+    // The groups of the chunk in batches, looked up once for every tile.
+    let batches: Vec<GroupBatch<'_>> = chunk
+        .clone()
+        .step_by(BATCH_GROUPS)
+        .map(|first| GroupBatch::new(acts, first..(first + BATCH_GROUPS).min(chunk.end)))
+        .collect();
     if kernels == Kernels::VecDotVnni {
         let mut scratch = TileScratch::new();
         while row + VNNI_PREFILL_ROWS <= columns.end {
             let tile = (row, &mut scratch);
-            prefill_tile::<B, VNNI_PREFILL_ROWS, true>(
-                rows,
-                tile,
-                acts,
-                chunk.clone(),
-                buffer,
-                out,
-            );
+            prefill_tile::<B, VNNI_PREFILL_ROWS, true>(rows, tile, &batches, buffer, out);
             row += VNNI_PREFILL_ROWS;
         }
     }
     let mut scratch = TileScratch::new();
     while row + PREFILL_ROWS <= columns.end {
         let tile = (row, &mut scratch);
-        prefill_tile::<B, PREFILL_ROWS, false>(rows, tile, acts, chunk.clone(), buffer, out);
+        prefill_tile::<B, PREFILL_ROWS, false>(rows, tile, &batches, buffer, out);
         row += PREFILL_ROWS;
     }
     let mut scratch = TileScratch::new();
     for row in row..columns.end {
         let tile = (row, &mut scratch);
-        prefill_tile::<B, 1, false>(rows, tile, acts, chunk.clone(), buffer, out);
+        prefill_tile::<B, 1, false>(rows, tile, &batches, buffer, out);
     }
 }
 
-/// Weight rows `row..row + R` against the activation groups of `chunk`, with
+/// Weight rows `row..row + R` against the batches of activation groups, with
 /// the VNNI group tile if `VNNI` (only for [`Kernels::VecDotVnni`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn prefill_tile<B: WeightBlock, const R: usize, const VNNI: bool>(
     rows: Rows<'_, B>,
     (row, scratch): (usize, &mut TileScratch<R>),
-    acts: &QuantizedActivations,
-    chunk: Range<usize>,
+    batches: &[GroupBatch<'_>],
     buffer: &mut PreparedRows,
     out: &mut OutputColumns<'_>,
 ) {
     buffer.fill(&rows.get::<R>(row), Layout::VecDot);
     prefetch_rows(rows, row + R..row + 2 * R);
-    for first in chunk.clone().step_by(BATCH_GROUPS) {
-        let batch = first..(first + BATCH_GROUPS).min(chunk.end);
-        vec_dot::prepare_groups::<B, R>(buffer, acts, batch.clone(), scratch);
-        for (index, g) in batch.enumerate() {
-            let (group, act_rows) = acts.group(g);
-            let tile = (&group, index);
+    for batch in batches {
+        vec_dot::prepare_groups::<B, R>(buffer, batch, scratch);
+        for (index, group, act_rows) in batch.iter() {
+            let tile = (group, index);
             let values = if VNNI {
                 // SAFETY: VNNI tiles run only for `Kernels::VecDotVnni`, chosen
                 // where `vnni_available()` found the features this needs.
@@ -290,5 +286,93 @@ fn write<const R: usize, const C: usize>(
 ) {
     for (act, values) in act_rows.zip(values.iter()) {
         out.set_run(act, row, values);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::parallel::split_columns;
+    use crate::cpu::test_support::{random_blocks, Rng};
+
+    /// Weight rows `0..rows` against every activation row, in tiles of `R`
+    /// rows with the AVX2 group tile.
+    fn run_tiles<B: WeightBlock, const R: usize>(
+        weights: &[u8],
+        (rows, cols): (usize, usize),
+        acts: &QuantizedActivations,
+        m: usize,
+    ) -> Vec<f32> {
+        let blocks: &[B] = {
+            let size = std::mem::size_of::<B>();
+            assert_eq!(weights.len() % size, 0);
+            // SAFETY: `B` is a byte array type (`[u8; N]`, alignment 1) and
+            // `weights` holds a whole number of them.
+            unsafe { std::slice::from_raw_parts(weights.as_ptr().cast(), weights.len() / size) }
+        };
+        let per_row = cols / BLOCK_VALUES;
+        let groups = m.div_ceil(GROUP_ROWS);
+        let batches: Vec<GroupBatch<'_>> = (0..groups)
+            .step_by(BATCH_GROUPS)
+            .map(|first| GroupBatch::new(acts, first..(first + BATCH_GROUPS).min(groups)))
+            .collect();
+        let mut out = vec![f32::NAN; m * rows];
+        let mut share = split_columns(&mut out, m, rows, 1, 8)
+            .next()
+            .expect("one share");
+        let mut buffer = PreparedRows::default();
+        let mut scratch = TileScratch::<R>::new();
+        for row in (0..rows).step_by(R) {
+            let tile = (row, &mut scratch);
+            let rows = Rows { blocks, per_row };
+            // SAFETY: this module is compiled only when the build enables AVX2,
+            // FMA and F16C (see `cpu/mod.rs`).
+            unsafe {
+                prefill_tile::<B, R, false>(rows, tile, &batches, &mut buffer, &mut share);
+            }
+        }
+        out
+    }
+
+    /// The 4-row tiles are AVX-512 VNNI's shape; this runs them with the AVX2
+    /// tile, so that machines without VNNI check how they prepare the scale
+    /// products and Q4_1's terms for two pairs of rows.
+    #[test]
+    fn four_row_tiles_equal_one_row_tiles() {
+        let mut rng = Rng::new(11);
+        let (rows, cols) = (8, 576);
+        for ty in [WeightType::Q4_1, WeightType::Q4_0, WeightType::Q8_0] {
+            let weights = random_blocks(ty, rows * cols / BLOCK_VALUES, &mut rng);
+            // 21 rows: 6 groups in two batches, the last group partial.
+            for m in [2, 21] {
+                let x = rng.activations(m * cols);
+                let mut acts = QuantizedActivations::default();
+                acts.quantize(x.as_chunks().0, cols, 1);
+                let shape = (rows, cols);
+                let (one, four) = match ty {
+                    WeightType::Q4_0 => (
+                        run_tiles::<[u8; 18], 1>(&weights, shape, &acts, m),
+                        run_tiles::<[u8; 18], 4>(&weights, shape, &acts, m),
+                    ),
+                    WeightType::Q4_1 => (
+                        run_tiles::<[u8; 20], 1>(&weights, shape, &acts, m),
+                        run_tiles::<[u8; 20], 4>(&weights, shape, &acts, m),
+                    ),
+                    WeightType::Q8_0 => (
+                        run_tiles::<[u8; 34], 1>(&weights, shape, &acts, m),
+                        run_tiles::<[u8; 34], 4>(&weights, shape, &acts, m),
+                    ),
+                };
+                assert!(
+                    one.iter().all(|v| v.is_finite()),
+                    "{ty} m={m}: not all written"
+                );
+                let same = one
+                    .iter()
+                    .zip(&four)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{ty} m={m}: 4-row tiles differ from 1-row tiles");
+            }
+        }
     }
 }

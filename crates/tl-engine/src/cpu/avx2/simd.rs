@@ -40,14 +40,13 @@ pub(super) fn load_f32x4(values: &[f32; 4]) -> __m128 {
     unsafe { _mm_loadu_ps(values.as_ptr()) }
 }
 
-/// Stores 4 floats.
+/// Stores 8 floats.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(super) fn to_array4(value: __m128) -> [f32; 4] {
-    let mut out = [0.0f32; 4];
-    // SAFETY: `out` holds 4 writable floats and `storeu` has no alignment requirement.
-    unsafe { _mm_storeu_ps(out.as_mut_ptr(), value) };
-    out
+pub(super) fn store_f32x8(dst: &mut [f32; 8], value: __m256) {
+    // SAFETY: the exclusive reference covers 8 writable floats and `storeu` has no
+    // alignment requirement.
+    unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), value) }
 }
 
 /// Stores 32 signed bytes.

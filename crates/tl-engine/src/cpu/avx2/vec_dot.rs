@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use super::prepared::PreparedRows;
 use super::simd::{
-    hsum_f32x8, hsum_f32x8_eight, load_f32x4, load_i8x32, load_u8x32, to_array, to_array4,
+    hsum_f32x8, hsum_f32x8_eight, load_f32x4, load_i8x32, load_u8x32, store_f32x8, to_array,
     unpack_nibbles,
 };
 use crate::cpu::activations::{ActivationGroup, ActivationRow, QuantizedActivations, GROUP_ROWS};
@@ -115,11 +115,54 @@ fn prefetch_ahead<B>(block: &B, row: &[B]) {
 /// and their interleaved `Σ m·s` chains.
 pub(super) const BATCH_GROUPS: usize = 4;
 
+/// Activation rows of a batch: the lanes of a block's products for one
+/// weight row, group after group.
+const BATCH_ROWS: usize = BATCH_GROUPS * GROUP_ROWS;
+
+/// Weight rows of a tile, at most: [`prepare_groups`] keeps two rows' `Σ m·s`
+/// chains in each vector, for up to 2 pairs.
+const MAX_TILE_ROWS: usize = 4;
+
+/// Up to [`BATCH_GROUPS`] consecutive activation groups that tiles run
+/// together, looked up once per matmul rather than once per tile of rows.
+pub(super) struct GroupBatch<'a> {
+    /// The groups; past the batch's end the last one is repeated (the tiles
+    /// compute it again and its results are dropped).
+    groups: [ActivationGroup<'a>; BATCH_GROUPS],
+    /// The activation rows of each group.
+    rows: [Range<usize>; BATCH_GROUPS],
+    /// How many groups the batch has.
+    len: usize,
+}
+
+impl<'a> GroupBatch<'a> {
+    /// The groups `groups` (1 to [`BATCH_GROUPS`] of them) of `acts`.
+    pub(super) fn new(acts: &'a QuantizedActivations, groups: Range<usize>) -> Self {
+        debug_assert!(!groups.is_empty() && groups.len() <= BATCH_GROUPS);
+        let looked_up: [_; BATCH_GROUPS] =
+            std::array::from_fn(|g| acts.group((groups.start + g).min(groups.end - 1)));
+        GroupBatch {
+            groups: looked_up.clone().map(|(group, _)| group),
+            rows: looked_up.map(|(_, rows)| rows),
+            len: groups.len(),
+        }
+    }
+
+    /// Each group in the batch: its index in the batch, the group and its rows.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &ActivationGroup<'a>, Range<usize>)> {
+        self.rows[..self.len]
+            .iter()
+            .enumerate()
+            .map(|(index, rows)| (index, &self.groups[index], rows.clone()))
+    }
+}
+
 /// Room a share's tiles of `R` weight rows reuse, filled by
-/// [`prepare_groups`] for up to [`BATCH_GROUPS`] activation groups.
+/// [`prepare_groups`] for a [`GroupBatch`].
 pub(super) struct TileScratch<const R: usize> {
-    /// `dw·da` for each group of the batch and block, `[group][block][r][c]`.
-    products: Vec<[[f32; GROUP_ROWS]; R]>,
+    /// `dw·da` for each block, weight row and activation row of the batch,
+    /// `[block][r][group · 4 + c]`.
+    products: Vec<[[f32; BATCH_ROWS]; R]>,
     /// Q4_1's `Σ m·s` for each group of the batch, `[group][r][c]`.
     min_terms: [[[f32; GROUP_ROWS]; R]; BATCH_GROUPS],
 }
@@ -133,90 +176,85 @@ impl<const R: usize> TileScratch<R> {
     }
 }
 
-/// Prepares `R` prepared rows against the activation groups `groups` (at most
-/// [`BATCH_GROUPS`]) for [`group_tile`]: the `dw·da` products of every block,
-/// two rows' worth in one 8-wide multiply, and Q4_1's `Σ m·s` terms, each
-/// output's FMAs in block order as in `vec_dot`, the chains of the groups
-/// interleaved so they overlap instead of each waiting out its latency.
+/// Prepares `R` prepared rows against a batch of activation groups for
+/// [`group_tile`]: the `dw·da` products of every block, 8 at a time (a weight
+/// row's scale times two groups' activation scales), and Q4_1's `Σ m·s`
+/// terms, each output's FMAs in block order as in `vec_dot`. One pass over the
+/// blocks does both: the `Σ m·s` chains are bound by the FMA's latency, and
+/// the products fill the wait.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn prepare_groups<B: WeightBlock, const R: usize>(
     prepared: &PreparedRows,
-    acts: &QuantizedActivations,
-    groups: Range<usize>,
+    batch: &GroupBatch<'_>,
     scratch: &mut TileScratch<R>,
 ) {
-    debug_assert!(!groups.is_empty() && groups.len() <= BATCH_GROUPS);
-    // Past the batch's end the last group is repeated and its results dropped.
-    let batch: [ActivationGroup<'_>; BATCH_GROUPS] =
-        std::array::from_fn(|g| acts.group((groups.start + g).min(groups.end - 1)).0);
-    let scales: &[[f32; R]] = prepared.scales().as_chunks().0;
+    debug_assert!(R <= MAX_TILE_ROWS);
+    let batch = &batch.groups;
     let blocks = batch[0].scales.len();
-    let scales = &scales[..blocks];
+    let scales: &[[f32; R]] = &prepared.scales().as_chunks().0[..blocks];
     // Grown once, then overwritten: zeroing it per batch would cost again what
     // the 8-wide products save.
-    let needed = groups.len() * blocks;
-    if scratch.products.len() < needed {
-        scratch.products.resize(needed, [[0.0; GROUP_ROWS]; R]);
+    if scratch.products.len() < blocks {
+        scratch.products.resize(blocks, [[0.0; BATCH_ROWS]; R]);
     }
-    let products = scratch.products[..needed].chunks_exact_mut(blocks);
-    for (group, products) in batch.iter().zip(products) {
-        for ((products, scales), act_scales) in products.iter_mut().zip(scales).zip(group.scales) {
-            *products = scale_products(scales, act_scales);
+    let products = &mut scratch.products[..blocks];
+    let with_mins = B::TYPE == WeightType::Q4_1;
+    let mins: &[[f32; R]] = if with_mins {
+        &prepared.mins().as_chunks().0[..blocks]
+    } else {
+        &[]
+    };
+    // Sliced to the block count so that indexing by block needs no checks.
+    let act_scales = batch.map(|group| &group.scales[..blocks]);
+    let act_sums = batch.map(|group| &group.q8_1_sums[..blocks]);
+    // Two weight rows a vector (the second repeated for a single row): `[r][c]`
+    // of one group, as the terms are laid out.
+    let pairs = R.div_ceil(2);
+    let mut acc = [[_mm256_setzero_ps(); BATCH_GROUPS]; MAX_TILE_ROWS / 2];
+    for (b, (products, scales)) in products.iter_mut().zip(scales).enumerate() {
+        let act_scales = |g: usize| load_f32x4(&act_scales[g][b]);
+        let first_groups = _mm256_set_m128(act_scales(1), act_scales(0));
+        let last_groups = _mm256_set_m128(act_scales(3), act_scales(2));
+        for (products, &scale) in products.iter_mut().zip(scales) {
+            let scale = _mm256_set1_ps(scale);
+            // Two vectors: the first two groups' products, then the last two's.
+            let vectors = products.as_chunks_mut::<8>().0;
+            store_f32x8(&mut vectors[0], _mm256_mul_ps(scale, first_groups));
+            store_f32x8(&mut vectors[1], _mm256_mul_ps(scale, last_groups));
         }
-    }
-    if B::TYPE != WeightType::Q4_1 {
-        return;
-    }
-    let mins: &[[f32; R]] = prepared.mins().as_chunks().0;
-    // Two rows at a time: 8 chains hide the FMA latency, and 16 (4 rows)
-    // would not fit AVX2's registers beside the operands.
-    for first in (0..R).step_by(2) {
-        let rows = first..(first + 2).min(R);
-        let mut acc = [[_mm_setzero_ps(); 2]; BATCH_GROUPS];
-        for (b, mins) in mins[..blocks].iter().enumerate() {
-            for (acc, group) in acc.iter_mut().zip(&batch) {
-                let act_sums = load_f32x4(&group.q8_1_sums[b]);
-                for (acc, &min) in acc.iter_mut().zip(&mins[rows.clone()]) {
-                    *acc = _mm_fmadd_ps(_mm_set1_ps(min), act_sums, *acc);
-                }
+        if !with_mins {
+            continue;
+        }
+        for (p, acc) in acc[..pairs].iter_mut().enumerate() {
+            let (low, high) = (mins[b][2 * p], mins[b][(2 * p + 1).min(R - 1)]);
+            let mins = _mm256_set_m128(_mm_set1_ps(high), _mm_set1_ps(low));
+            for (acc, act_sums) in acc.iter_mut().zip(&act_sums) {
+                let act_sums = load_f32x4(&act_sums[b]);
+                let act_sums = _mm256_set_m128(act_sums, act_sums);
+                *acc = _mm256_fmadd_ps(mins, act_sums, *acc);
             }
         }
-        // A loop, not `array::map`: that was left as a call, a twentieth of a batch.
-        for (terms, acc) in scratch.min_terms.iter_mut().zip(&acc) {
-            for (terms, acc) in terms[rows.clone()].iter_mut().zip(acc) {
-                *terms = to_array4(*acc);
+    }
+    if !with_mins {
+        return;
+    }
+    for (p, acc) in acc[..pairs].iter().enumerate() {
+        for (terms, acc) in scratch.min_terms.iter_mut().zip(acc) {
+            let [low, high] = to_pair4(*acc);
+            terms[2 * p] = low;
+            if 2 * p + 1 < R {
+                terms[2 * p + 1] = high;
             }
         }
     }
 }
 
-/// `dw·da` for `R` weight rows' block scales and 4 activation rows' ones,
-/// `[r][c]`; pairs of rows (of 2 or 4) take one 8-wide multiply (each product
-/// is exact f32 multiplication of the same operands, so the width changes
-/// nothing).
+/// The two halves of a vector, low first.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn scale_products<const R: usize>(
-    scales: &[f32; R],
-    act_scales: &[f32; GROUP_ROWS],
-) -> [[f32; GROUP_ROWS]; R] {
-    let act_scales = load_f32x4(act_scales);
-    let both_acts = _mm256_set_m128(act_scales, act_scales);
-    let pair = |first: f32, second: f32| {
-        let weights = _mm256_set_m128(_mm_set1_ps(second), _mm_set1_ps(first));
-        let [a0, a1, a2, a3, b0, b1, b2, b3] = to_array(_mm256_mul_ps(weights, both_acts));
-        [[a0, a1, a2, a3], [b0, b1, b2, b3]]
-    };
-    if let [first, second] = scales[..] {
-        let rows = pair(first, second);
-        return std::array::from_fn(|r| rows[r]);
-    }
-    if let [first, second, third, fourth] = scales[..] {
-        let ([r0, r1], [r2, r3]) = (pair(first, second), pair(third, fourth));
-        let rows = [r0, r1, r2, r3];
-        return std::array::from_fn(|r| rows[r]);
-    }
-    std::array::from_fn(|r| to_array4(_mm_mul_ps(_mm_set1_ps(scales[r]), act_scales)))
+fn to_pair4(value: __m256) -> [[f32; 4]; 2] {
+    let [a0, a1, a2, a3, b0, b1, b2, b3] = to_array(value);
+    [[a0, a1, a2, a3], [b0, b1, b2, b3]]
 }
 
 /// Emits a group tile, `$name<B, R>`: `R` prepared weight rows · group
@@ -233,7 +271,8 @@ macro_rules! group_tile {
         ) -> [[f32; R]; GROUP_ROWS] {
             let blocks = group.scales.len();
             let weights: &[[[[u8; BLOCK_VALUES]; 2]; R]] = prepared.weights().as_chunks().0;
-            let products = &scratch.products[index * blocks..(index + 1) * blocks];
+            let products = &scratch.products[..blocks];
+            let first_lane = index * GROUP_ROWS;
             let mut acc = [[_mm256_setzero_ps(); R]; GROUP_ROWS];
             // 4·R accumulators; with the weights, activations and temporaries
             // 2 rows just about fill AVX2's 16 vector registers (4 rows take
@@ -252,7 +291,7 @@ macro_rules! group_tile {
                     };
                     for c in 0..GROUP_ROWS {
                         let lanes = $lanes::<B>(unsigned, signs, load_i8x32(&quants[c]));
-                        let scale = _mm256_broadcast_ss(&products[r][c]);
+                        let scale = _mm256_broadcast_ss(&products[r][first_lane + c]);
                         acc[c][r] = _mm256_fmadd_ps(scale, lanes, acc[c][r]);
                     }
                 }
