@@ -90,7 +90,8 @@ pub struct ServeArgs {
     /// read from TL_API_KEY, which keeps the key out of the process list).
     #[arg(long, value_name = "KEY", env = "TL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Where to run models: cpu, cuda, or auto (the GPU when one is usable).
+    /// Where to run models: cpu, cuda (or gpu), or auto (the GPU when one is
+    /// usable).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     pub device: DeviceChoice,
 }
@@ -112,8 +113,8 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub prefill_chunk: usize,
 
-    /// Where to run the model: cpu, cuda (the first NVIDIA GPU), or auto (the GPU
-    /// when one is usable, else the CPU).
+    /// Where to run the model: cpu, cuda or gpu (the first NVIDIA GPU), or auto
+    /// (the GPU when one is usable, else the CPU).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     pub device: DeviceChoice,
 }

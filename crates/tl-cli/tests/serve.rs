@@ -213,6 +213,9 @@ fn model_listing_and_utility_routes() {
     let server = Server::start(&["--ctx", "512"]);
     let models = server.get("/v1/models").json();
     assert_eq!(models["data"][0]["id"], MODEL);
+    let model = server.get(&format!("/v1/models/{MODEL}")).json();
+    assert_eq!(model, models["data"][0]);
+    assert_eq!(server.get("/v1/models/no-such-model").status, 404);
     let tags = server.get("/api/tags").json();
     assert_eq!(tags["models"][0]["name"], MODEL);
     assert_eq!(tags["models"][0]["details"]["quantization_level"], "Q4_1");
@@ -267,6 +270,13 @@ fn bad_requests_get_each_apis_errors() {
         &chat_body("hi", json!({"temperature": -1})),
         400,
     );
+    // OpenAI has no "unlimited" value: a negative limit is a mistake.
+    let m = openai_error(
+        "/v1/completions",
+        &json!({"model": MODEL, "prompt": "hi", "max_tokens": -5}).to_string(),
+        400,
+    );
+    assert!(m.contains("max_tokens must be at least 1"), "{m}");
     let m = openai_error(
         "/v1/chat/completions",
         &chat_body("hi", json!({"model": "no-such-model"})),
@@ -303,6 +313,30 @@ fn bad_requests_get_each_apis_errors() {
         &json!({"model": MODEL, "prompt": "x", "options": {"num_predict": "many"}}).to_string(),
         400,
     );
+    let zero =
+        json!({"model": MODEL, "prompt": "x", "stream": false, "options": {"num_predict": 0}});
+    let r = server.post("/api/generate", &zero.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("num_predict must be at least 1"),
+        "{}",
+        r.body
+    );
+    // top_p 0 keeps only the most likely token: greedy text at any temperature.
+    let text = |extra: Value| {
+        let mut body = json!({"model": MODEL, "prompt": "1, 2, 3,", "max_tokens": 6});
+        merge(&mut body, extra);
+        let r = server.post("/v1/completions", &body.to_string());
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["choices"][0]["text"].as_str().unwrap().to_owned()
+    };
+    let greedy = text(json!({"temperature": 0}));
+    for seed in [1, 2] {
+        assert_eq!(
+            text(json!({"temperature": 1.5, "top_p": 0, "seed": seed})),
+            greedy
+        );
+    }
     // Errors axum raises itself (here 405) come in the APIs' shapes too.
     // (A body over 32 MiB gets a 413 through the same rewriting; it is not
     // sent here: a server that answers before reading such a body resets
@@ -347,6 +381,29 @@ fn the_api_key_guards_every_route_but_health() {
         &[("Authorization", "Bearer sesame")],
     );
     assert_eq!(right.status, 200);
+    // Refused generation requests are counted, a wrong key included.
+    let refused = request(
+        &server.address,
+        "POST",
+        "/v1/completions",
+        Some(&json!({"model": MODEL, "prompt": "hi"}).to_string()),
+        &[],
+    );
+    assert_eq!(refused.status, 401);
+    let rejected = request(
+        &server.address,
+        "GET",
+        "/metrics",
+        None,
+        &[("Authorization", "Bearer sesame")],
+    );
+    assert!(
+        rejected
+            .body
+            .contains("tl_requests_total{outcome=\"rejected\"} 1"),
+        "{}",
+        rejected.body
+    );
 }
 
 #[test]
@@ -389,6 +446,27 @@ fn a_full_queue_refuses_and_hanging_up_frees_the_kv_cache() {
     assert!(log.contains("cancelled (client left)"), "{log}");
     assert!(log.contains("2 generated, "), "{log}");
     assert!(log.contains("MaxTokens"), "{log}");
+}
+
+#[test]
+fn requests_that_get_a_free_slot_are_not_queued() {
+    // No queue at all: the first `--parallel` requests run, the next is refused.
+    let server = Server::start(&["--ctx", "512", "--parallel", "4", "--max-queue", "0"]);
+    let long = json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 400, "temperature": 0, "stream": true}).to_string();
+    // Opened one after another: each gets a free sequence, so none waits.
+    let streams: Vec<_> = (0..4)
+        .map(|_| open_stream(&server.address, "/v1/completions", &long))
+        .collect();
+    for (status, _) in &streams {
+        assert_eq!(*status, 200);
+    }
+    server.wait_for_metric("tl_active_sequences", 4.0, Duration::from_secs(30));
+    let refused = server.post("/v1/completions", &long);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    drop(streams);
+    server.wait_for_metric("tl_active_sequences", 0.0, Duration::from_secs(30));
+    let short = json!({"model": MODEL, "prompt": "Hi", "max_tokens": 2}).to_string();
+    assert_eq!(server.post("/v1/completions", &short).status, 200);
 }
 
 #[test]
@@ -435,11 +513,12 @@ fn concurrent_streams_give_what_each_prompt_gives_alone() {
 
 #[test]
 fn models_load_on_demand_within_the_memory_budget() {
-    // A second name for the default model: two models of 127 MB loaded each
-    // (the CPU repacks some matrices), of which a 200 MB budget holds one.
+    // A copy of the default model (a link would be refused as the same
+    // file): two models of 127 MB loaded each (the CPU repacks some
+    // matrices), of which a 200 MB budget holds one.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy.gguf");
-    std::os::unix::fs::symlink(common::default_model(), &copy).unwrap();
+    std::fs::copy(common::default_model(), &copy).unwrap();
     let server = Server::start(&[
         "-m",
         copy.to_str().unwrap(),
@@ -479,6 +558,70 @@ fn models_load_on_demand_within_the_memory_budget() {
     );
     assert_eq!(complete(MODEL), first, "a reloaded model answers the same");
     assert_eq!(loaded(), (count, bytes));
+}
+
+#[test]
+fn a_model_that_fits_only_when_another_is_idle_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.gguf");
+    std::fs::copy(common::default_model(), &copy).unwrap();
+    let server = Server::start(&[
+        "-m",
+        copy.to_str().unwrap(),
+        "--ctx",
+        "128",
+        "--parallel",
+        "2",
+        "--model-memory-mb",
+        "200",
+    ]);
+    // The default model stays busy for a while...
+    let long = json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 60, "temperature": 0, "stream": true}).to_string();
+    let (status, mut running) = open_stream(&server.address, "/v1/completions", &long);
+    assert_eq!(status, 200);
+    let mut line = String::new();
+    running.read_line(&mut line).unwrap();
+    // ...so the copy waits until it is idle, then replaces it.
+    let body = json!({"model": "copy", "prompt": COUNTING, "max_tokens": 3, "temperature": 0});
+    let r = server.post("/v1/completions", &body.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut running, &mut rest).unwrap();
+    assert!(
+        rest.contains("[DONE]"),
+        "the running stream was cut: {rest}"
+    );
+    assert_eq!(server.metric("tl_requests_total{outcome=\"failed\"}"), 0.0);
+    assert_eq!(server.metric("tl_models_loaded"), 1.0);
+}
+
+#[test]
+fn the_same_file_under_two_names_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("link.gguf");
+    std::os::unix::fs::symlink(common::default_model(), &link).unwrap();
+    let model = common::default_model().to_str().unwrap();
+    let out = common::run(&[
+        "serve",
+        "-m",
+        model,
+        "-m",
+        link.to_str().unwrap(),
+        "--port",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = common::stderr(&out);
+    assert!(err.contains("are the same file"), "{err}");
+}
+
+#[test]
+fn a_context_beyond_training_is_cut_to_it() {
+    // 10^8 tokens would ask for terabytes of caches and tables.
+    let server = Server::start(&["--ctx", "100000000", "--parallel", "1"]);
+    assert_eq!(server.metric("tl_kv_capacity_tokens"), 8192.0);
+    let log = server.wait_for_log("training context", Duration::from_secs(10));
+    assert!(log.contains("using 8192"), "{log}");
 }
 
 #[test]
@@ -533,24 +676,27 @@ fn a_long_prompt_does_not_stall_running_streams() {
 }
 
 #[test]
-fn ctrl_c_stops_the_server_even_with_streams_running() {
-    let mut server = Server::start(&["--ctx", "512"]);
-    let long =
-        json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 450, "stream": true}).to_string();
-    let (_, mut stream) = open_stream(&server.address, "/v1/completions", &long);
-    let mut line = String::new();
-    stream.read_line(&mut line).unwrap();
-    server.interrupt();
-    assert!(
-        server.exits_within(Duration::from_secs(10)),
-        "still running 10 s after Ctrl-C: {}",
-        server.log()
-    );
-    let log = server.wait_for_log("shutting down", Duration::from_secs(10));
-    assert!(log.contains("shutting down"), "{log}");
-    // The stream ends (the connection closes) instead of hanging.
-    let mut rest = String::new();
-    let _ = std::io::Read::read_to_string(&mut stream, &mut rest);
+fn ctrl_c_and_sigterm_stop_the_server_even_with_streams_running() {
+    // SIGINT is Ctrl-C; SIGTERM is what `kill` and service managers send.
+    for signal in ["INT", "TERM"] {
+        let mut server = Server::start(&["--ctx", "512"]);
+        let long = json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 450, "stream": true})
+            .to_string();
+        let (_, mut stream) = open_stream(&server.address, "/v1/completions", &long);
+        let mut line = String::new();
+        stream.read_line(&mut line).unwrap();
+        server.signal(signal);
+        assert!(
+            server.exits_within(Duration::from_secs(10)),
+            "still running 10 s after SIG{signal}: {}",
+            server.log()
+        );
+        let log = server.wait_for_log("shutting down", Duration::from_secs(10));
+        assert!(log.contains("shutting down"), "SIG{signal}: {log}");
+        // The stream ends (the connection closes) instead of hanging.
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stream, &mut rest);
+    }
 }
 
 /// A deterministic stream of pseudo-random numbers (no rand crate).

@@ -33,7 +33,7 @@ impl std::str::FromStr for DeviceChoice {
             "cuda" | "gpu" => Ok(DeviceChoice::Cuda),
             "auto" => Ok(DeviceChoice::Auto),
             other => Err(format!(
-                "unknown device '{other}' (expected cpu, cuda or auto)"
+                "unknown device '{other}' (expected cpu, cuda, gpu or auto)"
             )),
         }
     }

@@ -9,12 +9,16 @@ pub enum Error {
     Model { path: PathBuf, message: String },
     #[error("two models are both named '{0}' (rename one of the files)")]
     DuplicateModel(String),
+    #[error("{} and {} are the same file (give each model once)", first.display(), second.display())]
+    SameFile { first: PathBuf, second: PathBuf },
     #[error("no model to serve")]
     NoModel,
-    #[error("cannot listen on {address}: {source}")]
+    // Not named `source`: the message already says it, and a source would
+    // be printed a second time after it.
+    #[error("cannot listen on {address}: {reason}")]
     Bind {
         address: String,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     #[error("{0}")]
     Io(#[from] std::io::Error),

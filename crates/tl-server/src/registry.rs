@@ -60,11 +60,21 @@ impl Registry {
             return Err(Error::NoModel);
         }
         let mut entries: Vec<Arc<ModelEntry>> = Vec::new();
+        let mut files: Vec<FileIdentity> = Vec::new();
         for path in paths {
             let entry = read_entry(path, context)?;
             if entries.iter().any(|e| e.name == entry.name) {
                 return Err(Error::DuplicateModel(entry.name));
             }
+            // The same file under two names would be loaded twice.
+            let file = file_identity(path);
+            if let Some(i) = files.iter().position(|f| *f == file) {
+                return Err(Error::SameFile {
+                    first: entries[i].path.clone(),
+                    second: path.clone(),
+                });
+            }
+            files.push(file);
             entries.push(Arc::new(entry));
         }
         Ok(Registry { entries })
@@ -115,9 +125,46 @@ fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
         path: path.to_path_buf(),
         tokenizer,
         template,
-        context: context.unwrap_or_else(|| config.context_length.min(DEFAULT_CONTEXT)),
+        context: sequence_context(path, context, config.context_length),
         summary,
     })
+}
+
+/// What makes two paths the same file: device and inode on Unix (links of
+/// either kind), the canonical path elsewhere.
+#[derive(PartialEq, Eq)]
+enum FileIdentity {
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+fn file_identity(path: &Path) -> FileIdentity {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(metadata) = std::fs::metadata(path) {
+            return FileIdentity::Inode(metadata.dev(), metadata.ino());
+        }
+    }
+    FileIdentity::Path(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
+}
+
+/// The context per sequence: `--ctx` if given, else the training context (at
+/// most [`DEFAULT_CONTEXT`]); never more than the training context, which
+/// also bounds the memory a mistyped `--ctx` would ask for (the caches and
+/// rotation tables grow with it).
+fn sequence_context(path: &Path, requested: Option<usize>, trained: usize) -> usize {
+    match requested {
+        Some(context) if context > trained => {
+            eprintln!(
+                "warning: --ctx {context} is more than {}'s training context of {trained} tokens; using {trained}",
+                model_name(path)
+            );
+            trained
+        }
+        Some(context) => context,
+        None => trained.min(DEFAULT_CONTEXT),
+    }
 }
 
 /// The file name without its `.gguf` extension.

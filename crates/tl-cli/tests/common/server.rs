@@ -130,10 +130,10 @@ impl Server {
         self.child.id()
     }
 
-    /// Sends SIGINT, as Ctrl-C in a terminal does.
-    pub fn interrupt(&self) {
+    /// Sends a signal by name (`INT`, as Ctrl-C in a terminal does; `TERM`).
+    pub fn signal(&self, name: &str) {
         let status = std::process::Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+            .args([&format!("-{name}"), &self.child.id().to_string()])
             .status()
             .expect("run kill");
         assert!(status.success());

@@ -73,9 +73,10 @@ impl SamplerConfig {
                 self.temperature
             ));
         }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+        // 0 keeps only the most likely token, as in llama.cpp and OpenAI's API.
+        if !(0.0..=1.0).contains(&self.top_p) {
             return invalid(format!(
-                "top_p must be in (0, 1] (1 = off), got {}",
+                "top_p must be in [0, 1] (1 = off), got {}",
                 self.top_p
             ));
         }
@@ -165,7 +166,7 @@ mod tests {
         );
         rejects(
             SamplerConfig {
-                top_p: 0.0,
+                top_p: -0.1,
                 ..base.clone()
             },
             "top_p",

@@ -112,14 +112,17 @@ fn top_k_one_equals_greedy() {
 }
 
 #[test]
-fn tiny_top_p_equals_greedy() {
+fn tiny_and_zero_top_p_equal_greedy() {
     let logits = logit_row(5000);
-    let config = SamplerConfig {
-        top_p: 1e-6,
-        ..sampling(4)
-    };
-    let tokens = draw_sequence(config, &logits, 50);
-    assert!(tokens.iter().all(|&t| t == index_of_max(&logits)));
+    for top_p in [1e-6, 0.0] {
+        let config = SamplerConfig {
+            top_p,
+            ..sampling(4)
+        };
+        config.validate().expect("a valid top_p");
+        let tokens = draw_sequence(config, &logits, 50);
+        assert!(tokens.iter().all(|&t| t == index_of_max(&logits)));
+    }
 }
 
 #[test]

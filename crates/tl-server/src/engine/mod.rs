@@ -6,7 +6,7 @@
 mod pool;
 mod scheduler;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,20 @@ pub struct Job {
     pub events: UnboundedSender<Event>,
     /// When the request arrived (time to first token counts from here).
     pub arrived: Instant,
+    /// The job's place among the requests the engine holds, taken by
+    /// [`EngineHandle::submit`] (`None` until then).
+    pub place: Option<Place>,
+}
+
+/// A job's place among the requests the engine holds, running or waiting;
+/// given back when the job is dropped, however it ends (finished, failed,
+/// cancelled).
+pub struct Place(Arc<AtomicU64>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What the engine tells a request's handler.
@@ -72,7 +86,7 @@ pub struct Summary {
 /// Why a job was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// `max_queue` requests are already waiting.
+    /// `parallel` requests are running and `max_queue` more are waiting.
     QueueFull,
     /// The engine thread has stopped.
     Stopped,
@@ -83,22 +97,28 @@ pub enum Refusal {
 pub struct EngineHandle {
     jobs: mpsc::Sender<Message>,
     metrics: Arc<Metrics>,
-    max_queue: u64,
+    /// Requests the engine holds, running or waiting.
+    held: Arc<AtomicU64>,
+    /// How many it may hold: `parallel` running and `max_queue` waiting.
+    capacity: u64,
 }
 
 impl EngineHandle {
-    /// Queues a job, unless the queue is full.
-    pub fn submit(&self, job: Job) -> std::result::Result<(), Refusal> {
-        let max = self.max_queue;
-        let reserved =
-            self.metrics
-                .queued
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
-                    (queued < max).then_some(queued + 1)
-                });
+    /// Queues a job, unless `parallel` requests run and `max_queue` wait.
+    /// Requests count from here until they end, so one that will get a free
+    /// sequence as soon as the engine reads it is not counted as waiting.
+    pub fn submit(&self, mut job: Job) -> std::result::Result<(), Refusal> {
+        let capacity = self.capacity;
+        let reserved = self
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held < capacity).then_some(held + 1)
+            });
         if reserved.is_err() {
             return Err(Refusal::QueueFull);
         }
+        job.place = Some(Place(self.held.clone()));
+        self.metrics.queued.fetch_add(1, Ordering::AcqRel);
         self.jobs.send(Message::Job(job)).map_err(|_| {
             self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
             Refusal::Stopped
@@ -152,7 +172,8 @@ pub fn start(
         Ok(Ok(())) => Ok(EngineHandle {
             jobs,
             metrics,
-            max_queue: config.max_queue as u64,
+            held: Arc::new(AtomicU64::new(0)),
+            capacity: (config.parallel + config.max_queue) as u64,
         }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(crate::Error::Config(

@@ -32,9 +32,22 @@ pub struct ModelPool {
     loaded: Vec<LoadedModel>,
     /// The model being loaded in the background, if any.
     loading: Option<String>,
+    /// Loaded sizes of models that were loaded and then found no room,
+    /// so the next attempt waits for that much.
+    known_bytes: Vec<(String, u64)>,
     /// Ticks on every use, ordering the models for eviction.
     clock: u64,
     metrics: Arc<Metrics>,
+}
+
+/// Whether a model has room in the budget.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Room {
+    /// It has, after evicting these idle models.
+    Made(Vec<String>),
+    /// Not while models that running sequences use stay loaded: wait until
+    /// they are idle.
+    Busy,
 }
 
 /// A finished background load, sent back to the engine thread.
@@ -50,6 +63,7 @@ impl ModelPool {
             budget,
             loaded: Vec::new(),
             loading: None,
+            known_bytes: Vec::new(),
             clock: 0,
             metrics,
         }
@@ -92,22 +106,37 @@ impl ModelPool {
     /// Loads `entry` on this thread (the default model, at start).
     pub fn load(&mut self, entry: &ModelEntry) -> Result<(), String> {
         let loaded = load_backend(entry, self.device)?;
-        self.finish_load(&entry.name, Ok(loaded), &|_| true)
-            .map(|_| ())
+        match self.finish_load(&entry.name, Ok(loaded), &|_| true)? {
+            Room::Made(_) => Ok(()),
+            Room::Busy => Err(format!(
+                "model '{}' does not fit in the model memory budget",
+                entry.name
+            )),
+        }
     }
 
     /// Starts loading `entry` on a new thread, after evicting idle models to
     /// make room for it (`busy(name)`: models running sequences hold, never
-    /// evicted); `done` gets the result. Returns the evicted models.
+    /// evicted); `done` gets the result. Returns the evicted models, or
+    /// [`Room::Busy`] (nothing started) while the models in use leave no room.
     pub fn start_load(
         &mut self,
         entry: &Arc<ModelEntry>,
         busy: &dyn Fn(&str) -> bool,
         done: impl FnOnce(LoadResult) + Send + 'static,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Room, String> {
         // The file's size is a lower bound of the loaded bytes (the CPU
-        // repacks some matrices); the real size is checked once loaded.
-        let evicted = self.make_room(&entry.name, entry.summary.file_bytes, busy)?;
+        // repacks some matrices), unless an earlier load measured them; the
+        // real size is checked once loaded.
+        let known = self
+            .known_bytes
+            .iter()
+            .find(|(name, _)| *name == entry.name);
+        let needed = known.map_or(entry.summary.file_bytes, |&(_, bytes)| bytes);
+        let room = self.make_room(&entry.name, needed, busy)?;
+        if room == Room::Busy {
+            return Ok(room);
+        }
         self.loading = Some(entry.name.clone());
         let (entry, device) = (entry.clone(), self.device);
         let spawned = std::thread::Builder::new()
@@ -123,48 +152,72 @@ impl ModelPool {
             self.loading = None;
             return Err(format!("cannot start a thread to load the model: {e}"));
         }
-        Ok(evicted)
+        Ok(room)
     }
 
     /// Takes a finished load in: the model joins the pool, and idle models
     /// are evicted if its real size needs the room. Returns the evicted
-    /// models, or why the model could not be kept.
+    /// models; [`Room::Busy`] if the models in use leave no room for its real
+    /// size (it is dropped, and a later load waits for that size); or why the
+    /// model cannot be kept at all.
     pub fn finish_load(
         &mut self,
         name: &str,
         result: Result<(Backend, Duration), String>,
         busy: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Room, String> {
         self.loading = None;
         let (backend, load_time) = result?;
         self.clock += 1;
+        let bytes = backend.weight_bytes() as u64;
         self.loaded.push(LoadedModel {
             name: name.to_owned(),
-            bytes: backend.weight_bytes() as u64,
+            bytes,
             backend,
             last_used: self.clock,
             load_time,
             loaded_at: Instant::now(),
         });
-        let evicted = self.make_room(name, 0, &|other| other == name || busy(other));
-        if evicted.is_err() {
+        let room = self.make_room(name, 0, &|other| other == name || busy(other));
+        if !matches!(room, Ok(Room::Made(_))) {
             self.loaded.retain(|m| m.name != name);
+            self.known_bytes.retain(|(known, _)| known != name);
+            self.known_bytes.push((name.to_owned(), bytes));
         }
         self.update_metrics();
-        evicted
+        room
     }
 
     /// Evicts idle models, least recently used first, until `needed` more
-    /// bytes fit in the budget.
+    /// bytes fit in the budget: the evicted models, or [`Room::Busy`] (none
+    /// evicted) if only models in use stand in the way. An error if the
+    /// model is larger than the whole budget.
     fn make_room(
         &mut self,
         name: &str,
         needed: u64,
         busy: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Room, String> {
         let Some(budget) = self.budget else {
-            return Ok(Vec::new());
+            return Ok(Room::Made(Vec::new()));
         };
+        let size = needed.max(self.bytes_of(name));
+        if size > budget {
+            return Err(format!(
+                "model '{name}' ({:.1} MB) is larger than the model memory budget of {:.1} MB (--model-memory-mb)",
+                size as f64 / 1e6,
+                budget as f64 / 1e6
+            ));
+        }
+        let idle_bytes: u64 = self
+            .loaded
+            .iter()
+            .filter(|m| !busy(&m.name))
+            .map(|m| m.bytes)
+            .sum();
+        if self.loaded_bytes() - idle_bytes + needed > budget {
+            return Ok(Room::Busy);
+        }
         let mut evicted = Vec::new();
         while self.loaded_bytes() + needed > budget {
             let victim = self
@@ -175,16 +228,12 @@ impl ModelPool {
                 .min_by_key(|(_, m)| m.last_used)
                 .map(|(i, _)| i);
             let Some(victim) = victim else {
-                return Err(format!(
-                    "model '{name}' ({:.1} MB) does not fit in the model memory budget of {:.1} MB beside the models in use; try again when they are idle",
-                    needed.max(self.bytes_of(name)) as f64 / 1e6,
-                    budget as f64 / 1e6
-                ));
+                return Ok(Room::Busy);
             };
             evicted.push(self.loaded.remove(victim).name);
         }
         self.update_metrics();
-        Ok(evicted)
+        Ok(Room::Made(evicted))
     }
 
     fn bytes_of(&self, name: &str) -> u64 {

@@ -27,8 +27,7 @@ use tl_engine::generate::{step_batch_sampled, step_sampled, TextOutput};
 use tl_engine::sampler::Sampler;
 use tl_engine::{Backend, Session, StopReason};
 
-use super::pool::LoadResult;
-use super::pool::ModelPool;
+use super::pool::{LoadResult, ModelPool, Room};
 use super::{Event, Job, Message, Summary};
 use crate::config::ServerConfig;
 use crate::metrics::{Metrics, Outcome};
@@ -162,7 +161,9 @@ impl Scheduler {
         let running = &self.running;
         let busy = |name: &str| running.iter().any(|s| s.job.model.name == name);
         match self.pool.finish_load(&load.name, load.result, &busy) {
-            Ok(evicted) => self.idle.retain(|c| !evicted.contains(&c.model)),
+            Ok(Room::Made(evicted)) => self.idle.retain(|c| !evicted.contains(&c.model)),
+            // Its requests wait; `admit` loads it again once there is room.
+            Ok(Room::Busy) => {}
             Err(message) => {
                 eprintln!("{message}");
                 let (failed, waiting): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.waiting)
@@ -191,14 +192,16 @@ impl Scheduler {
 
     /// Starts waiting requests, oldest first, while fewer than `parallel`
     /// run; a request whose model is not loaded starts its load (one at a
-    /// time) and waits, without holding up requests for loaded models.
+    /// time) and waits, without holding up requests for loaded models. If
+    /// the load must wait for models in use to go idle, later requests wait
+    /// behind it, so the running ones drain instead of being replaced.
     fn admit(&mut self) {
         let mut i = 0;
         while self.running.len() < self.parallel && i < self.waiting.len() {
             let model = self.waiting[i].model.clone();
             if !self.pool.touch(&model.name) {
-                if !self.pool.is_loading() {
-                    self.start_load(&model);
+                if !self.pool.is_loading() && self.start_load(&model) {
+                    break;
                 }
                 i += 1;
                 continue;
@@ -214,8 +217,9 @@ impl Scheduler {
     }
 
     /// Loads `model` in the background (see [`ModelPool::start_load`]); if it
-    /// cannot even start, fails the requests waiting for it.
-    fn start_load(&mut self, model: &Arc<ModelEntry>) {
+    /// cannot even start, fails the requests waiting for it. Returns whether
+    /// it has to wait (not started) for models in use to go idle.
+    fn start_load(&mut self, model: &Arc<ModelEntry>) -> bool {
         let running = &self.running;
         let busy = |name: &str| running.iter().any(|s| s.job.model.name == name);
         let loads = self.loads.clone();
@@ -223,11 +227,18 @@ impl Scheduler {
             let _ = loads.send(Message::Loaded(Box::new(result)));
         };
         match self.pool.start_load(model, &busy, done) {
-            Ok(evicted) => self.idle.retain(|c| !evicted.contains(&c.model)),
-            Err(message) => self.finish_load(LoadResult {
-                name: model.name.clone(),
-                result: Err(message),
-            }),
+            Ok(Room::Made(evicted)) => {
+                self.idle.retain(|c| !evicted.contains(&c.model));
+                false
+            }
+            Ok(Room::Busy) => true,
+            Err(message) => {
+                self.finish_load(LoadResult {
+                    name: model.name.clone(),
+                    result: Err(message),
+                });
+                false
+            }
         }
     }
 

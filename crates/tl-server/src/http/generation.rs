@@ -36,7 +36,8 @@ pub struct Options {
     pub presence_penalty: Option<f32>,
     pub frequency_penalty: Option<f32>,
     pub seed: Option<i64>,
-    /// Most tokens to generate; negative or `None`: until the context is full.
+    /// Most tokens to generate; `None` (or, for Ollama, negative): until the
+    /// context is full.
     pub max_tokens: Option<i64>,
     pub stop: Vec<String>,
     /// A smaller context than the server's for this request (Ollama's `num_ctx`).
@@ -124,13 +125,18 @@ fn prepare(
         )));
     }
     let room = (context - prompt.len()).max(1);
-    let max_tokens = match options.max_tokens {
-        Some(n) if n >= 0 => (n as usize).min(room),
-        _ => room,
+    // Ollama's negative `num_predict` means "until the context is full";
+    // OpenAI has no such value.
+    let (field, negative_is_unlimited) = match flavor {
+        Flavor::OpenAi => ("max_tokens", false),
+        Flavor::Ollama => ("num_predict", true),
     };
-    if max_tokens == 0 {
-        return Err(bad("max_tokens must be at least 1".into()));
-    }
+    let max_tokens = match options.max_tokens {
+        Some(n) if n > 0 => (n as usize).min(room),
+        Some(n) if n < 0 && negative_is_unlimited => room,
+        Some(n) => return Err(bad(format!("{field} must be at least 1, got {n}"))),
+        None => room,
+    };
     let sampler = sampler_config(options);
     sampler.validate().map_err(|e| bad(e.to_string()))?;
     Ok(Prepared {
@@ -177,6 +183,7 @@ pub fn submit(
         generation: prepared.generation,
         events,
         arrived,
+        place: None,
     };
     match state.engine.submit(job) {
         Ok(()) => Ok(receiver),

@@ -38,28 +38,31 @@ pub struct AppState {
 
 /// Every route.
 pub fn router(state: AppState) -> Router {
+    let api_key = || middleware::from_fn_with_state(state.clone(), require_api_key);
+    // The key is checked inside the refusal count, so a wrong key counts too.
     let generation = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
+        .route_layer(api_key())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             count_refusals,
         ));
-    Router::new()
-        .merge(generation)
+    let others = Router::new()
         .route("/v1/models", get(openai::models))
+        .route("/v1/models/{model}", get(openai::model))
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
         .route("/api/version", get(ollama::version))
         .route("/tokenize", post(utility::tokenize))
         .route("/detokenize", post(utility::detokenize))
         .route("/metrics", get(utility::metrics))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            require_api_key,
-        ))
+        .route_layer(api_key());
+    Router::new()
+        .merge(generation)
+        .merge(others)
         .route("/health", get(utility::health))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -107,9 +110,8 @@ async fn require_api_key(State(state): State<AppState>, request: Request, next: 
     if given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
         return next.run(request).await;
     }
-    let flavor = Flavor::of_path(request.uri().path());
     ApiError::new(
-        flavor,
+        Flavor::of_path(request.uri().path()),
         StatusCode::UNAUTHORIZED,
         "invalid or missing API key",
     )
@@ -117,7 +119,8 @@ async fn require_api_key(State(state): State<AppState>, request: Request, next: 
 }
 
 /// Counts generation requests answered with a client error (bad input,
-/// unknown model, full queue) in `tl_requests_total{outcome="rejected"}`.
+/// a wrong API key, unknown model, full queue) in
+/// `tl_requests_total{outcome="rejected"}`.
 async fn count_refusals(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     if response.status().is_client_error() {
@@ -142,7 +145,7 @@ async fn not_found(request: Request) -> Response {
     .into_response()
 }
 
-/// Loads the models, starts the engine and serves until Ctrl-C. `on_listening`
+/// Loads the models, starts the engine and serves until Ctrl-C or SIGTERM. `on_listening`
 /// gets the bound address (the port is real even when 0 was asked for).
 pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) -> Result<()> {
     config.validate()?;
@@ -162,11 +165,11 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
         let address = format!("{}:{}", config.host, config.port);
         let listener = tokio::net::TcpListener::bind(&address)
             .await
-            .map_err(|source| Error::Bind { address, source })?;
+            .map_err(|reason| Error::Bind { address, reason })?;
         on_listening(listener.local_addr()?);
         let (stopping, stop_requested) = tokio::sync::oneshot::channel::<()>();
         let server = axum::serve(listener, router(state)).with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
+            stop_signal().await;
             eprintln!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
             let _ = stopping.send(());
         });
@@ -186,7 +189,24 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
     })
 }
 
-/// How long requests still running at Ctrl-C may take to finish.
+/// Resolves at Ctrl-C (SIGINT) or, on Unix, SIGTERM (what `kill`, service
+/// managers and container runtimes send), so both get the graceful stop.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// How long requests still running at Ctrl-C or SIGTERM may take to finish.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -18,9 +18,10 @@ use serde_json::{json, Value};
 use tl_engine::chat_template::ChatMessage;
 
 use super::error::{parse_json, ApiError, Flavor};
-use super::generation::{self, finish_reason, unix_now, Options, PromptSource};
+use super::generation::{self, find_model, finish_reason, unix_now, Options, PromptSource};
 use super::AppState;
 use crate::engine::{Event, Summary};
+use crate::registry::ModelEntry;
 
 const FLAVOR: Flavor = Flavor::OpenAi;
 
@@ -405,10 +406,22 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
         .registry
         .entries()
         .iter()
-        .map(|m| {
-            let created = m.summary.modified_unix_seconds();
-            json!({"id": m.name, "object": "model", "created": created, "owned_by": "tensorlogic"})
-        })
+        .map(|m| model_object(m))
         .collect();
     Json(json!({"object": "list", "data": data}))
+}
+
+/// `GET /v1/models/{model}`: one model, or 404.
+pub async fn model(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let model = find_model(&state, Flavor::OpenAi, &name)?;
+    Ok(Json(model_object(&model)))
+}
+
+/// A model as OpenAI's API describes one.
+fn model_object(model: &ModelEntry) -> Value {
+    let created = model.summary.modified_unix_seconds();
+    json!({"id": model.name, "object": "model", "created": created, "owned_by": "tensorlogic"})
 }
