@@ -1,10 +1,11 @@
 //! How fast the batched kernel's inner loop could run: the same instructions
 //! per block pair as `vec_dot::group_tile` (2 weight rows × 4 activation rows:
-//! `maddubs`, `madd`, `cvt`, a broadcast scale and an `fma`) over data that
-//! stays in L1, with no unpacking, scale products or stores around it. The
-//! real kernel's time per pair against this is its efficiency; the variant
-//! without the integer and conversion steps shows what loads and FMAs alone
-//! cost. Ignored by default; run with
+//! `maddubs`, `madd`, `cvt`, a broadcast scale and an `fma`; Q8_0 adds a
+//! `sign`) over data that stays in L1, with no unpacking, scale products or
+//! stores around it. The real kernel's time per pair against this is its
+//! efficiency, and pairs × this time is a floor under a batched step's matrix
+//! products; the variant without the integer and conversion steps shows what
+//! loads and FMAs alone cost. Ignored by default; run with
 //! `cargo test --release -p tl-engine --lib loop_peak -- --ignored --nocapture`.
 
 use std::arch::x86_64::*;
@@ -24,8 +25,19 @@ struct Tile {
     products: Vec<f32>,
 }
 
+/// What each block pair runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Pair {
+    /// The Q4_0 / Q4_1 tile: `maddubs`, `madd`, `cvt`, broadcast scale, `fma`.
+    Full,
+    /// As `Full` with Q8_0's `sign` of the activations by the weights first.
+    FullSigned,
+    /// Loads, the broadcast scale and the `fma` only.
+    LoadsAndFma,
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
-fn run(tile: &Tile, reps: usize, with_multiplies: bool) -> f32 {
+fn run(tile: &Tile, reps: usize, pair: Pair) -> f32 {
     let mut acc = [_mm256_setzero_ps(); ROWS * GROUP];
     let ones = _mm256_set1_epi16(1);
     for _ in 0..reps {
@@ -35,11 +47,18 @@ fn run(tile: &Tile, reps: usize, with_multiplies: bool) -> f32 {
             for c in 0..GROUP {
                 let act = load_i8x32(&tile.acts[b * GROUP + c]);
                 for (r, weight) in weights.iter().enumerate() {
-                    let lanes = if with_multiplies {
-                        let pairs = _mm256_maddubs_epi16(*weight, act);
-                        _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones))
-                    } else {
-                        _mm256_castsi256_ps(_mm256_add_epi32(*weight, act))
+                    let lanes = match pair {
+                        Pair::Full | Pair::FullSigned => {
+                            let act = if pair == Pair::FullSigned {
+                                // The other row's bytes stand in for the signs.
+                                _mm256_sign_epi8(act, weights[(r + 1) % ROWS])
+                            } else {
+                                act
+                            };
+                            let pairs = _mm256_maddubs_epi16(*weight, act);
+                            _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones))
+                        }
+                        Pair::LoadsAndFma => _mm256_castsi256_ps(_mm256_add_epi32(*weight, act)),
                     };
                     let k = r * GROUP + c;
                     let scale = _mm256_broadcast_ss(&tile.products[b * ROWS * GROUP + k]);
@@ -68,20 +87,20 @@ fn batched_kernel_loop_peak() {
     };
     let reps = 200_000;
     let pairs = (reps * BLOCKS * ROWS * GROUP) as f64;
-    for with_multiplies in [true, false] {
+    for pair in [Pair::Full, Pair::FullSigned, Pair::LoadsAndFma] {
         let fastest = (0..9)
             .map(|_| {
                 let start = Instant::now();
                 // SAFETY: this module is compiled only when the build enables
                 // AVX2, FMA and F16C (see `cpu/mod.rs`).
-                std::hint::black_box(unsafe { run(&tile, reps, with_multiplies) });
+                std::hint::black_box(unsafe { run(&tile, reps, pair) });
                 start.elapsed().as_secs_f64()
             })
             .fold(f64::INFINITY, f64::min);
-        let what = if with_multiplies {
-            "maddubs + madd + cvt + broadcast + fma"
-        } else {
-            "loads, broadcast and fma only"
+        let what = match pair {
+            Pair::Full => "maddubs + madd + cvt + broadcast + fma",
+            Pair::FullSigned => "Q8_0: sign + maddubs + madd + cvt + broadcast + fma",
+            Pair::LoadsAndFma => "loads, broadcast and fma only",
         };
         println!(
             "{what}: {:.3} ns per block pair (one thread)",
