@@ -511,22 +511,24 @@ fn concurrent_streams_give_what_each_prompt_gives_alone() {
     assert_eq!(together, solo);
 }
 
-#[test]
-fn models_load_on_demand_within_the_memory_budget() {
-    // A copy of the default model (a link would be refused as the same
-    // file): two models of 127 MB loaded each (the CPU repacks some
-    // matrices), of which a 200 MB budget holds one.
+/// A server of the default model and a copy of it named `copy` (a link would
+/// be refused as the same file): two models of 127 MB loaded each (the CPU
+/// repacks some matrices), of which its 200 MB budget holds one. The folder
+/// holding the copy lives as long as the server is used.
+fn server_with_a_copy(args: &[&str]) -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy.gguf");
     std::fs::copy(common::default_model(), &copy).unwrap();
-    let server = Server::start(&[
-        "-m",
-        copy.to_str().unwrap(),
-        "--ctx",
-        "64",
-        "--model-memory-mb",
-        "200",
-    ]);
+    let copy = copy.to_str().unwrap();
+    let mut all = vec!["-m", copy, "--model-memory-mb", "200"];
+    all.extend(args);
+    let server = Server::start(&all);
+    (dir, server)
+}
+
+#[test]
+fn models_load_on_demand_within_the_memory_budget() {
+    let (_dir, server) = server_with_a_copy(&["--ctx", "64"]);
     let loaded = || {
         (
             server.metric("tl_models_loaded"),
@@ -562,19 +564,7 @@ fn models_load_on_demand_within_the_memory_budget() {
 
 #[test]
 fn a_model_that_fits_only_when_another_is_idle_waits_for_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("copy.gguf");
-    std::fs::copy(common::default_model(), &copy).unwrap();
-    let server = Server::start(&[
-        "-m",
-        copy.to_str().unwrap(),
-        "--ctx",
-        "128",
-        "--parallel",
-        "2",
-        "--model-memory-mb",
-        "200",
-    ]);
+    let (_dir, server) = server_with_a_copy(&["--ctx", "128", "--parallel", "2"]);
     // The default model stays busy for a while...
     let long = json!({"model": MODEL, "prompt": COUNTING, "max_tokens": 60, "temperature": 0, "stream": true}).to_string();
     let (status, mut running) = open_stream(&server.address, "/v1/completions", &long);
