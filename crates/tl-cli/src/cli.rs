@@ -70,7 +70,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_queue: usize,
     /// Context per request in tokens. Default: the model's training context,
-    /// at most 4096.
+    /// at most 4096; more than the training context is cut to it.
     #[arg(long, value_name = "N")]
     pub ctx: Option<usize>,
     /// Run prompts in chunks of N tokens, so a long prompt does not stall the

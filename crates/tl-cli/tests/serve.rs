@@ -381,7 +381,7 @@ fn the_api_key_guards_every_route_but_health() {
         &[("Authorization", "Bearer sesame")],
     );
     assert_eq!(right.status, 200);
-    // Refused generation requests are counted, a wrong key included.
+    // Refused generation requests are counted, a missing key included.
     let refused = request(
         &server.address,
         "POST",

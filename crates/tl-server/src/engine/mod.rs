@@ -173,7 +173,7 @@ pub fn start(
             jobs,
             metrics,
             held: Arc::new(AtomicU64::new(0)),
-            capacity: (config.parallel + config.max_queue) as u64,
+            capacity: config.parallel.saturating_add(config.max_queue) as u64,
         }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(crate::Error::Config(

@@ -6,6 +6,7 @@
 //! takes seconds), so the engine keeps generating for the models it has;
 //! one model loads at a time, which keeps the budget arithmetic simple.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ pub struct ModelPool {
     loading: Option<String>,
     /// Loaded sizes of models that were loaded and then found no room,
     /// so the next attempt waits for that much.
-    known_bytes: Vec<(String, u64)>,
+    known_bytes: HashMap<String, u64>,
     /// Ticks on every use, ordering the models for eviction.
     clock: u64,
     metrics: Arc<Metrics>,
@@ -63,7 +64,7 @@ impl ModelPool {
             budget,
             loaded: Vec::new(),
             loading: None,
-            known_bytes: Vec::new(),
+            known_bytes: HashMap::new(),
             clock: 0,
             metrics,
         }
@@ -128,11 +129,8 @@ impl ModelPool {
         // The file's size is a lower bound of the loaded bytes (the CPU
         // repacks some matrices), unless an earlier load measured them; the
         // real size is checked once loaded.
-        let known = self
-            .known_bytes
-            .iter()
-            .find(|(name, _)| *name == entry.name);
-        let needed = known.map_or(entry.summary.file_bytes, |&(_, bytes)| bytes);
+        let known = self.known_bytes.get(&entry.name);
+        let needed = known.map_or(entry.summary.file_bytes, |&bytes| bytes);
         let room = self.make_room(&entry.name, needed, busy)?;
         if room == Room::Busy {
             return Ok(room);
@@ -181,8 +179,7 @@ impl ModelPool {
         let room = self.make_room(name, 0, &|other| other == name || busy(other));
         if !matches!(room, Ok(Room::Made(_))) {
             self.loaded.retain(|m| m.name != name);
-            self.known_bytes.retain(|(known, _)| known != name);
-            self.known_bytes.push((name.to_owned(), bytes));
+            self.known_bytes.insert(name.to_owned(), bytes);
         }
         self.update_metrics();
         room
@@ -209,31 +206,25 @@ impl ModelPool {
                 budget as f64 / 1e6
             ));
         }
-        let idle_bytes: u64 = self
-            .loaded
-            .iter()
-            .filter(|m| !busy(&m.name))
-            .map(|m| m.bytes)
-            .sum();
-        if self.loaded_bytes() - idle_bytes + needed > budget {
+        // The idle models, least recently used first, until enough bytes
+        // would be free; nothing is evicted unless that is enough.
+        let mut idle: Vec<&LoadedModel> = self.loaded.iter().filter(|m| !busy(&m.name)).collect();
+        idle.sort_by_key(|m| m.last_used);
+        let mut loaded = self.loaded_bytes();
+        let mut victims = Vec::new();
+        for model in idle {
+            if loaded + needed <= budget {
+                break;
+            }
+            loaded -= model.bytes;
+            victims.push(model.name.clone());
+        }
+        if loaded + needed > budget {
             return Ok(Room::Busy);
         }
-        let mut evicted = Vec::new();
-        while self.loaded_bytes() + needed > budget {
-            let victim = self
-                .loaded
-                .iter()
-                .enumerate()
-                .filter(|(_, m)| !busy(&m.name))
-                .min_by_key(|(_, m)| m.last_used)
-                .map(|(i, _)| i);
-            let Some(victim) = victim else {
-                return Ok(Room::Busy);
-            };
-            evicted.push(self.loaded.remove(victim).name);
-        }
+        self.loaded.retain(|m| !victims.contains(&m.name));
         self.update_metrics();
-        Ok(Room::Made(evicted))
+        Ok(Room::Made(victims))
     }
 
     fn bytes_of(&self, name: &str) -> u64 {

@@ -74,6 +74,15 @@ pub struct Scheduler {
     loads: mpsc::Sender<Message>,
 }
 
+/// What became of a model load that `admit` asked for.
+enum LoadStart {
+    Started,
+    /// Not started: the models in use leave no room until they go idle.
+    MustWait,
+    /// It cannot load; the requests waiting for it were failed.
+    Failed,
+}
+
 /// How a step left a sequence.
 enum Step {
     Continue,
@@ -126,7 +135,8 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Runs until every [`super::EngineHandle`] is gone.
+    /// Runs for the life of the server (it holds a sender of its own, for
+    /// background loads, so the channel never closes).
     pub fn run(mut self, messages: mpsc::Receiver<Message>) {
         loop {
             while let Ok(message) = messages.try_recv() {
@@ -172,7 +182,7 @@ impl Scheduler {
                 self.waiting = waiting.into();
                 for job in failed {
                     self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
-                    self.fail_job(&job, message.clone());
+                    self.fail_job(job, message.clone());
                 }
             }
         }
@@ -200,8 +210,13 @@ impl Scheduler {
         while self.running.len() < self.parallel && i < self.waiting.len() {
             let model = self.waiting[i].model.clone();
             if !self.pool.touch(&model.name) {
-                if !self.pool.is_loading() && self.start_load(&model) {
-                    break;
+                if !self.pool.is_loading() {
+                    match self.start_load(&model) {
+                        LoadStart::Started => {}
+                        LoadStart::MustWait => break,
+                        // Its requests, this one included, have left the queue.
+                        LoadStart::Failed => continue,
+                    }
                 }
                 i += 1;
                 continue;
@@ -217,9 +232,8 @@ impl Scheduler {
     }
 
     /// Loads `model` in the background (see [`ModelPool::start_load`]); if it
-    /// cannot even start, fails the requests waiting for it. Returns whether
-    /// it has to wait (not started) for models in use to go idle.
-    fn start_load(&mut self, model: &Arc<ModelEntry>) -> bool {
+    /// cannot even start, fails the requests waiting for it.
+    fn start_load(&mut self, model: &Arc<ModelEntry>) -> LoadStart {
         let running = &self.running;
         let busy = |name: &str| running.iter().any(|s| s.job.model.name == name);
         let loads = self.loads.clone();
@@ -229,15 +243,15 @@ impl Scheduler {
         match self.pool.start_load(model, &busy, done) {
             Ok(Room::Made(evicted)) => {
                 self.idle.retain(|c| !evicted.contains(&c.model));
-                false
+                LoadStart::Started
             }
-            Ok(Room::Busy) => true,
+            Ok(Room::Busy) => LoadStart::MustWait,
             Err(message) => {
                 self.finish_load(LoadResult {
                     name: model.name.clone(),
                     result: Err(message),
                 });
-                false
+                LoadStart::Failed
             }
         }
     }
@@ -245,7 +259,7 @@ impl Scheduler {
     /// Gives a job (whose model is loaded) a cache and starts its prompt.
     fn start(&mut self, job: Job) -> Result<(), String> {
         let Some(backend) = self.pool.backend(&job.model.name) else {
-            return Err(self.fail_job(&job, "the model is not loaded".into()));
+            return Err(self.fail_job(job, "the model is not loaded".into()));
         };
         // A request that waited for its model's load counts the load.
         let load_time = match self.pool.load_time(&job.model.name) {
@@ -260,14 +274,14 @@ impl Scheduler {
             self.running.len(),
         ) {
             Ok(session) => session,
-            Err(message) => return Err(self.fail_job(&job, message)),
+            Err(message) => return Err(self.fail_job(job, message)),
         };
         if !self.prompt_cache {
             session.reset();
         }
         let cached_tokens = match session.begin(&job.prompt) {
             Ok(reused) => reused,
-            Err(e) => return Err(self.fail_job(&job, e.to_string())),
+            Err(e) => return Err(self.fail_job(job, e.to_string())),
         };
         self.metrics
             .prompt_tokens
@@ -289,7 +303,10 @@ impl Scheduler {
         Ok(())
     }
 
-    fn fail_job(&self, job: &Job, message: String) -> String {
+    fn fail_job(&self, mut job: Job, message: String) -> String {
+        // Its place is free before the client hears, so a request it sends
+        // at once is not refused for it.
+        drop(job.place.take());
         self.metrics.count(Outcome::Failed);
         let _ = job.events.send(Event::Failed(message.clone()));
         message
@@ -377,6 +394,8 @@ impl Scheduler {
     /// Ends a sequence: tells its client (if still there) and keeps or empties
     /// its cache.
     fn retire(&mut self, mut sequence: Sequence, step: Step) {
+        // As in `fail_job`: the place is free before the last event is sent.
+        drop(sequence.job.place.take());
         if self.log_requests {
             log_request(&sequence, &step);
         }

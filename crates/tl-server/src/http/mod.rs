@@ -162,6 +162,7 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
         .enable_all()
         .build()?;
     runtime.block_on(async {
+        let stop = stop_signal();
         let address = format!("{}:{}", config.host, config.port);
         let listener = tokio::net::TcpListener::bind(&address)
             .await
@@ -169,7 +170,7 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
         on_listening(listener.local_addr()?);
         let (stopping, stop_requested) = tokio::sync::oneshot::channel::<()>();
         let server = axum::serve(listener, router(state)).with_graceful_shutdown(async {
-            stop_signal().await;
+            stop.await;
             eprintln!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
             let _ = stopping.send(());
         });
@@ -191,19 +192,35 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
 
 /// Resolves at Ctrl-C (SIGINT) or, on Unix, SIGTERM (what `kill`, service
 /// managers and container runtimes send), so both get the graceful stop.
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
+/// The handlers are installed when this is called (inside the runtime, before
+/// the server says it is listening), not when the future is first polled.
+#[cfg(unix)]
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    );
+    async move {
+        match signals {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
             }
-            return;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(not(unix))]
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// How long requests still running at Ctrl-C or SIGTERM may take to finish.

@@ -202,6 +202,9 @@ fn prefill<B: WeightBlock>(
         }
         debug_assert_eq!(row, columns.end);
     }
+    if row == columns.end {
+        return;
+    }
     // The groups of the chunk in batches, looked up once for every tile.
     let batches: Vec<GroupBatch<'_>> = chunk
         .clone()

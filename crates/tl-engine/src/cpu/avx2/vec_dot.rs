@@ -124,7 +124,8 @@ const BATCH_ROWS: usize = BATCH_GROUPS * GROUP_ROWS;
 const MAX_TILE_ROWS: usize = 4;
 
 /// Up to [`BATCH_GROUPS`] consecutive activation groups that tiles run
-/// together, looked up once per matmul rather than once per tile of rows.
+/// together, looked up once for a thread's share of weight rows and a chunk
+/// of activation rows, rather than once per tile of weight rows.
 pub(super) struct GroupBatch<'a> {
     /// The groups; past the batch's end the last one is repeated (the tiles
     /// compute it again and its results are dropped).
