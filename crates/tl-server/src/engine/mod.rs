@@ -39,19 +39,27 @@ pub struct Job {
     pub events: UnboundedSender<Event>,
     /// When the request arrived (time to first token counts from here).
     pub arrived: Instant,
-    /// The job's place among the requests the engine holds, taken by
-    /// [`EngineHandle::submit`] (`None` until then).
-    pub place: Option<Place>,
+    /// The job's place among the requests the engine holds, from
+    /// [`EngineHandle::reserve`].
+    pub place: Place,
 }
 
 /// A job's place among the requests the engine holds, running or waiting;
-/// given back when the job is dropped, however it ends (finished, failed,
-/// cancelled).
-pub struct Place(Arc<AtomicU64>);
+/// given back when the job ends, or at the latest when it is dropped.
+pub struct Place(Option<Arc<AtomicU64>>);
+
+impl Place {
+    /// Frees the place (once; later calls do nothing).
+    pub fn give_back(&mut self) {
+        if let Some(held) = self.0.take() {
+            held.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
 
 impl Drop for Place {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.give_back();
     }
 }
 
@@ -104,20 +112,25 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
-    /// Queues a job, unless `parallel` requests run and `max_queue` wait.
-    /// Requests count from here until they end, so one that will get a free
-    /// sequence as soon as the engine reads it is not counted as waiting.
-    pub fn submit(&self, mut job: Job) -> std::result::Result<(), Refusal> {
+    /// A place for a new request, unless `parallel` requests run and
+    /// `max_queue` wait. Requests count from here until they end, so one that
+    /// will get a free sequence as soon as the engine reads it is not counted
+    /// as waiting.
+    pub fn reserve(&self) -> std::result::Result<Place, Refusal> {
         let capacity = self.capacity;
         let reserved = self
             .held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
                 (held < capacity).then_some(held + 1)
             });
-        if reserved.is_err() {
-            return Err(Refusal::QueueFull);
+        match reserved {
+            Ok(_) => Ok(Place(Some(self.held.clone()))),
+            Err(_) => Err(Refusal::QueueFull),
         }
-        job.place = Some(Place(self.held.clone()));
+    }
+
+    /// Queues a job (with its place from [`Self::reserve`]).
+    pub fn submit(&self, job: Job) -> std::result::Result<(), Refusal> {
         self.metrics.queued.fetch_add(1, Ordering::AcqRel);
         self.jobs.send(Message::Job(job)).map_err(|_| {
             self.metrics.queued.fetch_sub(1, Ordering::AcqRel);

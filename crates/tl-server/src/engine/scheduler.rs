@@ -306,7 +306,7 @@ impl Scheduler {
     fn fail_job(&self, mut job: Job, message: String) -> String {
         // Its place is free before the client hears, so a request it sends
         // at once is not refused for it.
-        drop(job.place.take());
+        job.place.give_back();
         self.metrics.count(Outcome::Failed);
         let _ = job.events.send(Event::Failed(message.clone()));
         message
@@ -395,7 +395,7 @@ impl Scheduler {
     /// its cache.
     fn retire(&mut self, mut sequence: Sequence, step: Step) {
         // As in `fail_job`: the place is free before the last event is sent.
-        drop(sequence.job.place.take());
+        sequence.job.place.give_back();
         if self.log_requests {
             log_request(&sequence, &step);
         }

@@ -175,6 +175,11 @@ pub fn submit(
     prepared: Prepared,
     arrived: Instant,
 ) -> Result<UnboundedReceiver<Event>, ApiError> {
+    let refused = |refusal| match refusal {
+        Refusal::QueueFull => ApiError::queue_full(flavor),
+        Refusal::Stopped => ApiError::internal(flavor, "the engine has stopped"),
+    };
+    let place = state.engine.reserve().map_err(refused)?;
     let (events, receiver) = unbounded_channel();
     let job = Job {
         model: prepared.model,
@@ -183,13 +188,10 @@ pub fn submit(
         generation: prepared.generation,
         events,
         arrived,
-        place: None,
+        place,
     };
-    match state.engine.submit(job) {
-        Ok(()) => Ok(receiver),
-        Err(Refusal::QueueFull) => Err(ApiError::queue_full(flavor)),
-        Err(Refusal::Stopped) => Err(ApiError::internal(flavor, "the engine has stopped")),
-    }
+    state.engine.submit(job).map_err(refused)?;
+    Ok(receiver)
 }
 
 /// Waits for the whole generation (non-streaming responses).
