@@ -315,6 +315,12 @@ pub struct PerplexityArgs {
     /// Window size in tokens.
     #[arg(short = 'c', long, value_name = "N", default_value_t = 512)]
     pub ctx: usize,
+    /// Where to run: cpu, cuda (or gpu), or auto (a GPU when one is usable).
+    /// On a GPU, windows of 64 tokens or more (any window, for float weights)
+    /// are summed in another order, so the last digits can differ from the
+    /// CPU's and llama.cpp's.
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    pub device: DeviceChoice,
 }
 
 /// `tl model ...`.

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tl_engine::chat_template::ChatTemplate;
-use tl_engine::Backend;
+use tl_engine::{Backend, DeviceChoice};
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
@@ -54,16 +54,8 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
             "warning: --ctx {context} exceeds the {trained} tokens the model was trained for"
         );
     }
-    let loaded = Backend::load(&file, context, args.device)
+    let model = pick_backend(&file, context, args.device, verbose)
         .with_context(|| format!("cannot load {}", path.display()))?;
-    if let Some(fallback) = &loaded.fallback {
-        if !fallback.no_gpu {
-            eprintln!("warning: running on the CPU: {}", fallback.reason);
-        } else if verbose {
-            eprintln!("no usable GPU ({}); running on the CPU", fallback.reason);
-        }
-    }
-    let model = loaded.backend;
     let template = chat_template(&file, &tokenizer, verbose)?;
     for warning in tokenizer.warnings() {
         eprintln!("warning: {warning}");
@@ -94,6 +86,26 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
         template,
         context,
     })
+}
+
+/// Loads `file`'s weights on the chosen device for caches of up to `context`
+/// positions, saying why when `auto` fell back to the CPU (a warning when a
+/// GPU is there but cannot run the model; at `-v` when there is none).
+pub fn pick_backend(
+    file: &GgufFile,
+    context: usize,
+    device: DeviceChoice,
+    verbose: bool,
+) -> tl_engine::Result<Backend> {
+    let loaded = Backend::load(file, context, device)?;
+    if let Some(fallback) = &loaded.fallback {
+        if !fallback.no_gpu {
+            eprintln!("warning: running on the CPU: {}", fallback.reason);
+        } else if verbose {
+            eprintln!("no usable GPU ({}); running on the CPU", fallback.reason);
+        }
+    }
+    Ok(loaded.backend)
 }
 
 fn chat_template(file: &GgufFile, tokenizer: &Tokenizer, verbose: bool) -> Result<ChatTemplate> {

@@ -14,10 +14,10 @@
 
 // qkv is [rows][q_width + 2·kv_width] (the fused QKV projection's output). For
 // row r: normalises each query and key head when q_norm/k_norm are given
-// (Qwen3: RMS over the head, squares summed in f64, times the head weight, as
+// (RMS over the head, squares summed in f64, times the head weight, as
 // the CPU backend does), rotates the queries in place and writes the rotated
-// keys and the values into the cache. Pairs are adjacent elements (the GGUF
-// llama layout) or, with `halves`, elements half a head apart (NeoX, Qwen).
+// keys and the values into the cache. Pairs are adjacent elements (GGML's
+// normal layout) or, with `halves`, elements half a head apart (NeoX).
 // cos_sin is [position][head_dim/2] of (cos, sin). One block per row: first a
 // warp per head finds the heads' norm scales, then a thread per pair.
 //

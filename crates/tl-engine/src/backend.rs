@@ -197,84 +197,118 @@ impl Backend {
             Backend::Cuda(m) => SequenceCache::Cuda(Box::new(m.new_cache(capacity)?)),
         })
     }
-
-    /// Runs `tokens` at positions `index_pos..` (see [`Model::forward`]).
-    pub fn forward(
-        &self,
-        tokens: &[u32],
-        index_pos: usize,
-        cache: &mut SequenceCache,
-        which: Logits,
-    ) -> Result<Vec<f32>> {
-        match (self, cache) {
-            (Backend::Cpu(m), SequenceCache::Cpu(c)) => m.forward(tokens, index_pos, c, which),
-            (Backend::Cuda(m), SequenceCache::Cuda(c)) => m.forward(tokens, index_pos, c, which),
-            _ => Err(mismatch()),
-        }
-    }
-
-    /// Runs one token and returns the argmax of the logits that follow it; on
-    /// the GPU only the token id comes back to the host.
-    pub fn forward_greedy(
-        &self,
-        token: u32,
-        index_pos: usize,
-        cache: &mut SequenceCache,
-    ) -> Result<u32> {
-        match (self, cache) {
-            (Backend::Cpu(m), SequenceCache::Cpu(c)) => {
-                let logits = m.forward(&[token], index_pos, c, Logits::Last)?;
-                crate::sampler::argmax(&logits)
-                    .ok_or_else(|| Error::InvalidRequest("the logits are all NaN or -inf".into()))
-            }
-            (Backend::Cuda(m), SequenceCache::Cuda(c)) => m.forward_greedy(token, index_pos, c),
-            _ => Err(mismatch()),
-        }
-    }
 }
 
-/// What one sequence of a batched decode step needs back.
+/// What one sequence of a step needs back.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Wanted<'a> {
-    /// The most likely next token.
+    /// The most likely token after the last one.
     Argmax,
     /// A token picked by the sampler with these settings, the penalties
-    /// looking at the `window` tokens (see [`Backend::forward_sample`]).
+    /// looking at the `window` tokens (see
+    /// [`crate::sampler::Sampler::device_sampling`]).
     Sample {
         params: SamplingParams,
         window: &'a [u32],
     },
-    /// The whole row of logits.
+    /// The row of logits after the last token.
     Logits,
+    /// The rows of logits after every token (`tokens × vocab` values,
+    /// row-major).
+    EveryRow,
 }
 
-/// What one sequence of a decode step got.
+/// What one sequence of a step got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Picked {
-    /// The token, picked on the device.
+    /// The token, picked on the device (or, for [`Wanted::Argmax`], on the
+    /// host from the row).
     Token(u32),
-    /// The whole row of logits, for the host to pick from (a CPU backend
-    /// gives the row for every want but [`Wanted::Argmax`]).
+    /// Logits for the host to use or pick from: the rows [`Wanted::Logits`]
+    /// or [`Wanted::EveryRow`] asked for, or the last row when the backend
+    /// cannot pick the wanted token itself (a CPU backend samples nothing;
+    /// a GPU whose selection overflowed on ties; no usable logit for an
+    /// argmax, where the host sampler then gives its error).
     Row(Vec<f32>),
 }
 
+/// One sequence's part of a [`Backend::step`].
+pub struct SequenceStep<'c, 'a> {
+    /// The tokens to append: the next token of a decode step, or a chunk of
+    /// a prompt.
+    pub tokens: &'a [u32],
+    /// The sequence's cache; the tokens go to the positions after what it
+    /// holds.
+    pub cache: &'c mut SequenceCache,
+    pub want: Wanted<'a>,
+}
+
 impl Backend {
-    /// One decode step for several sequences: `tokens[i]` goes to `caches[i]`
-    /// at the position equal to the cache's length, and sequence i gets what
-    /// `wants[i]` asks for, each exactly what a lone step would give. On the
-    /// CPU every matrix product runs once for all rows; on a GPU every kernel
-    /// is launched once for all sequences.
-    pub fn forward_batch(
+    /// One forward step of the model for each sequence of `steps`: its
+    /// tokens are appended to its cache and it gets what it wants, exactly
+    /// what it would get in a step of its own. Sequences of one token each
+    /// (decode steps) run as one batch: every matrix product once for all
+    /// rows on the CPU, every kernel launched once for all sequences on a GPU.
+    /// A sequence of several tokens (a prompt chunk) runs as a pass of its
+    /// own. On failure a cache may hold part of the step; the caller rolls
+    /// back (see [`crate::Session`]).
+    pub fn step(&self, steps: &mut [SequenceStep<'_, '_>]) -> Result<Vec<Picked>> {
+        let decode_batch = steps.len() > 1
+            && steps
+                .iter()
+                .all(|s| s.tokens.len() == 1 && s.want != Wanted::EveryRow);
+        if decode_batch {
+            return self.decode_batch(steps);
+        }
+        steps.iter_mut().map(|s| self.run_sequence(s)).collect()
+    }
+
+    /// [`Backend::step`] for one sequence.
+    pub fn step_one(
         &self,
         tokens: &[u32],
-        caches: &mut [&mut SequenceCache],
-        wants: &[Wanted<'_>],
-    ) -> Result<Vec<Picked>> {
+        cache: &mut SequenceCache,
+        want: Wanted<'_>,
+    ) -> Result<Picked> {
+        let mut step = SequenceStep {
+            tokens,
+            cache,
+            want,
+        };
+        self.run_sequence(&mut step)
+    }
+
+    /// One sequence's tokens as a pass of their own.
+    fn run_sequence(&self, step: &mut SequenceStep<'_, '_>) -> Result<Picked> {
+        let which = match step.want {
+            Wanted::EveryRow => Logits::All,
+            _ => Logits::Last,
+        };
+        match (self, &mut *step.cache) {
+            (Backend::Cpu(m), SequenceCache::Cpu(c)) => {
+                let logits = m.forward(step.tokens, c.len(), c, which)?;
+                Ok(pick_on_host(logits, step.want))
+            }
+            (Backend::Cuda(m), SequenceCache::Cuda(c)) => match (step.tokens, step.want) {
+                (&[token], Wanted::Argmax) => Ok(Picked::Token(m.forward_greedy(token, c)?)),
+                (&[token], Wanted::Sample { params, window }) => {
+                    m.forward_sample(token, c, &params, window)
+                }
+                (tokens, want) => Ok(pick_on_host(m.forward(tokens, c, which)?, want)),
+            },
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// Decode steps of several sequences, one token each, as one batch.
+    fn decode_batch(&self, steps: &mut [SequenceStep<'_, '_>]) -> Result<Vec<Picked>> {
+        let tokens: Vec<u32> = steps.iter().map(|s| s.tokens[0]).collect();
+        let wants: Vec<Wanted<'_>> = steps.iter().map(|s| s.want).collect();
         match self {
             Backend::Cpu(model) => {
-                let mut steps = caches
+                let mut batch = steps
                     .iter_mut()
-                    .map(|cache| match &mut **cache {
+                    .map(|step| match &mut *step.cache {
                         SequenceCache::Cpu(c) => Ok(crate::model::BatchStep {
                             position: c.len(),
                             cache: c,
@@ -282,20 +316,29 @@ impl Backend {
                         SequenceCache::Cuda(_) => Err(mismatch()),
                     })
                     .collect::<Result<Vec<_>>>()?;
-                let logits = model.forward_batch(tokens, &mut steps)?;
-                Ok(pick_rows(&logits, model.config().vocab_size, wants))
+                let logits = model.forward_batch(&tokens, &mut batch)?;
+                Ok(pick_rows(&logits, model.config().vocab_size, &wants))
             }
             Backend::Cuda(model) => {
-                let mut gpu_caches = caches
+                let mut caches = steps
                     .iter_mut()
-                    .map(|cache| match &mut **cache {
+                    .map(|step| match &mut *step.cache {
                         SequenceCache::Cuda(c) => Ok(&mut **c),
                         SequenceCache::Cpu(_) => Err(mismatch()),
                     })
                     .collect::<Result<Vec<_>>>()?;
-                model.forward_batch(tokens, &mut gpu_caches, wants)
+                model.forward_batch(&tokens, &mut caches, &wants)
             }
         }
+    }
+}
+
+/// What a sequence gets from logits computed on the host side of a step:
+/// the argmax when it asked for one (and one exists), else the rows.
+fn pick_on_host(logits: Vec<f32>, want: Wanted<'_>) -> Picked {
+    match want {
+        Wanted::Argmax => argmax(&logits).map_or(Picked::Row(logits), Picked::Token),
+        _ => Picked::Row(logits),
     }
 }
 
@@ -323,35 +366,6 @@ fn pick_rows(logits: &[f32], vocab: usize, wants: &[Wanted<'_>]) -> Vec<Picked> 
 
 fn mismatch() -> Error {
     Error::InvalidRequest("a cache made by one backend was used with another".into())
-}
-
-impl Backend {
-    /// Runs one token and picks the next with the sampler settings `params`
-    /// (see [`crate::sampler::Sampler::device_sampling`]), its penalties
-    /// looking at the `window` tokens: on a GPU the whole chain runs there
-    /// and only the token id comes back; the CPU, or a GPU whose selection
-    /// overflowed on ties, gives the whole row for the host's sampler.
-    pub fn forward_sample(
-        &self,
-        token: u32,
-        index_pos: usize,
-        cache: &mut SequenceCache,
-        params: &SamplingParams,
-        window: &[u32],
-    ) -> Result<Picked> {
-        match (self, cache) {
-            (Backend::Cpu(m), SequenceCache::Cpu(c)) => Ok(Picked::Row(m.forward(
-                &[token],
-                index_pos,
-                c,
-                Logits::Last,
-            )?)),
-            (Backend::Cuda(m), SequenceCache::Cuda(c)) => {
-                m.forward_sample(token, index_pos, c, params, window)
-            }
-            _ => Err(mismatch()),
-        }
-    }
 }
 
 impl From<Model> for Backend {

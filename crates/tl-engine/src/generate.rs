@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
 use crate::backend::{Backend, Picked, Wanted};
-use crate::error::Result;
-use crate::sampler::Sampler;
+use crate::error::{Error, Result};
+use crate::sampler::{Sampler, SamplingParams};
 use crate::session::Session;
 use crate::stop_strings::StopStringMatcher;
 
@@ -177,16 +177,10 @@ pub fn step_sampled(
     sampler: &mut Sampler,
     token: u32,
 ) -> Result<u32> {
-    if sampler.config().is_plain_argmax() {
-        return session.step_greedy(model, token);
-    }
-    let Some(params) = sampler.device_sampling() else {
-        let logits = session.step(model, token)?;
-        return sampler.sample(&logits, session.tokens());
-    };
-    let window = penalty_window(session, sampler, token);
-    let picked = session.step_sample(model, token, &params, &window)?;
-    finish_pick(sampler, picked, session.tokens())
+    let mut picked = step_batch_sampled(&mut [session], model, &mut [sampler], &[token])?;
+    picked
+        .pop()
+        .ok_or_else(|| Error::InvalidRequest("a step gave nothing back".into()))?
 }
 
 /// The token of a step's [`Picked`]: the device's pick (moving the sampler's
@@ -211,32 +205,50 @@ pub fn step_batch_sampled(
     samplers: &mut [&mut Sampler],
     tokens: &[u32],
 ) -> Result<Vec<Result<u32>>> {
+    // Only a sampler the device runs needs its penalties' window.
     let windows: Vec<Vec<u32>> = sessions
         .iter()
         .zip(samplers.iter())
         .zip(tokens)
-        .map(|((session, sampler), &token)| penalty_window(session, sampler, token))
+        .map(|((session, sampler), &token)| match wanted_kind(sampler) {
+            WantedKind::Sample(_) => penalty_window(session, sampler, token),
+            _ => Vec::new(),
+        })
         .collect();
     let wants: Vec<Wanted<'_>> = samplers
         .iter()
         .zip(&windows)
-        .map(|(sampler, window)| {
-            if sampler.config().is_plain_argmax() {
-                Wanted::Argmax
-            } else if let Some(params) = sampler.device_sampling() {
-                Wanted::Sample { params, window }
-            } else {
-                Wanted::Logits
-            }
+        .map(|(sampler, window)| match wanted_kind(sampler) {
+            WantedKind::Argmax => Wanted::Argmax,
+            WantedKind::Sample(params) => Wanted::Sample { params, window },
+            WantedKind::Logits => Wanted::Logits,
         })
         .collect();
-    let picked = Session::step_batch(model, sessions, tokens, &wants)?;
+    let token_lists: Vec<&[u32]> = tokens.iter().map(std::slice::from_ref).collect();
+    let picked = Session::advance(model, sessions, &token_lists, &wants)?;
     Ok(picked
         .into_iter()
         .zip(sessions.iter())
         .zip(samplers.iter_mut())
         .map(|((picked, session), sampler)| finish_pick(sampler, picked, session.tokens()))
         .collect())
+}
+
+/// What a step asks the backend for on `sampler`'s behalf.
+enum WantedKind {
+    Argmax,
+    Sample(SamplingParams),
+    Logits,
+}
+
+fn wanted_kind(sampler: &Sampler) -> WantedKind {
+    if sampler.config().is_plain_argmax() {
+        WantedKind::Argmax
+    } else if let Some(params) = sampler.device_sampling() {
+        WantedKind::Sample(params)
+    } else {
+        WantedKind::Logits
+    }
 }
 
 /// The tokens `sampler`'s penalties will look at once `token` is appended to

@@ -15,7 +15,7 @@ pub mod session;
 pub mod stop_strings;
 pub mod synth;
 
-pub use backend::{Backend, DeviceChoice, KernelTime, Picked, SequenceCache, Wanted};
+pub use backend::{Backend, DeviceChoice, KernelTime, Picked, SequenceCache, SequenceStep, Wanted};
 pub use error::{Error, Result};
 pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};
 

@@ -5,8 +5,8 @@
 //! model adds BOS; only the second half of each window is scored, each token given
 //! everything before it in the window.
 
+use crate::backend::{Backend, Picked, Wanted};
 use crate::error::{Error, Result};
-use crate::model::{Logits, Model};
 
 /// The outcome of a perplexity run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,7 +33,7 @@ impl PerplexityReport {
 /// replaces each window's first token. `on_window(done, total, report_so_far)` is
 /// called after each window.
 pub fn perplexity(
-    model: &Model,
+    model: &Backend,
     tokens: &[u32],
     window: usize,
     bos: Option<u32>,
@@ -64,7 +64,14 @@ pub fn perplexity(
             input[0] = bos;
         }
         cache.truncate(0);
-        let logits = model.forward(&input, 0, &mut cache, Logits::All)?;
+        let logits = match model.step_one(&input, &mut cache, Wanted::EveryRow)? {
+            Picked::Row(logits) => logits,
+            Picked::Token(_) => {
+                return Err(Error::InvalidRequest(
+                    "a step asked for every row's logits gave a token".into(),
+                ))
+            }
+        };
         let vocab = logits.len() / window;
         for position in first_scored..window - 1 {
             // The original tokens are the targets, even where BOS replaced one.

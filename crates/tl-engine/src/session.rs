@@ -2,10 +2,8 @@
 //! new prompt that extends the old one (the next turn of a chat) only runs the new
 //! tokens through the model.
 
-use crate::backend::{Backend, Picked, SequenceCache, Wanted};
+use crate::backend::{Backend, Picked, SequenceCache, SequenceStep, Wanted};
 use crate::error::{Error, Result};
-use crate::model::Logits;
-use crate::sampler::SamplingParams;
 
 /// One sequence's state.
 pub struct Session {
@@ -42,22 +40,42 @@ impl Session {
         self.truncate(0);
     }
 
-    /// One decode step for several sessions at once (see
-    /// [`Backend::forward_batch`]): `tokens[i]` is appended to `sessions[i]`,
-    /// which gets what `wants[i]` asks for. On failure no session changes.
-    pub fn step_batch(
+    /// One step of the model for several sessions at once (see
+    /// [`Backend::step`]): `tokens[i]` (the next token, or a prompt chunk) is
+    /// appended to `sessions[i]`, which gets what `wants[i]` asks for. On
+    /// failure no session changes: a failed pass may have written some
+    /// layers, so every session is cut back to what it held.
+    pub fn advance(
         model: &Backend,
         sessions: &mut [&mut Session],
-        tokens: &[u32],
+        tokens: &[&[u32]],
         wants: &[Wanted<'_>],
     ) -> Result<Vec<Picked>> {
+        if tokens.len() != sessions.len() || wants.len() != sessions.len() {
+            return Err(Error::InvalidRequest(format!(
+                "a step of {} sessions with {} token lists and {} wants",
+                sessions.len(),
+                tokens.len(),
+                wants.len()
+            )));
+        }
         let lengths: Vec<usize> = sessions.iter().map(|s| s.tokens.len()).collect();
-        let mut caches: Vec<&mut SequenceCache> =
-            sessions.iter_mut().map(|s| &mut s.cache).collect();
-        match model.forward_batch(tokens, &mut caches, wants) {
+        let mut steps: Vec<SequenceStep<'_, '_>> = sessions
+            .iter_mut()
+            .zip(tokens)
+            .zip(wants)
+            .map(|((session, tokens), &want)| SequenceStep {
+                tokens,
+                cache: &mut session.cache,
+                want,
+            })
+            .collect();
+        let result = model.step(&mut steps);
+        drop(steps);
+        match result {
             Ok(picked) => {
-                for (session, &token) in sessions.iter_mut().zip(tokens) {
-                    session.tokens.push(token);
+                for (session, tokens) in sessions.iter_mut().zip(tokens) {
+                    session.tokens.extend_from_slice(tokens);
                 }
                 Ok(picked)
             }
@@ -68,6 +86,19 @@ impl Session {
                 Err(e)
             }
         }
+    }
+
+    /// [`Session::advance`] for this session alone.
+    pub fn advance_one(
+        &mut self,
+        model: &Backend,
+        tokens: &[u32],
+        want: Wanted<'_>,
+    ) -> Result<Picked> {
+        let mut picked = Self::advance(model, &mut [self], &[tokens], &[want])?;
+        picked
+            .pop()
+            .ok_or_else(|| Error::InvalidRequest("a step gave nothing back".into()))
     }
 
     fn truncate(&mut self, len: usize) {
@@ -129,65 +160,14 @@ impl Session {
         common_prefix(&self.tokens, prompt).min(prompt.len().saturating_sub(1))
     }
 
-    /// Appends one token and returns the logits that follow it.
-    pub fn step(&mut self, model: &Backend, token: u32) -> Result<Vec<f32>> {
-        self.feed(model, &[token])
-    }
-
-    /// Appends one token and returns the argmax of the logits that follow it
-    /// (on a GPU only the token id crosses to the host).
-    pub fn step_greedy(&mut self, model: &Backend, token: u32) -> Result<u32> {
-        let start = self.tokens.len();
-        match model.forward_greedy(token, start, &mut self.cache) {
-            Ok(next) => {
-                self.tokens.push(token);
-                Ok(next)
-            }
-            Err(e) => {
-                self.truncate(start);
-                Err(e)
-            }
-        }
-    }
-
-    /// Appends one token and picks the next with the sampler settings
-    /// `params` (on a GPU the token comes back, else the row; see
-    /// [`Backend::forward_sample`]).
-    pub fn step_sample(
-        &mut self,
-        model: &Backend,
-        token: u32,
-        params: &SamplingParams,
-        window: &[u32],
-    ) -> Result<Picked> {
-        let start = self.tokens.len();
-        match model.forward_sample(token, start, &mut self.cache, params, window) {
-            Ok(picked) => {
-                self.tokens.push(token);
-                Ok(picked)
-            }
-            Err(e) => {
-                self.truncate(start);
-                Err(e)
-            }
-        }
-    }
-
-    /// Appends `tokens` (a prompt chunk) and returns the logits that follow the
-    /// last of them.
+    /// Appends `tokens` (a prompt chunk, or one token) and returns the logits
+    /// that follow the last of them.
     pub fn feed(&mut self, model: &Backend, tokens: &[u32]) -> Result<Vec<f32>> {
-        let start = self.tokens.len();
-        let logits = model.forward(tokens, start, &mut self.cache, Logits::Last);
-        match logits {
-            Ok(logits) => {
-                self.tokens.extend_from_slice(tokens);
-                Ok(logits)
-            }
-            Err(e) => {
-                // A failed pass may have written some layers: drop those positions.
-                self.truncate(start);
-                Err(e)
-            }
+        match self.advance_one(model, tokens, Wanted::Logits)? {
+            Picked::Row(logits) => Ok(logits),
+            Picked::Token(_) => Err(Error::InvalidRequest(
+                "a step asked for logits gave a token".into(),
+            )),
         }
     }
 }

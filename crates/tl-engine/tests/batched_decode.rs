@@ -40,7 +40,7 @@ fn real_model() -> PathBuf {
 fn logits_rows(model: &Backend, sessions: &mut [Session], tokens: &[u32]) -> Vec<Vec<f32>> {
     let mut refs: Vec<&mut Session> = sessions.iter_mut().collect();
     let wants = vec![Wanted::Logits; tokens.len()];
-    Session::step_batch(model, &mut refs, tokens, &wants)
+    Session::advance(model, &mut refs, &singles(tokens), &wants)
         .unwrap()
         .into_iter()
         .map(|picked| match picked {
@@ -48,6 +48,11 @@ fn logits_rows(model: &Backend, sessions: &mut [Session], tokens: &[u32]) -> Vec
             other => panic!("asked for rows, got {other:?}"),
         })
         .collect()
+}
+
+/// One token per session, as [`Session::advance`] takes them.
+fn singles(tokens: &[u32]) -> Vec<&[u32]> {
+    tokens.iter().map(std::slice::from_ref).collect()
 }
 
 #[test]
@@ -72,7 +77,7 @@ fn batched_steps_equal_lone_steps_bit_for_bit() {
     for step in 0..12 {
         let rows = logits_rows(&model, &mut batched, &batched_next);
         for (i, row) in rows.iter().enumerate() {
-            let lone = alone[i].step(&model, alone_next[i]).unwrap();
+            let lone = alone[i].feed(&model, &[alone_next[i]]).unwrap();
             assert!(
                 lone.iter()
                     .zip(row)
@@ -105,12 +110,13 @@ fn a_failed_batch_leaves_every_session_as_it_was() {
     b.prefill(&model, &[4, 5], 0, &mut || true).unwrap();
     let vocab = model.config().vocab_size as u32;
     let wants = [Wanted::Logits; 2];
-    let err = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, vocab], &wants).unwrap_err();
+    let err =
+        Session::advance(&model, &mut [&mut a, &mut b], &singles(&[7, vocab]), &wants).unwrap_err();
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
     assert_eq!(a.tokens(), &[1, 2, 3]);
     assert_eq!(b.tokens(), &[4, 5]);
     // Both still step correctly afterwards.
-    let rows = Session::step_batch(&model, &mut [&mut a, &mut b], &[7, 8], &wants).unwrap();
+    let rows = Session::advance(&model, &mut [&mut a, &mut b], &singles(&[7, 8]), &wants).unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(a.tokens(), &[1, 2, 3, 7]);
 }
@@ -138,7 +144,7 @@ fn argmax_rows_get_the_argmax_of_their_row() {
     let mut mixed = sessions();
     let mut refs: Vec<&mut Session> = mixed.iter_mut().collect();
     let wants = [Wanted::Argmax, Wanted::Logits, Wanted::Argmax];
-    let picked = Session::step_batch(&model, &mut refs, &tokens, &wants).unwrap();
+    let picked = Session::advance(&model, &mut refs, &singles(&tokens), &wants).unwrap();
     assert_eq!(picked[0], Picked::Token(argmax(&rows[0]).unwrap()));
     assert_eq!(picked[1], Picked::Row(rows[1].clone()));
     assert_eq!(picked[2], Picked::Token(argmax(&rows[2]).unwrap()));

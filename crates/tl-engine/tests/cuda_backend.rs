@@ -20,9 +20,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tl_cuda::{CudaError, Gpu};
-use tl_engine::model::{Logits, Model};
+use tl_engine::model::Model;
 use tl_engine::sampler::{argmax, Sampler, SamplerConfig};
-use tl_engine::{Backend, GenerationConfig, Generator, SequenceCache, Session};
+use tl_engine::{Backend, GenerationConfig, Generator, Picked, SequenceCache, Session, Wanted};
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
@@ -153,6 +153,22 @@ fn nudged_cpu(path: &PathBuf, dir: &std::path::Path) -> Backend {
     Backend::Cpu(Model::load(&file, CONTEXT).unwrap())
 }
 
+/// The logits after `tokens`, appended to `cache` in one step.
+fn last_logits(backend: &Backend, tokens: &[u32], cache: &mut SequenceCache) -> Vec<f32> {
+    match backend.step_one(tokens, cache, Wanted::Logits).unwrap() {
+        Picked::Row(logits) => logits,
+        Picked::Token(_) => panic!("a step asked for logits gave a token"),
+    }
+}
+
+/// The device's argmax after `token`, appended to `cache`.
+fn greedy(backend: &Backend, token: u32, cache: &mut SequenceCache) -> u32 {
+    match backend.step_one(&[token], cache, Wanted::Argmax).unwrap() {
+        Picked::Token(token) => token,
+        Picked::Row(_) => panic!("no argmax"),
+    }
+}
+
 /// Runs `tokens` from position 0 in one pass, or one token per pass when
 /// `stepwise`; returns the last logits.
 fn run_prompt(
@@ -162,13 +178,11 @@ fn run_prompt(
     stepwise: bool,
 ) -> Vec<f32> {
     if !stepwise {
-        return backend.forward(tokens, 0, cache, Logits::Last).unwrap();
+        return last_logits(backend, tokens, cache);
     }
     let mut logits = Vec::new();
-    for (position, &token) in tokens.iter().enumerate() {
-        logits = backend
-            .forward(&[token], position, cache, Logits::Last)
-            .unwrap();
+    for &token in tokens {
+        logits = last_logits(backend, &[token], cache);
     }
     logits
 }
@@ -198,15 +212,11 @@ fn compare_greedy_run(
     let mut errors = vec![relative_error(&got, &want)];
     let mut same_bits = same(&got, &want);
     let mut same_argmax = 0;
-    for position in tokens.len()..tokens.len() + STEPS {
+    for _ in 0..STEPS {
         let next = argmax(&want).unwrap();
         same_argmax += usize::from(argmax(&got) == Some(next));
-        want = reference
-            .forward(&[next], position, &mut reference_cache, Logits::Last)
-            .unwrap();
-        got = other
-            .forward(&[next], position, &mut other_cache, Logits::Last)
-            .unwrap();
+        want = last_logits(reference, &[next], &mut reference_cache);
+        got = last_logits(other, &[next], &mut other_cache);
         errors.push(relative_error(&got, &want));
         same_bits += same(&got, &want);
     }
@@ -235,6 +245,11 @@ fn summary(errors: &[f64]) -> (f64, f64) {
 /// 24-token run (a floor of exactly 0), one in the 100-token run (1.4e-2 on
 /// Qwen3-0.6B), while the GPU's other summation order flips something in
 /// every run.
+/// One token per session, as [`Session::advance`] takes them.
+fn singles(tokens: &[u32]) -> Vec<&[u32]> {
+    tokens.iter().map(std::slice::from_ref).collect()
+}
+
 #[test]
 fn gpu_logits_match_the_cpu_over_a_greedy_run() {
     let Some(gpu) = gpu() else { return };
@@ -302,11 +317,11 @@ fn gpu_runs_are_deterministic() {
         let run = || {
             let tokens = prompt(cuda.config().vocab_size);
             let mut cache = cuda.new_cache(CONTEXT).unwrap();
-            let logits = cuda.forward(&tokens, 0, &mut cache, Logits::Last).unwrap();
+            let logits = last_logits(&cuda, &tokens, &mut cache);
             let mut next = argmax(&logits).unwrap();
             let mut out = vec![next];
-            for position in tokens.len()..tokens.len() + STEPS {
-                next = cuda.forward_greedy(next, position, &mut cache).unwrap();
+            for _ in 0..STEPS {
+                next = greedy(&cuda, next, &mut cache);
                 out.push(next);
             }
             out
@@ -320,16 +335,14 @@ fn gpu_runs_are_deterministic() {
         );
         let tokens = prompt(cuda.config().vocab_size);
         let mut cache = cuda.new_cache(CONTEXT).unwrap();
-        let mut logits = cuda.forward(&tokens, 0, &mut cache, Logits::Last).unwrap();
-        for (i, position) in (tokens.len()..tokens.len() + 8).enumerate() {
+        let mut logits = last_logits(&cuda, &tokens, &mut cache);
+        for (i, &token) in first.iter().take(8).enumerate() {
             assert_eq!(
                 argmax(&logits),
-                Some(first[i]),
+                Some(token),
                 "device and host argmax differ at step {i}"
             );
-            logits = cuda
-                .forward(&[first[i]], position, &mut cache, Logits::Last)
-                .unwrap();
+            logits = last_logits(&cuda, &[token], &mut cache);
         }
     }
 }
@@ -366,24 +379,29 @@ fn sampling_on_the_device_matches_sampling_from_the_whole_row() {
                 let mut sampler = Sampler::new(config.clone());
                 let tokens = prompt(cuda.config().vocab_size);
                 let mut cache = cuda.new_cache(CONTEXT).unwrap();
-                let logits = cuda.forward(&tokens, 0, &mut cache, Logits::Last).unwrap();
+                let logits = last_logits(&cuda, &tokens, &mut cache);
                 let mut history = tokens.clone();
                 let mut next = sampler.sample(&logits, &history).unwrap();
-                for position in tokens.len()..tokens.len() + STEPS {
+                for _ in 0..STEPS {
                     history.push(next);
                     next = if device {
                         let window = sampler.penalized_tokens(&history).to_vec();
                         let params = sampler.device_sampling().unwrap();
                         let picked = cuda
-                            .forward_sample(next, position, &mut cache, &params, &window)
+                            .step_one(
+                                &[next],
+                                &mut cache,
+                                Wanted::Sample {
+                                    params,
+                                    window: &window,
+                                },
+                            )
                             .unwrap();
                         steps += 1;
                         on_device += usize::from(matches!(picked, tl_engine::Picked::Token(_)));
                         finish_pick(&mut sampler, picked, &history).unwrap()
                     } else {
-                        let row = cuda
-                            .forward(&[next], position, &mut cache, Logits::Last)
-                            .unwrap();
+                        let row = last_logits(&cuda, &[next], &mut cache);
                         sampler.sample(&row, &history).unwrap()
                     };
                 }
@@ -555,12 +573,8 @@ fn greedy_text_on_the_gpu_equals_the_cpus() {
         let tokens = tokenizer.encode(p, true, false).unwrap();
         let mut cpu_cache = cpu.new_cache(CONTEXT).unwrap();
         let mut gpu_cache = cuda.new_cache(CONTEXT).unwrap();
-        let mut want = cpu
-            .forward(&tokens, 0, &mut cpu_cache, Logits::Last)
-            .unwrap();
-        let mut got = cuda
-            .forward(&tokens, 0, &mut gpu_cache, Logits::Last)
-            .unwrap();
+        let mut want = last_logits(&cpu, &tokens, &mut cpu_cache);
+        let mut got = last_logits(&cuda, &tokens, &mut gpu_cache);
         for position in tokens.len()..tokens.len() + 32 {
             let (c, g) = (
                 argmax(&want).unwrap() as usize,
@@ -577,12 +591,8 @@ fn greedy_text_on_the_gpu_equals_the_cpus() {
                 eprintln!("{p:?} at {position}: CPU picks {c}, GPU {g}; CPU gap {gap:.3}, RMS logit difference {rms:.3}");
                 assert!((gap as f64) <= 3.0 * rms, "{p:?} at {position}: the GPU parts from a clear CPU choice (gap {gap}, RMS difference {rms})");
             }
-            want = cpu
-                .forward(&[c as u32], position, &mut cpu_cache, Logits::Last)
-                .unwrap();
-            got = cuda
-                .forward(&[c as u32], position, &mut gpu_cache, Logits::Last)
-                .unwrap();
+            want = last_logits(&cpu, &[c as u32], &mut cpu_cache);
+            got = last_logits(&cuda, &[c as u32], &mut gpu_cache);
         }
     }
     eprintln!(
@@ -873,16 +883,11 @@ fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
                 })
                 .collect();
             let mut refs: Vec<&mut Session> = batched.iter_mut().collect();
-            let picked = Session::step_batch(&cuda, &mut refs, &batched_next, &wants).unwrap();
+            let picked =
+                Session::advance(&cuda, &mut refs, &singles(&batched_next), &wants).unwrap();
             for (i, picked) in picked.iter().enumerate() {
                 let token = lone_next[i];
-                let expected = match wants[i] {
-                    Wanted::Logits => Picked::Row(lone[i].step(&cuda, token).unwrap()),
-                    Wanted::Argmax => Picked::Token(lone[i].step_greedy(&cuda, token).unwrap()),
-                    Wanted::Sample { params, window } => {
-                        lone[i].step_sample(&cuda, token, &params, window).unwrap()
-                    }
-                };
+                let expected = lone[i].advance_one(&cuda, &[token], wants[i]).unwrap();
                 let same = match (&expected, picked) {
                     (Picked::Row(a), Picked::Row(b)) => {
                         a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())

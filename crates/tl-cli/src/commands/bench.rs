@@ -9,10 +9,9 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use tl_engine::generate::{finish_pick, step_batch_sampled};
-use tl_engine::model::Logits;
 use tl_engine::sampler::rng::Xoshiro256StarStar;
 use tl_engine::sampler::{Sampler, SamplerConfig};
-use tl_engine::{Backend, KernelTime, Picked, SequenceCache, Session};
+use tl_engine::{Backend, KernelTime, Picked, SequenceCache, Session, Wanted};
 
 use crate::cli::BenchArgs;
 use crate::loaded_model;
@@ -158,7 +157,7 @@ fn prompt_test(
         cache.truncate(0);
         let before = backend.syncs();
         let started = Instant::now();
-        backend.forward(&prompt, 0, &mut cache, Logits::Last)?;
+        backend.step_one(&prompt, &mut cache, Wanted::Logits)?;
         let elapsed = started.elapsed().as_secs_f64();
         if rep > 0 {
             times.push(elapsed);
@@ -168,7 +167,7 @@ fn prompt_test(
     let mut result = summarise(format!("pp{tokens}"), tokens, 0, &times, syncs);
     result.profile = profiled(backend, args.profile, tokens, || {
         cache.truncate(0);
-        backend.forward(&prompt, 0, &mut cache, Logits::Last)?;
+        backend.step_one(&prompt, &mut cache, Wanted::Logits)?;
         Ok(())
     })?;
     Ok(result)
@@ -185,7 +184,7 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
     let fill = |cache: &mut SequenceCache| -> Result<(u32, usize)> {
         cache.truncate(0);
         if args.depth > 0 {
-            backend.forward(&history, 0, cache, Logits::Last)?;
+            backend.step_one(&history, cache, Wanted::Logits)?;
             Ok((history[args.depth - 1], args.depth))
         } else {
             Ok((history[0], 0))
@@ -194,7 +193,7 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
     // Greedy steps take the device argmax; with a temperature the default
     // sampler settings apply (top-k 40), and the GPU runs the whole sampler.
     // Either way 4 bytes come back per token.
-    let generate = |cache: &mut SequenceCache, (mut token, mut position): (u32, usize)| {
+    let generate = |cache: &mut SequenceCache, (mut token, position): (u32, usize)| {
         let mut sampler = Sampler::new(SamplerConfig {
             temperature: args.temperature,
             seed: args.seed,
@@ -207,19 +206,21 @@ fn generation_test(backend: &Backend, context: usize, args: &BenchArgs) -> Resul
                 // top-k bounds the choice, else the whole row.
                 context.push(token);
                 let window = sampler.penalized_tokens(&context).to_vec();
-                let picked = match sampler.device_sampling() {
-                    Some(params) => {
-                        backend.forward_sample(token, position, cache, &params, &window)?
-                    }
-                    None => {
-                        Picked::Row(backend.forward(&[token], position, cache, Logits::Last)?)
-                    }
+                let want = match sampler.device_sampling() {
+                    Some(params) => Wanted::Sample {
+                        params,
+                        window: &window,
+                    },
+                    None => Wanted::Logits,
                 };
+                let picked = backend.step_one(&[token], cache, want)?;
                 finish_pick(&mut sampler, picked, &context)?
             } else {
-                backend.forward_greedy(token, position, cache)?
+                match backend.step_one(&[token], cache, Wanted::Argmax)? {
+                    Picked::Token(token) => token,
+                    Picked::Row(_) => anyhow::bail!("the logits are all NaN or -inf"),
+                }
             };
-            position += 1;
         }
         anyhow::Ok(())
     };

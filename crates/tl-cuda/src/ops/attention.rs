@@ -121,9 +121,10 @@ pub struct Rotation<'a> {
     /// (cos, sin) pairs `[position][head_dim/2]` for positions `0..capacity`
     /// at least.
     pub cos_sin: Span<'a, f32>,
-    /// Pairs are elements half a head apart (NeoX: Qwen) rather than adjacent.
+    /// Pairs are elements half a head apart (GGML's NeoX style) rather than
+    /// adjacent.
     pub halves: bool,
-    /// Per-head RMS norms applied before the rotation (Qwen3).
+    /// Per-head RMS norms applied before the rotation.
     pub qk_norm: Option<QkNorm<'a>>,
 }
 
@@ -230,8 +231,8 @@ const ROPE_MAX_HEADS: usize = 512;
 /// Heads (a warp each) per block of rope_store_kv_per_head (`ROPE_WARPS`).
 const ROPE_HEADS_PER_BLOCK: usize = 4;
 /// Rows below which a launch takes a warp per head rather than a block per
-/// row (measured on an H100: a decode step's rotation 8.4 → 5.4 µs, Qwen3-0.6B
-/// decode 1.03–1.07×; at 512 rows the per-row blocks were faster).
+/// row (measured on an H100: a decode step's rotation 8.4 → 5.4 µs, a 0.6B
+/// model's decode (16 heads of 128, q/k norms) 1.03–1.07×; at 512 rows the per-row blocks were faster).
 const PER_HEAD_MAX_ROWS: usize = 64;
 
 /// # Safety

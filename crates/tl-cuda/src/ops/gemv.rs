@@ -161,9 +161,9 @@ pub fn gemv(
 /// ask L2 for while `w` is multiplied. Nothing without a next matrix, below
 /// prefetch level 2, for float `w` (those GEMVs are busy streaming their own
 /// weights and start no dependent early, so a prefetch only competes with
-/// them: TinyLlama F16 decode measured 6% slower with it), and at most a third
+/// them: a 1.1B model's F16 decode measured 6% slower with it), and at most a third
 /// of L2 or what fits beside `w` (more would be evicted before its use; half
-/// of L2 beside `w` measured 1% slower on TinyLlama Q8_0, whose gate/up
+/// of L2 beside `w` measured 1% slower on a 1.1B model's Q8_0, whose gate/up
 /// matrix leaves little room in half).
 fn next_matrix_args(gpu: &Gpu, w: &DeviceMatrix, next: Option<&DeviceMatrix>) -> Result<[Arg; 4]> {
     let l2 = gpu.info().l2_bytes;

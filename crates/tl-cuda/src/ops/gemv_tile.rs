@@ -31,7 +31,7 @@ fn wanted_rows(out_rows: usize, sequences: usize, multiprocessors: usize) -> usi
 /// Threads per block at least: 512 unless `TL_GEMV_TILE_THREADS` (32 to 512)
 /// says otherwise (a tuning knob for measurements). Every thread stages part
 /// of x (its quarters of Q8 blocks) before any product, so more threads
-/// shorten every tile's start (SmolLM2's decode, tiles of 8 rows, measured
+/// shorten every tile's start (a 135M model's decode, tiles of 8 rows, measured
 /// 1,098 tok/s at 96 threads a block, 1,150 at 256, when each value took
 /// its own shuffle rounds).
 fn least_threads() -> usize {
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn tiles_give_every_multiprocessor_one_when_they_fit() {
-        // TinyLlama's down projection: 2,048 rows of 5,632 values.
+        // A 1.1B model's down projection: 2,048 rows of 5,632 values.
         let shape =
             TileShape::new(q4_0_blocks(false), 2048, 1, 5632, 7744, 227 * 1024, 132).unwrap();
         assert_eq!(shape.rows, 16);

@@ -1,4 +1,5 @@
-//! Quantized matrix multiplication on the CPU that reproduces llama.cpp's CPU
+//! The CPU backend: the model's stages ([`model`]) and quantized matrix
+//! multiplication that reproduces llama.cpp's CPU
 //! results bit for bit (ggml-cpu, AVX2 build: checked against ggml's own
 //! `ggml_mul_mat` in `golden_tests`) and outruns it: the same activation
 //! quantization, per-block scale products, FMAs and summation order, computed in
@@ -23,6 +24,7 @@
 mod activations;
 mod blocks;
 mod matrix;
+pub mod model;
 pub(crate) mod parallel;
 mod weight_type;
 

@@ -6,34 +6,34 @@
 //! Launched directly (no graph: the batch's make-up changes every step), one
 //! host sync per step for the whole batch.
 
-use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
-use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
 use tl_cuda::ops::rows as row_ops;
 use tl_cuda::ops::sample::{self as sample_ops, SampleBuffers};
 use tl_cuda::{Buffer, Gpu};
 
+use super::pass::{CudaPass, PassShape};
 use super::{CudaCache, CudaModel};
 use crate::backend::{Picked, Wanted};
+use crate::cpu::model::check_tokens;
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
-use crate::model::llama::check_tokens;
+use crate::model::schedule;
 
 /// The most sequences one pass runs (larger batches run in several passes).
 pub const MAX_BATCH: usize = 64;
 
 /// Device buffers of a batched step, `[sequence][feature]`.
 pub struct BatchBuffers {
-    tokens: Buffer<u32>,
-    positions: Buffer<i32>,
+    pub tokens: Buffer<u32>,
+    pub positions: Buffer<i32>,
     /// `[layer][keys | values][sequence]` cache addresses.
-    tables: Buffer<u64>,
-    x: Buffer<f32>,
-    qkv: Buffer<f32>,
-    attention: Buffer<f32>,
-    hidden: Buffer<f32>,
-    logits: Buffer<f32>,
-    next: Buffer<u32>,
-    sampler: SampleBuffers,
+    pub tables: Buffer<u64>,
+    pub x: Buffer<f32>,
+    pub qkv: Buffer<f32>,
+    pub attention: Buffer<f32>,
+    pub hidden: Buffer<f32>,
+    pub logits: Buffer<f32>,
+    pub next: Buffer<u32>,
+    pub sampler: SampleBuffers,
 }
 
 impl BatchBuffers {
@@ -59,7 +59,7 @@ impl BatchBuffers {
 impl CudaModel {
     /// One decode step for each of `caches` (token `tokens[i]` at the
     /// position equal to cache i's length), returning what each asked for.
-    pub fn forward_batch(
+    pub(crate) fn forward_batch(
         &self,
         tokens: &[u32],
         caches: &mut [&mut CudaCache],
@@ -141,54 +141,12 @@ impl CudaModel {
 
     /// The launches of one batched step (as `record_decode`, for n sequences).
     fn record_batch(&self, b: &BatchBuffers, caches: &[&CudaCache]) -> Result<()> {
-        let gpu = &self.gpu;
-        let c = &self.config;
-        let n = caches.len();
-        let eps = c.rms_norm_eps;
-        let q_width = c.query_width();
-        let qkv_width = q_width + 2 * c.key_value_width();
-        let positions = b.positions.span(0, n)?;
-        row_ops::embed(gpu, &self.embedding, b.tokens.all(), n, b.x.all())?;
-        for (layer, w) in self.blocks.iter().enumerate() {
-            let first = caches[0].layer(layer)?;
-            let kv = LayerCache {
-                tables: Some(CacheTables {
-                    keys: b.tables.span(layer * 2 * MAX_BATCH, n)?,
-                    values: b.tables.span((layer * 2 + 1) * MAX_BATCH, n)?,
-                }),
-                ..first
-            };
-            // Each GEMV names the matrix after it, whose weights it asks L2 for.
-            let after_block = Some(self.matrix_after_block(layer));
-            let qkv = b.qkv.span(0, n * qkv_width)?;
-            self.project_qkv(w, b.x.all(), qkv, n, positions, kv)?;
-            let attention = AttentionBatch {
-                heads: self.heads(),
-                queries: b.qkv.all(),
-                query_stride: qkv_width,
-                rows: 1,
-                cache: kv,
-                start: positions,
-                out: b.attention.all(),
-            };
-            attention_ops::attention_f16_accumulator_batched(gpu, &attention, n)?;
-            let (attention, x, hidden) = (b.attention.all(), b.x.all(), b.hidden.all());
-            self.finish_block(w, attention, x, hidden, n, after_block)?;
-        }
-        let norm = Epilogue::Norm {
-            weight: self.output_norm.all(),
-            eps,
+        let mut pass = CudaPass {
+            model: self,
+            rows: caches.len(),
+            shape: PassShape::Batch { buffers: b, caches },
         };
-        gemv_batched(
-            gpu,
-            self.output_matrix(),
-            b.x.all(),
-            b.logits.all(),
-            norm,
-            n,
-            None,
-        )?;
-        Ok(())
+        schedule::run(&mut pass, self.blocks.len())
     }
 
     /// Argmax per sequence and the whole sampler for all sampling sequences
@@ -223,7 +181,7 @@ impl CudaModel {
                 Wanted::Sample { params, window } => {
                     sample_ops::fits(params.top_k, window.len()) && token != sample_ops::FALLBACK
                 }
-                Wanted::Logits => false,
+                Wanted::Logits | Wanted::EveryRow => false,
             };
             picked.push(if on_device {
                 Picked::Token(token)

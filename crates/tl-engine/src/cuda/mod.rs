@@ -1,9 +1,10 @@
-//! The llama architecture (and Qwen3) on an NVIDIA GPU. Weights stay in their
+//! The model on an NVIDIA GPU: the stages of the
+//! [schedule](crate::model::schedule) in [`pass`]. Weights stay in their
 //! GGUF quantized form on the device; a decode step is five launches per block
 //! (fused QKV with its norm, RoPE and the cache write; attention; output
-//! projection + residual; gate/up with norm and SwiGLU; down + residual; Qwen3
-//! adds one, as its per-head norms take RoPE and the cache write out of the
-//! QKV GEMV) recorded once as a CUDA graph and replayed; a prompt runs in
+//! projection + residual; gate/up with norm and SwiGLU; down + residual; q/k
+//! norms or half-head RoPE pairs add one, as they take RoPE and the cache
+//! write out of the QKV GEMV) recorded once as a CUDA graph and replayed; a prompt runs in
 //! batches through cuBLAS f16 GEMMs (on f16 copies of the weights kept at load
 //! time when the device has room, else dequantized per GEMM) and tensor-core
 //! flash attention.
@@ -17,30 +18,31 @@
 
 mod batch;
 mod cache;
+mod pass;
 mod prefill;
 mod weights;
 
 use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
-use tl_cuda::ops::attention::{
-    self as attention_ops, AttentionBatch, Heads, LayerCache, QkNorm, Rotation,
-};
-use tl_cuda::ops::gemv::{gemv, gemv_batched, Epilogue};
+use tl_cuda::ops::attention::{self as attention_ops, Heads, LayerCache, QkNorm, Rotation};
+use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
 use tl_gguf::GgufFile;
 
 use cache::heads_of;
 pub use cache::CudaCache;
+use pass::{CudaPass, PassShape, PromptPass};
 use prefill::PrefillBuffers;
 use weights::{BlockWeights, Uploader};
 
 use crate::backend::Picked;
+use crate::cpu::model::check_tokens;
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
-use crate::model::llama::check_tokens;
 use crate::model::rope::RopeStyle;
+use crate::model::schedule;
 use crate::model::tensor_names as names;
 use crate::model::Logits;
 use crate::sampler::SamplingParams;
@@ -48,7 +50,7 @@ use crate::sampler::SamplingParams;
 /// Prompt tokens per GEMM batch: bounds the prefill buffers.
 const MAX_PREFILL_ROWS: usize = 1024;
 
-/// A llama-architecture (or Qwen3) model on a GPU.
+/// A model loaded on a GPU.
 pub struct CudaModel {
     gpu: Arc<Gpu>,
     config: ModelConfig,
@@ -160,46 +162,11 @@ impl CudaModel {
         }
     }
 
-    /// The rest of block `b` after attention, for `n` rows: x += W_o·attention,
-    /// then x += W_down·swiglu(W_gate/up·rmsnorm(x)) with SwiGLU's output in
-    /// `hidden`. With `after_block` (decode steps; prompts pass none), each
-    /// GEMV asks L2 for the next matrix's weights, the last one for it.
-    fn finish_block(
-        &self,
-        b: &BlockWeights,
-        attention: tl_cuda::Span<'_, f32>,
-        x: tl_cuda::Span<'_, f32>,
-        hidden: tl_cuda::Span<'_, f32>,
-        n: usize,
-        after_block: Option<&DeviceMatrix>,
-    ) -> Result<()> {
-        let gpu = &self.gpu;
-        let hint = |m| after_block.map(|_| m);
-        let residual = Epilogue::Residual;
-        gemv_batched(
-            gpu,
-            &b.attention_output,
-            attention,
-            x,
-            residual,
-            n,
-            hint(&b.gate_up),
-        )?;
-        let norm = Epilogue::NormSwiglu {
-            weight: b.feed_forward_norm.all(),
-            eps: self.config.rms_norm_eps,
-        };
-        gemv_batched(gpu, &b.gate_up, x, hidden, norm, n, hint(&b.down))?;
-        gemv_batched(gpu, &b.down, hidden, x, residual, n, after_block)?;
-        Ok(())
-    }
-
     /// Block `b`'s normalised QKV projection for a decode step of `n`
     /// sequences (`positions` holds one position, or one per sequence when
     /// `kv` has cache tables), with RoPE and the cache write: in the GEMV's
-    /// epilogue for llama; after it, by `rope_store_kv`, where each head is
-    /// normalised first or pairs are half a head apart (Qwen3), which needs a
-    /// whole head at once.
+    /// epilogue for adjacent pairs and no q/k norms; after it otherwise (a
+    /// head's norm, or pairs half a head apart, need the whole head at once).
     fn project_qkv(
         &self,
         b: &BlockWeights,
@@ -227,7 +194,21 @@ impl CudaModel {
         }
         let norm = Epilogue::Norm { weight, eps };
         gemv_batched(gpu, &b.qkv, x, qkv, norm, n, next)?;
-        let heads = self.heads();
+        self.rope_store(b, qkv, n, positions, kv)
+    }
+
+    /// Block `b`'s q/k norms and RoPE on `n` rows of `qkv`, keys and values
+    /// written to `kv`: rows of one sequence at consecutive positions from
+    /// `positions[0]`, or (with cache tables) one row per sequence.
+    fn rope_store(
+        &self,
+        b: &BlockWeights,
+        qkv: tl_cuda::Span<'_, f32>,
+        n: usize,
+        positions: tl_cuda::Span<'_, i32>,
+        kv: LayerCache<'_>,
+    ) -> Result<()> {
+        let (gpu, heads, rotation) = (&self.gpu, self.heads(), self.rotation(b));
         if kv.tables.is_some() {
             attention_ops::rope_store_kv_batched(gpu, heads, qkv, n, rotation, positions, kv)?;
         } else {
@@ -236,23 +217,16 @@ impl CudaModel {
         Ok(())
     }
 
-    /// The matrix a decode step multiplies by after block `layer`'s last one:
-    /// the next block's QKV projection, or the output head.
-    fn matrix_after_block(&self, layer: usize) -> &DeviceMatrix {
-        self.blocks
-            .get(layer + 1)
-            .map_or(self.output_matrix(), |next| &next.qkv)
-    }
-
-    /// Runs `tokens` at positions `index_pos..` and returns the logits of the
-    /// last token or of every token (as the CPU model's `forward`).
-    pub fn forward(
+    /// Runs `tokens` at the positions after what `cache` holds and returns
+    /// the logits of the last token or of every token (as the CPU model's
+    /// `forward`).
+    pub(crate) fn forward(
         &self,
         tokens: &[u32],
-        index_pos: usize,
         cache: &mut CudaCache,
         which: Logits,
     ) -> Result<Vec<f32>> {
+        let index_pos = cache.len();
         check_tokens(tokens, self.config.vocab_size)?;
         cache.check_room(index_pos, tokens.len())?;
         if tokens.len() == 1 && which == Logits::Last {
@@ -278,12 +252,8 @@ impl CudaModel {
 
     /// Runs one token and returns the most likely next token (argmax on the
     /// device; the host reads back 4 bytes).
-    pub fn forward_greedy(
-        &self,
-        token: u32,
-        index_pos: usize,
-        cache: &mut CudaCache,
-    ) -> Result<u32> {
+    pub(crate) fn forward_greedy(&self, token: u32, cache: &mut CudaCache) -> Result<u32> {
+        let index_pos = cache.len();
         check_tokens(&[token], self.config.vocab_size)?;
         cache.check_room(index_pos, 1)?;
         self.decode(token, index_pos, cache)?;
@@ -297,18 +267,18 @@ impl CudaModel {
     /// id comes back (one sync), or the whole row when the device cannot
     /// decide (ties overflowing the selection, nothing usable) or the
     /// settings do not fit its buffers.
-    pub fn forward_sample(
+    pub(crate) fn forward_sample(
         &self,
         token: u32,
-        index_pos: usize,
         cache: &mut CudaCache,
         params: &SamplingParams,
         window: &[u32],
     ) -> Result<Picked> {
+        let index_pos = cache.len();
         check_tokens(&[token], self.config.vocab_size)?;
         cache.check_room(index_pos, 1)?;
         if !sample_ops::fits(params.top_k, window.len()) {
-            let row = self.forward(&[token], index_pos, cache, Logits::Last)?;
+            let row = self.forward(&[token], cache, Logits::Last)?;
             return Ok(Picked::Row(row));
         }
         let job = sample_ops::SampleJob {
@@ -359,37 +329,12 @@ impl CudaModel {
     /// The launches of one decode step, reading the token and position from
     /// the step buffers.
     fn record_decode(&self, cache: &CudaCache) -> Result<()> {
-        let gpu = &self.gpu;
-        let c = &self.config;
-        let s = &cache.step;
-        let eps = c.rms_norm_eps;
-        let q_width = c.query_width();
-        row_ops::embed(gpu, &self.embedding, s.token.all(), 1, s.x.all())?;
-        for (layer, b) in self.blocks.iter().enumerate() {
-            let kv = cache.layer(layer)?;
-            // Each GEMV names the matrix after it, whose weights it asks L2 for.
-            let after_block = Some(self.matrix_after_block(layer));
-            self.project_qkv(b, s.x.all(), s.qkv.all(), 1, s.position.all(), kv)?;
-            let batch = AttentionBatch {
-                heads: self.heads(),
-                queries: s.qkv.span(0, q_width)?,
-                query_stride: q_width,
-                rows: 1,
-                cache: kv,
-                start: s.position.all(),
-                out: s.attention.all(),
-            };
-            attention_ops::attention_f16_accumulator(gpu, &batch)?;
-            let (attention, x, hidden) = (s.attention.all(), s.x.all(), s.hidden.all());
-            self.finish_block(b, attention, x, hidden, 1, after_block)?;
-        }
-        let norm = Epilogue::Norm {
-            weight: self.output_norm.all(),
-            eps,
+        let mut pass = CudaPass {
+            model: self,
+            rows: 1,
+            shape: PassShape::Decode(cache),
         };
-        gemv(gpu, self.output_matrix(), s.x.all(), s.logits.all(), norm)?;
-        row_ops::argmax(gpu, s.logits.all(), c.vocab_size, s.next.all())?;
-        Ok(())
+        schedule::run(&mut pass, self.blocks.len())
     }
 
     /// Runs up to MAX_PREFILL_ROWS tokens at `start..`, appending the logits of
@@ -415,88 +360,27 @@ impl CudaModel {
             .as_ref()
             .ok_or_else(|| Error::InvalidRequest("prefill buffers".into()))?;
         let gpu = &self.gpu;
-        let c = &self.config;
         let n = tokens.len();
-        let (hidden, ffn) = (c.embedding_length, c.feed_forward_length);
-        let eps = c.rms_norm_eps;
         gpu.upload(tokens, p.ids.all())?;
         gpu.upload(&[start as i32], p.start.all())?;
-        row_ops::embed(gpu, &self.embedding, p.ids.all(), n, p.x.all())?;
-        let by_rows = self.prompt_by_rows(n);
-        for (layer, b) in self.blocks.iter().enumerate() {
-            let kv = cache.layer(layer)?;
-            if by_rows {
-                self.prefill_block_by_rows(b, kv, n, p)?;
-                continue;
-            }
-            let attention_norm = Some((b.attention_norm.all(), eps));
-            self.matmul(&b.qkv, p.x.all(), attention_norm, p.qkv.all(), n, false, p)?;
-            let heads = self.heads();
-            let rotation = self.rotation(b);
-            attention_ops::rope_store_kv(gpu, heads, p.qkv.all(), n, rotation, p.start.all(), kv)?;
-            let batch = AttentionBatch {
-                heads,
-                queries: p.qkv.all(),
-                query_stride: b.qkv.rows(),
-                rows: n,
-                cache: kv,
-                start: p.start.all(),
-                out: p.attention.all(),
-            };
-            // The CPU backend's rule: small batches take the f16-accumulator
-            // path. Tensor-core attention before float output weights writes
-            // their f16 GEMM input itself (quantized ones need Q8 rounding).
-            let flash = n >= attention_ops::TILED_MIN_ROWS
-                && attention_ops::flash_supported(gpu, heads.head_dim);
-            if flash && !b.attention_output.weight_type().is_quantized() {
-                attention_ops::attention_flash_to_f16(gpu, &batch, p.gemm_input.all())?;
-                self.gemm_staged(&b.attention_output, p.x.all(), n, true, p)?;
-            } else {
-                if n < attention_ops::TILED_MIN_ROWS {
-                    attention_ops::attention_f16_accumulator(gpu, &batch)?;
-                } else {
-                    attention_ops::attention_prefill(gpu, &batch)?;
-                }
-                let (attention, x) = (p.attention.all(), p.x.all());
-                self.matmul(&b.attention_output, attention, None, x, n, true, p)?;
-            }
-            let feed_forward_norm = Some((b.feed_forward_norm.all(), eps));
-            self.matmul(
-                &b.gate_up,
-                p.x.all(),
-                feed_forward_norm,
-                p.gate_up.all(),
-                n,
-                false,
-                p,
-            )?;
-            // SwiGLU writes the down projection's f16 GEMM input itself.
-            let q8 = b.down.weight_type().is_quantized();
-            row_ops::swiglu_to_f16(gpu, p.gate_up.all(), p.gemm_input.all(), n, ffn, q8)?;
-            self.gemm_staged(&b.down, p.x.all(), n, true, p)?;
-        }
-        let rows = match which {
+        let logit_rows = match which {
             None => 0..0,
             Some(Logits::Last) => n - 1..n,
             Some(Logits::All) => 0..n,
         };
-        for row in rows {
-            let norm = Epilogue::Norm {
-                weight: self.output_norm.all(),
-                eps,
-            };
-            gemv(
-                gpu,
-                self.output_matrix(),
-                p.x.span(row * hidden, hidden)?,
-                p.logits.all(),
-                norm,
-            )?;
-            let at = logits.len();
-            logits.resize(at + c.vocab_size, 0.0);
-            gpu.download(p.logits.all(), &mut logits[at..])?;
-        }
-        Ok(())
+        let mut pass = CudaPass {
+            model: self,
+            rows: n,
+            shape: PassShape::Prompt(PromptPass {
+                buffers: p,
+                cache,
+                by_rows: self.prompt_by_rows(n),
+                logit_rows,
+                logits,
+                attention_staged: false,
+            }),
+        };
+        schedule::run(&mut pass, self.blocks.len())
     }
 
     /// Whether a prompt batch of `n` rows runs through the decode kernels, row
@@ -514,41 +398,6 @@ impl CudaModel {
                     .into_iter()
                     .all(quantized)
             })
-    }
-
-    /// Block `b` for the `n` prompt rows in `p.x` through the decode kernels
-    /// (see [`Self::prompt_by_rows`]): each row is computed as a decode step
-    /// at its position would compute it.
-    fn prefill_block_by_rows(
-        &self,
-        b: &BlockWeights,
-        kv: LayerCache<'_>,
-        n: usize,
-        p: &PrefillBuffers,
-    ) -> Result<()> {
-        let gpu = &self.gpu;
-        let eps = self.config.rms_norm_eps;
-        let heads = self.heads();
-        let (x, qkv) = (p.x.all(), p.qkv.all());
-        let norm = Epilogue::Norm {
-            weight: b.attention_norm.all(),
-            eps,
-        };
-        gemv_batched(gpu, &b.qkv, x, qkv, norm, n, None)?;
-        let rotation = self.rotation(b);
-        attention_ops::rope_store_kv(gpu, heads, qkv, n, rotation, p.start.all(), kv)?;
-        let batch = AttentionBatch {
-            heads,
-            queries: qkv,
-            query_stride: b.qkv.rows(),
-            rows: n,
-            cache: kv,
-            start: p.start.all(),
-            out: p.attention.all(),
-        };
-        attention_ops::attention_f16_accumulator(gpu, &batch)?;
-        // [row][feature] of SwiGLU's output, in the gate/up buffer's front.
-        self.finish_block(b, p.attention.all(), x, p.gate_up.all(), n, None)
     }
 
     /// `y (+)= W·x` for `n` rows (x normalised first when `norm` says so),

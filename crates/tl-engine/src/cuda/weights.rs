@@ -17,7 +17,8 @@ pub struct BlockWeights {
     /// `[q; k; v]` rows over the hidden size.
     pub qkv: DeviceMatrix,
     pub attention_output: DeviceMatrix,
-    /// Qwen3's per-head norm weights of queries and keys (None for llama).
+    /// Per-head norm weights of queries and keys, when the architecture has
+    /// them.
     pub qk_norm: Option<[Buffer<f32>; 2]>,
     pub feed_forward_norm: Buffer<f32>,
     /// `[gate; up]` rows over the hidden size.

@@ -5,10 +5,8 @@
 use tl_gguf::GgufFile;
 
 use crate::error::{Error, Result};
+use crate::model::arch;
 use crate::model::rope::RopeStyle;
-
-/// Architectures this engine can run (the `general.architecture` value).
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen3"];
 
 /// The validated hyperparameters of a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,10 +35,11 @@ pub struct ModelConfig {
     pub context_length: usize,
     /// Vocabulary size (rows of the embedding table).
     pub vocab_size: usize,
-    /// Which elements of a head RoPE pairs.
+    /// Which elements of a head RoPE pairs (from the architecture table).
     pub rope_style: RopeStyle,
     /// Whether each query and key head is RMS-normalised (with its own weight
-    /// vector, `attn_q_norm` / `attn_k_norm`) before RoPE: Qwen3.
+    /// vector, `attn_q_norm` / `attn_k_norm`) before RoPE (from the
+    /// architecture table).
     pub qk_norm: bool,
 }
 
@@ -53,12 +52,12 @@ impl ModelConfig {
                 Error::InvalidModel("metadata key 'general.architecture' is missing".into())
             })?
             .to_string();
-        if !SUPPORTED_ARCHITECTURES.contains(&architecture.as_str()) {
-            return Err(Error::Unsupported(format!(
+        let traits = arch::find(&architecture).ok_or_else(|| {
+            Error::Unsupported(format!(
                 "architecture '{architecture}' (supported: {})",
-                SUPPORTED_ARCHITECTURES.join(", ")
-            )));
-        }
+                arch::names().join(", ")
+            ))
+        })?;
         let keys = ArchKeys {
             file,
             arch: &architecture,
@@ -73,15 +72,9 @@ impl ModelConfig {
             None if head_count > 0 => embedding_length / head_count,
             None => 0,
         };
-        // Qwen3 is llama with per-head query/key norms and NeoX RoPE.
-        let qwen3 = architecture == "qwen3";
         let config = ModelConfig {
-            rope_style: if qwen3 {
-                RopeStyle::Halves
-            } else {
-                RopeStyle::Adjacent
-            },
-            qk_norm: qwen3,
+            rope_style: traits.rope_style,
+            qk_norm: traits.qk_norm,
             block_count: keys.required_usize("block_count")?,
             feed_forward_length: keys.required_usize("feed_forward_length")?,
             rope_dimension_count: keys

@@ -1,7 +1,6 @@
-//! The llama-architecture transformer (Llama 1/2/3, TinyLlama, SmolLM, Mistral):
-//! pre-norm blocks of grouped-query attention with RoPE and a SwiGLU MLP. Qwen3
-//! is the same with each query and key head RMS-normalised before RoPE, which
-//! pairs elements half a head apart (see [`ModelConfig`]).
+//! The model on the CPU: the stages of the [schedule](crate::model::schedule)
+//! over plain row-major f32 buffers, with the architecture's traits (q/k
+//! norms, RoPE style) read from its [`ModelConfig`].
 //!
 //! Weights are immutable; all per-sequence state lives in the [`KvCache`], so one
 //! model can serve many sequences: `forward(&self, tokens, index_pos, &mut cache)`.
@@ -24,6 +23,7 @@ use crate::model::config::ModelConfig;
 use crate::model::linear::Linear;
 use crate::model::norm::{rms_norm, rms_norm_in_place};
 use crate::model::rope::RopeTable;
+use crate::model::schedule::{self, Stages};
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
 
@@ -36,7 +36,7 @@ pub enum Logits {
     All,
 }
 
-/// A loaded llama-architecture (or Qwen3) model.
+/// A model loaded for the CPU.
 pub struct Model {
     config: ModelConfig,
     embedding: Arc<QTensor>,
@@ -53,7 +53,7 @@ struct Block {
     key: Linear,
     value: Linear,
     attention_output: Linear,
-    /// Qwen3's per-head norms (None for llama).
+    /// Per-head query and key norms, when the architecture has them.
     qk_norm: Option<QkNorm>,
     feed_forward_norm: Vec<f32>,
     gate: Linear,
@@ -138,18 +138,15 @@ impl Model {
     ) -> Result<Vec<f32>> {
         check_tokens(tokens, self.config.vocab_size)?;
         cache.check_room(index_pos, tokens.len())?;
-        let mut rows = Rows::Sequence {
+        let rows = Rows::Sequence {
             start: index_pos,
             cache,
         };
-        let x = self.run_blocks(tokens, &mut rows)?;
-        cache_commit(&mut rows, tokens.len());
-        let hidden = self.config.embedding_length;
-        let x = match which {
-            Logits::Last => &x[(tokens.len() - 1) * hidden..],
-            Logits::All => &x[..],
+        let logit_rows = match which {
+            Logits::Last => tokens.len() - 1..tokens.len(),
+            Logits::All => 0..tokens.len(),
         };
-        self.logits(x)
+        self.run_pass(tokens, rows, logit_rows)
     }
 
     /// One decode step for several sequences at once: row `i` is token
@@ -171,35 +168,29 @@ impl Model {
         for step in steps.iter() {
             step.cache.check_room(step.position, 1)?;
         }
-        let mut rows = Rows::Batch(steps);
-        let x = self.run_blocks(tokens, &mut rows)?;
-        cache_commit(&mut rows, 1);
-        self.logits(&x)
+        self.run_pass(tokens, Rows::Batch(steps), 0..tokens.len())
     }
 
-    /// Embeds `tokens` and runs every block over them.
-    fn run_blocks(&self, tokens: &[u32], rows: &mut Rows<'_, '_>) -> Result<Vec<f32>> {
-        let ids = Tensor::new(tokens, &Device::Cpu)?;
-        let mut x = self
-            .embedding
-            .embedding(&ids)?
-            .flatten_all()?
-            .to_vec1::<f32>()?;
-        let mut scratch = Scratch::new(&self.config, tokens.len());
-        for (layer, block) in self.blocks.iter().enumerate() {
-            block.forward(&mut x, layer, rows, &mut scratch, self)?;
-        }
-        Ok(x)
-    }
-
-    /// The output head over the rows of `x`.
-    fn logits(&self, x: &[f32]) -> Result<Vec<f32>> {
-        let hidden = self.config.embedding_length;
-        let mut normed = vec![0.0; x.len()];
-        rms_norm(x, &self.output_norm, self.config.rms_norm_eps, &mut normed);
-        let mut logits = vec![0.0; x.len() / hidden * self.output.out_features()];
-        self.output.forward(&normed, &mut logits)?;
-        Ok(logits)
+    /// Runs the schedule over `tokens` placed by `rows`, returning the
+    /// logits of the rows `logit_rows` names.
+    fn run_pass(
+        &self,
+        tokens: &[u32],
+        rows: Rows<'_, '_>,
+        logit_rows: std::ops::Range<usize>,
+    ) -> Result<Vec<f32>> {
+        let mut pass = CpuPass {
+            model: self,
+            tokens,
+            rows,
+            x: Vec::new(),
+            scratch: Scratch::new(&self.config, tokens.len()),
+            logit_rows,
+            logits: Vec::new(),
+        };
+        schedule::run(&mut pass, self.blocks.len())?;
+        pass.rows.commit(tokens.len());
+        Ok(pass.logits)
     }
 }
 
@@ -221,13 +212,16 @@ enum Rows<'a, 'c> {
     Batch(&'a mut [BatchStep<'c>]),
 }
 
-/// Marks the new positions as filled in every cache of the pass.
-fn cache_commit(rows: &mut Rows<'_, '_>, count: usize) {
-    match rows {
-        Rows::Sequence { start, cache } => cache.commit(*start + count),
-        Rows::Batch(steps) => {
-            for step in steps.iter_mut() {
-                step.cache.commit(step.position + count);
+impl Rows<'_, '_> {
+    /// Marks the positions of a pass of `rows` rows as filled: `rows` new
+    /// positions of one sequence, or one of each sequence of a batch.
+    fn commit(&mut self, rows: usize) {
+        match self {
+            Rows::Sequence { start, cache } => cache.commit(*start + rows),
+            Rows::Batch(steps) => {
+                for step in steps.iter_mut() {
+                    step.cache.commit(step.position + 1);
+                }
             }
         }
     }
@@ -293,47 +287,8 @@ impl Block {
         })
     }
 
-    /// One block, in place: `x += attention(norm(x))`, then `x += mlp(norm(x))`.
-    fn forward(
-        &self,
-        x: &mut [f32],
-        layer: usize,
-        rows: &mut Rows<'_, '_>,
-        s: &mut Scratch,
-        model: &Model,
-    ) -> Result<()> {
-        let c = &model.config;
-        rms_norm(x, &self.attention_norm, c.rms_norm_eps, &mut s.normed);
-        Linear::forward_shared_input(
-            &mut [
-                (&self.query, &mut s.query),
-                (&self.key, &mut s.key),
-                (&self.value, &mut s.value),
-            ],
-            &s.normed,
-        )?;
-        match rows {
-            Rows::Sequence { start, cache } => {
-                attend_sequence(model, self, layer, *start, cache, s);
-            }
-            Rows::Batch(steps) => attend_batch(model, self, layer, steps, s),
-        }
-        self.attention_output
-            .forward(&s.attention, &mut s.projected)?;
-        add_in_place(x, &s.projected);
-        rms_norm(x, &self.feed_forward_norm, c.rms_norm_eps, &mut s.normed);
-        Linear::forward_shared_input(
-            &mut [(&self.gate, &mut s.gate), (&self.up, &mut s.up)],
-            &s.normed,
-        )?;
-        swiglu_rows(&mut s.gate, &s.up, c.feed_forward_length);
-        self.down.forward(&s.gate, &mut s.projected)?;
-        add_in_place(x, &s.projected);
-        Ok(())
-    }
-
     /// One row's query and key made ready for attention at `position`: each
-    /// head normalised (Qwen3), then rotated.
+    /// head normalised (when the architecture says so), then rotated.
     fn position_query_key(
         &self,
         model: &Model,
@@ -359,9 +314,113 @@ fn attention_shape(c: &ModelConfig) -> AttentionShape {
     }
 }
 
-/// RoPE, the K/V write and attention for rows of one sequence at positions
-/// `start..`.
-fn attend_sequence(
+/// One forward pass on the CPU: the model, the rows and their caches, and
+/// the pass's buffers (`[row][feature]`).
+struct CpuPass<'m, 'a, 'c> {
+    model: &'m Model,
+    tokens: &'a [u32],
+    rows: Rows<'a, 'c>,
+    /// The residual stream.
+    x: Vec<f32>,
+    scratch: Scratch,
+    /// The rows whose logits the pass returns.
+    logit_rows: std::ops::Range<usize>,
+    logits: Vec<f32>,
+}
+
+impl Stages for CpuPass<'_, '_, '_> {
+    fn embed(&mut self) -> Result<()> {
+        let ids = Tensor::new(self.tokens, &Device::Cpu)?;
+        self.x = self
+            .model
+            .embedding
+            .embedding(&ids)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        Ok(())
+    }
+
+    fn attention_input(&mut self, layer: usize) -> Result<()> {
+        let (model, block, s) = (self.model, &self.model.blocks[layer], &mut self.scratch);
+        let eps = model.config.rms_norm_eps;
+        rms_norm(&self.x, &block.attention_norm, eps, &mut s.normed);
+        Linear::forward_shared_input(
+            &mut [
+                (&block.query, &mut s.query),
+                (&block.key, &mut s.key),
+                (&block.value, &mut s.value),
+            ],
+            &s.normed,
+        )?;
+        match &mut self.rows {
+            Rows::Sequence { start, cache } => {
+                position_sequence(model, block, layer, *start, cache, s)
+            }
+            Rows::Batch(steps) => position_batch(model, block, layer, steps, s),
+        }
+        Ok(())
+    }
+
+    fn attention(&mut self, layer: usize) -> Result<()> {
+        let shape = attention_shape(&self.model.config);
+        let s = &mut self.scratch;
+        match &mut self.rows {
+            Rows::Sequence { start, cache } => {
+                attend(shape, cache, layer, *start, &s.query, &mut s.attention)
+            }
+            Rows::Batch(steps) => attend_batch(shape, layer, steps, s),
+        }
+        Ok(())
+    }
+
+    fn attention_output(&mut self, layer: usize) -> Result<()> {
+        let (block, s) = (&self.model.blocks[layer], &mut self.scratch);
+        block
+            .attention_output
+            .forward(&s.attention, &mut s.projected)?;
+        add_in_place(&mut self.x, &s.projected);
+        Ok(())
+    }
+
+    fn feed_forward(&mut self, layer: usize) -> Result<()> {
+        let c = &self.model.config;
+        let (block, s) = (&self.model.blocks[layer], &mut self.scratch);
+        rms_norm(
+            &self.x,
+            &block.feed_forward_norm,
+            c.rms_norm_eps,
+            &mut s.normed,
+        );
+        Linear::forward_shared_input(
+            &mut [(&block.gate, &mut s.gate), (&block.up, &mut s.up)],
+            &s.normed,
+        )?;
+        swiglu_rows(&mut s.gate, &s.up, c.feed_forward_length);
+        block.down.forward(&s.gate, &mut s.projected)?;
+        add_in_place(&mut self.x, &s.projected);
+        Ok(())
+    }
+
+    fn logits(&mut self) -> Result<()> {
+        let model = self.model;
+        let hidden = model.config.embedding_length;
+        let rows = &self.logit_rows;
+        let x = &self.x[rows.start * hidden..rows.end * hidden];
+        let mut normed = vec![0.0; x.len()];
+        rms_norm(
+            x,
+            &model.output_norm,
+            model.config.rms_norm_eps,
+            &mut normed,
+        );
+        self.logits = vec![0.0; rows.len() * model.output.out_features()];
+        model.output.forward(&normed, &mut self.logits)?;
+        Ok(())
+    }
+}
+
+/// RoPE and the K/V write for rows of one sequence at positions `start..`.
+fn position_sequence(
     model: &Model,
     block: &Block,
     layer: usize,
@@ -380,22 +439,13 @@ fn attend_sequence(
         block.position_query_key(model, query, key, position);
         cache.store(layer, position, key, value);
     }
-    attend(
-        attention_shape(c),
-        cache,
-        layer,
-        start,
-        &s.query,
-        &mut s.attention,
-    );
 }
 
-/// The same for a batch of sequences, one row each: every row is rotated,
-/// stored and attended as a lone decode step of its sequence would be. Rows
-/// touch only their own sequence's cache, so all of it runs on all threads
-/// (on one, the rotations and the cold cache lines of the stores left the
-/// other thread waiting).
-fn attend_batch(
+/// The same for a batch of sequences, one row each, every row at its own
+/// sequence's position. Rows touch only their own sequence's cache, so they
+/// run on all threads (on one, the rotations and the cold cache lines of the
+/// stores left the other thread waiting).
+fn position_batch(
     model: &Model,
     block: &Block,
     layer: usize,
@@ -409,19 +459,32 @@ fn attend_batch(
         .chunks_exact_mut(q_width)
         .zip(s.key.chunks_exact_mut(kv_width))
         .zip(s.value.chunks_exact(kv_width))
-        .zip(s.attention.chunks_exact_mut(q_width))
         .zip(steps.iter_mut());
     let threads = rayon::current_num_threads();
-    parallel::for_each(rows, threads, |((((query, key), value), out), step)| {
+    parallel::for_each(rows, threads, |(((query, key), value), step)| {
         block.position_query_key(model, query, key, step.position);
         step.cache.store(layer, step.position, key, value);
+    });
+}
+
+/// Attention for a batch of sequences, one row each: every row is attended
+/// as a lone decode step of its sequence would be, rows on all threads.
+fn attend_batch(shape: AttentionShape, layer: usize, steps: &mut [BatchStep<'_>], s: &mut Scratch) {
+    let q_width = shape.heads * shape.head_dim;
+    let rows = s
+        .query
+        .chunks_exact(q_width)
+        .zip(s.attention.chunks_exact_mut(q_width))
+        .zip(steps.iter());
+    let threads = rayon::current_num_threads();
+    parallel::for_each(rows, threads, |((query, out), step)| {
         let place = RowPlace {
             cache: step.cache,
             layer,
             position: step.position,
         };
         // Each is a lone decode step's row: a batch of one.
-        attend_row(attention_shape(c), place, 1, query, out);
+        attend_row(shape, place, 1, query, out);
     });
 }
 

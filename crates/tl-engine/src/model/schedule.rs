@@ -1,0 +1,45 @@
+//! The model schedule, written once: the stages of a forward pass in order,
+//! for every architecture and backend. A backend implements [`Stages`] on a
+//! *pass* (its buffers, the rows being run and the caches they write) and
+//! [`run`] calls the stages; which kernels a stage launches (a GEMV for a
+//! decode step, a GEMM for a long prompt, fused or not) is the backend's
+//! business, and what differs between architectures is read from the
+//! [`ModelConfig`](crate::model::ModelConfig)'s table-given traits.
+//!
+//! A lone decode step is a pass of one row, a batched step a pass of one row
+//! for each sequence, a prompt chunk a pass of one sequence's rows.
+
+use crate::error::Result;
+
+/// The stages of a forward pass over rows of activations (the residual
+/// stream), each in place on the pass's buffers.
+pub trait Stages {
+    /// The rows' token embeddings into the residual stream.
+    fn embed(&mut self) -> Result<()>;
+    /// Block `layer`'s attention input: the residual normalised, projected to
+    /// queries, keys and values, each head made ready for attention (q/k
+    /// norms, RoPE), and the keys and values written to the rows' caches.
+    fn attention_input(&mut self, layer: usize) -> Result<()>;
+    /// Each row's queries against its sequence's cached keys and values, up to
+    /// and including its own position.
+    fn attention(&mut self, layer: usize) -> Result<()>;
+    /// The attention's output projection, added to the residual.
+    fn attention_output(&mut self, layer: usize) -> Result<()>;
+    /// The MLP: the residual normalised, the gated activation, the down
+    /// projection added to the residual.
+    fn feed_forward(&mut self, layer: usize) -> Result<()>;
+    /// The final norm and the output head, for the rows the pass wants.
+    fn logits(&mut self) -> Result<()>;
+}
+
+/// Runs one forward pass of `layers` blocks.
+pub fn run(pass: &mut impl Stages, layers: usize) -> Result<()> {
+    pass.embed()?;
+    for layer in 0..layers {
+        pass.attention_input(layer)?;
+        pass.attention(layer)?;
+        pass.attention_output(layer)?;
+        pass.feed_forward(layer)?;
+    }
+    pass.logits()
+}
