@@ -54,7 +54,7 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
             "warning: --ctx {context} exceeds the {trained} tokens the model was trained for"
         );
     }
-    let loaded = Backend::load(&file, context, args.device)
+    let loaded = Backend::load(&file, context, args.device, &args.gpu.to_options())
         .with_context(|| format!("cannot load {}", path.display()))?;
     if let Some(fallback) = &loaded.fallback {
         if !fallback.no_gpu {

@@ -15,7 +15,7 @@ use tl_cuda::ops::{blas, rows};
 use tl_cuda::{Buffer, CudaError, DeviceMatrix, Gpu, Graph, WeightType};
 
 fn gpu() -> Option<Gpu> {
-    match Gpu::open(0) {
+    match Gpu::open(0, Default::default()) {
         Ok(gpu) => Some(gpu),
         Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {
             eprintln!("skipped: no usable GPU here ({e})");

@@ -30,7 +30,7 @@ const CONTEXT: usize = 256;
 const STEPS: usize = 64;
 
 fn gpu() -> Option<Arc<Gpu>> {
-    match Gpu::open(0) {
+    match Gpu::open(0, Default::default()) {
         Ok(gpu) => Some(Arc::new(gpu)),
         Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {
             eprintln!("skipped: no usable GPU here ({e})");

@@ -24,6 +24,7 @@ pub fn run(args: &ServeArgs, verbose: bool) -> Result<()> {
         prompt_cache: args.prompt_cache,
         api_key: args.api_key.clone(),
         device: args.device,
+        gpu_options: args.gpu.to_options(),
         log_requests: verbose,
     };
     if config.api_key.is_none() && !is_loopback(&config.host) {
