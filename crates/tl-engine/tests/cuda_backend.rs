@@ -468,7 +468,7 @@ fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
                 .enumerate()
                 .map(|(row, (sampler, history))| SampleJob {
                     row,
-                    params: sampler.device_sampling().unwrap(),
+                    params: sampler.device_sampling().unwrap().into(),
                     window: sampler.penalized_tokens(history),
                 })
                 .collect();
@@ -496,7 +496,7 @@ fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
     let jobs: Vec<SampleJob<'_>> = (0..2)
         .map(|row| SampleJob {
             row,
-            params,
+            params: params.into(),
             window: &[],
         })
         .collect();

@@ -314,7 +314,7 @@ impl CudaModel {
         }
         let job = sample_ops::SampleJob {
             row: 0,
-            params: *params,
+            params: (*params).into(),
             window,
         };
         // Uploaded before the step is queued, so the copy does not wait for it.
