@@ -41,10 +41,7 @@ fn gpu() -> Option<Arc<Gpu>> {
 }
 
 fn default_model() -> PathBuf {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    home.join(".cache/tensorlogic/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    tl_testdata::default_model_path().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn models() -> Vec<PathBuf> {
