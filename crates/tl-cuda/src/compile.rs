@@ -166,7 +166,7 @@ unsafe fn program_log(program: cudarc::nvrtc::sys::nvrtcProgram) -> String {
 /// Every unit's CUBIN for `arch`, with the options' kernel defines, each from
 /// the disk cache (the options' folder) when a matching entry exists, else
 /// compiled (all missing units at once, one thread each) and stored. A cache
-/// that cannot be read or written only costs time.
+/// that cannot be read or written only costs time (and says so at debug level).
 pub fn cached_cubins(
     arch: &str,
     driver_version: i32,
@@ -190,9 +190,17 @@ pub fn cached_cubins(
                     if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
                         return Ok((unit.name, bytes));
                     }
+                    let started = std::time::Instant::now();
                     let cubin = compile_cubin(&unit, arch)?;
+                    tracing::debug!(
+                        "compiled the {} kernels for {arch} in {:.0} ms",
+                        unit.name,
+                        started.elapsed().as_secs_f64() * 1e3
+                    );
                     if let Some(path) = &path {
-                        store(path, &cubin);
+                        if let Err(e) = store(path, &cubin) {
+                            tracing::debug!("cannot cache kernels in {}: {e}", path.display());
+                        }
                     }
                     Ok((unit.name, cubin))
                 })
@@ -228,15 +236,15 @@ fn cache_dir(options: &GpuOptions) -> Option<PathBuf> {
 }
 
 /// Writes through a temporary file and a rename, so a reader never sees half a file.
-fn store(path: &std::path::Path, bytes: &[u8]) {
-    let Some(dir) = path.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
+fn store(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
     }
     let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, path).is_err() {
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&temporary);
-    }
+    })
 }
 
 #[cfg(test)]

@@ -41,8 +41,6 @@ pub struct ServerConfig {
     pub device: DeviceChoice,
     /// How a GPU is used, when models run on one.
     pub gpu_options: GpuOptions,
-    /// Print one line on stderr per finished request (`tl serve -v`).
-    pub log_requests: bool,
 }
 
 impl Default for ServerConfig {
@@ -60,7 +58,6 @@ impl Default for ServerConfig {
             api_key: None,
             device: DeviceChoice::Auto,
             gpu_options: GpuOptions::default(),
-            log_requests: false,
         }
     }
 }

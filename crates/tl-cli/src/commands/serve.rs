@@ -6,7 +6,7 @@ use tl_server::ServerConfig;
 use crate::cli::ServeArgs;
 use crate::default_model;
 
-pub fn run(args: &ServeArgs, verbose: bool) -> Result<()> {
+pub fn run(args: &ServeArgs) -> Result<()> {
     let models = if args.model.is_empty() {
         vec![default_model::ensure()?]
     } else {
@@ -25,7 +25,6 @@ pub fn run(args: &ServeArgs, verbose: bool) -> Result<()> {
         api_key: args.api_key.clone(),
         device: args.device,
         gpu_options: args.gpu.to_options(),
-        log_requests: verbose,
     };
     if config.api_key.is_none() && !is_loopback(&config.host) {
         eprintln!(

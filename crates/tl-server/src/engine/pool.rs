@@ -265,10 +265,7 @@ fn load_backend(
     let file = GgufFile::open(&entry.path).map_err(|e| fail(&e))?;
     let loaded = Backend::load(&file, entry.context, device, gpu_options).map_err(|e| fail(&e))?;
     if let Some(fallback) = loaded.fallback.filter(|f| !f.no_gpu) {
-        eprintln!(
-            "warning: {} runs on the CPU: {}",
-            entry.name, fallback.reason
-        );
+        tracing::warn!("{} runs on the CPU: {}", entry.name, fallback.reason);
     }
     Ok((loaded.backend, started.elapsed()))
 }
