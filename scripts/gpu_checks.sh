@@ -84,7 +84,7 @@ if [ "$MODE" != quick ]; then
     "$BIN/tl" model synth --shape qwen3-0.6b --quant f16 -o "$MODELS/qwen3-0.6b-f16.gguf" >/dev/null 2>&1
     bench qwen3-0.6b-f16 -m "$MODELS/qwen3-0.6b-f16.gguf" -p 512,1024 -n 128 --reps 5
     [ -f "$DEFAULT" ] && bench default-depth4096 -m "$DEFAULT" -p 0 -n 128 --depth 4096 --reps 5
-    [ -f "$DEFAULT" ] && TL_CUDA_GRAPHS=0 bench default-nographs -m "$DEFAULT" -p 0 -n 128 --reps 5
+    [ -f "$DEFAULT" ] && bench default-nographs -m "$DEFAULT" -p 0 -n 128 --reps 5 --cuda-graphs off
 fi
 
 fi

@@ -4,7 +4,7 @@ more, so llama.cpp runs the prompt through its tiled flash attention) to
 crates/tl-cli/tests/golden/llama_cpp_long_prompt_greedy.jsonl.
 
 The prompts are the first 64, 100 and 200 tokens of the GPL text in
-../shared/testdata/reference/gpl-3.txt, each continued by 32 tokens: contexts
+testdata/reference/gpl-3.txt, each continued by 32 tokens: contexts
 stay within 256 positions, the length below which llama.cpp's single-token
 steps attend in one chunk (beyond it, it splits the positions by thread).
 Each prompt gets a fresh context: llama-cpp-python would otherwise reuse the

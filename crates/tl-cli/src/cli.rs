@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use tl_engine::DeviceChoice;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tl_engine::gpu_options::{self, GpuOptions, KernelDefine};
 use tl_engine::sampler::SamplerConfig;
 
 /// TensorLogic: a tensor language and a local LLM runtime.
@@ -94,6 +95,8 @@ pub struct ServeArgs {
     /// usable).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     pub device: DeviceChoice,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 /// Which model to load and how.
@@ -117,6 +120,161 @@ pub struct ModelArgs {
     /// (the GPU when one is usable, else the CPU).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     pub device: DeviceChoice,
+
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+/// How a GPU is used (`tl_engine::GpuOptions`): switches for comparisons and
+/// knobs for measurements, hidden from `--help` (README, "GPU options").
+/// Each also reads the environment variable the scripts set; a flag left out
+/// keeps the runtime's default.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GpuArgs {
+    /// Replay each decode step as a CUDA graph (on) or launch its kernels one
+    /// by one (off).
+    #[arg(long, hide = true, value_name = "on|off", env = "TL_CUDA_GRAPHS")]
+    pub cuda_graphs: Option<Switch>,
+    /// Keep f16 copies of the weights for prompt GEMMs when the GPU has room.
+    #[arg(long, hide = true, value_name = "on|off", env = "TL_CUDA_F16_WEIGHTS")]
+    pub cuda_f16_weights: Option<Switch>,
+    /// What decode kernels ask L2 for ahead of need: 0 nothing, 1 their own
+    /// first reads, 2 also the next matrix's weights.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "0|1|2",
+        env = "TL_CUDA_L2_PREFETCH",
+        value_parser = l2_prefetch
+    )]
+    pub cuda_l2_prefetch: Option<u8>,
+    /// Programmatic dependent launches (sm_90 and later).
+    #[arg(long, hide = true, value_name = "on|off", env = "TL_CUDA_PDL")]
+    pub cuda_pdl: Option<Switch>,
+    /// Rows per quantized GEMV tile (default: one tile per multiprocessor).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "N",
+        env = "TL_GEMV_TILE_ROWS",
+        value_parser = gemv_tile_rows
+    )]
+    pub gemv_tile_rows: Option<usize>,
+    /// The fewest threads per quantized GEMV block (32 to 512).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "N",
+        env = "TL_GEMV_TILE_THREADS",
+        value_parser = gemv_tile_threads
+    )]
+    pub gemv_tile_threads: Option<usize>,
+    /// Warps per float GEMV block (even, 2 to 16).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "N",
+        env = "TL_GEMV_WARPS",
+        value_parser = gemv_warps
+    )]
+    pub gemv_warps: Option<usize>,
+    /// The most float GEMV blocks per multiprocessor.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "N",
+        env = "TL_GEMV_BLOCKS_PER_SM",
+        value_parser = gemv_blocks_per_sm
+    )]
+    pub gemv_blocks_per_sm: Option<usize>,
+    /// `#define`s for the GEMV kernels' source (e.g. GEMV_CLOCKS=1).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "NAME=VALUE,...",
+        env = "TL_CUDA_KERNEL_DEFINES",
+        value_delimiter = ','
+    )]
+    pub cuda_kernel_defines: Vec<KernelDefine>,
+    /// Where compiled kernels are cached (default: the cache folder's
+    /// `tensorlogic/kernels`).
+    #[arg(long, hide = true, value_name = "DIR", env = "TL_KERNEL_CACHE")]
+    pub kernel_cache: Option<PathBuf>,
+}
+
+/// `on` or `off`; `1`/`0` and `true`/`false` too, as the environment
+/// variables were set before they became flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    #[value(alias = "1", alias = "true")]
+    On,
+    #[value(alias = "0", alias = "false")]
+    Off,
+}
+
+impl Switch {
+    fn is_on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+impl GpuArgs {
+    /// The options these flags describe (valid: each flag's value was
+    /// checked when parsed).
+    pub fn to_options(&self) -> GpuOptions {
+        let default = GpuOptions::default();
+        GpuOptions {
+            graphs: self.cuda_graphs.map_or(default.graphs, Switch::is_on),
+            f16_weights: self
+                .cuda_f16_weights
+                .map_or(default.f16_weights, Switch::is_on),
+            l2_prefetch: self.cuda_l2_prefetch.unwrap_or(default.l2_prefetch),
+            dependent_launches: self
+                .cuda_pdl
+                .map_or(default.dependent_launches, Switch::is_on),
+            gemv_tile_rows: self.gemv_tile_rows.or(default.gemv_tile_rows),
+            gemv_tile_threads: self.gemv_tile_threads.unwrap_or(default.gemv_tile_threads),
+            gemv_warps: self.gemv_warps.unwrap_or(default.gemv_warps),
+            gemv_blocks_per_sm: self
+                .gemv_blocks_per_sm
+                .unwrap_or(default.gemv_blocks_per_sm),
+            kernel_defines: self.cuda_kernel_defines.clone(),
+            kernel_cache: self.kernel_cache.clone(),
+        }
+    }
+}
+
+/// A number, then the range check `tl_engine::gpu_options` gives for it.
+fn checked<T: std::str::FromStr + Copy>(
+    text: &str,
+    check: fn(T) -> Result<(), String>,
+) -> Result<T, String> {
+    let value = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a whole number"))?;
+    check(value)?;
+    Ok(value)
+}
+
+fn l2_prefetch(text: &str) -> Result<u8, String> {
+    checked(text, gpu_options::check_l2_prefetch)
+}
+
+fn gemv_tile_rows(text: &str) -> Result<usize, String> {
+    checked(text, gpu_options::check_gemv_tile_rows)
+}
+
+fn gemv_tile_threads(text: &str) -> Result<usize, String> {
+    checked(text, gpu_options::check_gemv_tile_threads)
+}
+
+fn gemv_warps(text: &str) -> Result<usize, String> {
+    checked(text, gpu_options::check_gemv_warps)
+}
+
+fn gemv_blocks_per_sm(text: &str) -> Result<usize, String> {
+    checked(text, gpu_options::check_gemv_blocks_per_sm)
 }
 
 /// Sampling settings shared by `chat` and `generate`.
@@ -321,6 +479,8 @@ pub struct PerplexityArgs {
     /// CPU's and llama.cpp's.
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     pub device: DeviceChoice,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 /// `tl model ...`.
@@ -377,4 +537,73 @@ pub struct SynthArgs {
     /// The file to write (through OUT.gguf.tmp, renamed when complete).
     #[arg(short, long, value_name = "OUT.gguf")]
     pub output: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command, GpuOptions};
+
+    fn gpu_options(args: &[&str]) -> Result<GpuOptions, String> {
+        let cli =
+            Cli::try_parse_from([&["tl", "bench"], args].concat()).map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Bench(bench) => Ok(bench.model.gpu.to_options()),
+            other => Err(format!("parsed as {other:?}")),
+        }
+    }
+
+    #[test]
+    fn the_hidden_gpu_flags_fill_the_options() {
+        assert_eq!(gpu_options(&[]).unwrap(), GpuOptions::default());
+        let options = gpu_options(&[
+            "--cuda-graphs=off",
+            "--cuda-f16-weights",
+            "0",
+            "--cuda-l2-prefetch=1",
+            "--cuda-pdl=off",
+            "--gemv-tile-rows=32",
+            "--gemv-tile-threads=256",
+            "--gemv-warps=8",
+            "--gemv-blocks-per-sm=2",
+            "--cuda-kernel-defines=GEMV_CLOCKS=1,X=2",
+            "--kernel-cache=/tmp/kernels",
+        ])
+        .unwrap();
+        assert!(!options.graphs && !options.f16_weights && !options.dependent_launches);
+        assert_eq!(options.l2_prefetch, 1);
+        assert_eq!(options.gemv_tile_rows, Some(32));
+        assert_eq!((options.gemv_tile_threads, options.gemv_warps), (256, 8));
+        assert_eq!(options.gemv_blocks_per_sm, 2);
+        let defines: Vec<_> = options
+            .kernel_defines
+            .iter()
+            .map(|d| (&*d.name, &*d.value))
+            .collect();
+        assert_eq!(defines, [("GEMV_CLOCKS", "1"), ("X", "2")]);
+        assert_eq!(options.kernel_cache, Some("/tmp/kernels".into()));
+        options.validate().unwrap();
+    }
+
+    #[test]
+    fn out_of_range_gpu_flags_are_errors_that_say_the_range() {
+        for (flag, words) in [
+            ("--gemv-warps=3", "an even number from 2 to 16"),
+            ("--gemv-warps=many", "not a whole number"),
+            ("--gemv-tile-threads=1024", "32 to 512"),
+            ("--gemv-tile-rows=1", "at least 2"),
+            ("--gemv-blocks-per-sm=0", "at least 1"),
+            ("--cuda-l2-prefetch=3", "0, 1 or 2"),
+            ("--cuda-graphs=maybe", "maybe"),
+            ("--cuda-kernel-defines=GEMV_CLOCKS", "NAME=VALUE"),
+        ] {
+            let error = gpu_options(&[flag]).unwrap_err();
+            let name = flag.split('=').next().unwrap_or(flag);
+            assert!(
+                error.contains(name) && error.contains(words),
+                "{flag}: {error}"
+            );
+        }
+    }
 }

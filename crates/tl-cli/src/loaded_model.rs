@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tl_engine::chat_template::ChatTemplate;
-use tl_engine::{Backend, DeviceChoice};
+use tl_engine::{Backend, DeviceChoice, GpuOptions};
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
@@ -54,7 +54,7 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
             "warning: --ctx {context} exceeds the {trained} tokens the model was trained for"
         );
     }
-    let model = pick_backend(&file, context, args.device, verbose)
+    let model = pick_backend(&file, context, args.device, &args.gpu.to_options(), verbose)
         .with_context(|| format!("cannot load {}", path.display()))?;
     let template = chat_template(&file, &tokenizer, verbose)?;
     for warning in tokenizer.warnings() {
@@ -95,9 +95,10 @@ pub fn pick_backend(
     file: &GgufFile,
     context: usize,
     device: DeviceChoice,
+    gpu_options: &GpuOptions,
     verbose: bool,
 ) -> tl_engine::Result<Backend> {
-    let loaded = Backend::load(file, context, device)?;
+    let loaded = Backend::load(file, context, device, gpu_options)?;
     if let Some(fallback) = &loaded.fallback {
         if !fallback.no_gpu {
             eprintln!("warning: running on the CPU: {}", fallback.reason);

@@ -1,16 +1,19 @@
-//! `tl`: the TensorLogic command. Parses arguments, runs the command, and turns any
-//! error into one line on stderr and exit code 1.
+//! `tl`: the TensorLogic command. Parses arguments, sends the libraries'
+//! diagnostics to stderr (`logging`), runs the command, and turns any error
+//! into one line on stderr and exit code 1.
 
 mod cli;
 mod commands;
 mod default_model;
 mod loaded_model;
+mod logging;
 
 use clap::Parser;
 
 fn main() {
     stop_quietly_on_broken_pipe();
     let cli = cli::Cli::parse();
+    logging::init(cli.verbose);
     if let Err(error) = commands::run(cli) {
         // Program failures were already reported with their source lines.
         if error.downcast_ref::<commands::ReportedFailure>().is_none() {

@@ -13,6 +13,7 @@ use cudarc::nvrtc::sys::nvrtcResult;
 use sha2::{Digest, Sha256};
 
 use crate::error::{CudaError, Result};
+use crate::options::GpuOptions;
 
 const PRELUDE: (&str, &str) = ("prelude.cuh", include_str!("../kernels/prelude.cuh"));
 const GEMV: (&str, &str) = ("gemv.cu", include_str!("../kernels/gemv.cu"));
@@ -63,14 +64,16 @@ fn concatenated(files: &[(&str, &str)]) -> String {
     out
 }
 
-/// Every translation unit.
-pub fn units() -> Vec<Unit> {
+/// Every translation unit, the GEMV units starting with `defines` (`#define`
+/// lines: variants of the GEMV kernels for measurements, see
+/// [`GpuOptions::kernel_defines`]).
+pub fn units(defines: &str) -> Vec<Unit> {
     let mut units = vec![Unit {
         name: "common".into(),
         source: concatenated(COMMON),
     }];
     for (suffix, kernels, type_constant, order) in GEMV_UNITS {
-        let mut source = measurement_defines();
+        let mut source = defines.to_owned();
         source.push_str(&concatenated(&[PRELUDE, GEMV]));
         source.push_str(&format!(
             "GEMV_KERNELS({kernels}, {type_constant}, {order})\n"
@@ -81,18 +84,6 @@ pub fn units() -> Vec<Unit> {
         });
     }
     units
-}
-
-/// `TL_CUDA_KERNEL_DEFINES=NAME=VALUE,...` as `#define` lines (a knob for
-/// measurements: variants of the GEMV kernels; part of the source, so of the
-/// cache key).
-fn measurement_defines() -> String {
-    std::env::var("TL_CUDA_KERNEL_DEFINES")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|d| d.split_once('='))
-        .map(|(name, value)| format!("#define {name} {value}\n"))
-        .collect()
 }
 
 /// The NVRTC version as (major, minor).
@@ -172,15 +163,20 @@ unsafe fn program_log(program: cudarc::nvrtc::sys::nvrtcProgram) -> String {
     }
 }
 
-/// Every unit's CUBIN for `arch`, each from the disk cache when a matching
-/// entry exists, else compiled (all missing units at once, one thread each)
-/// and stored. A cache that cannot be read or written only costs time.
-pub fn cached_cubins(arch: &str, driver_version: i32) -> Result<Vec<(String, Vec<u8>)>> {
+/// Every unit's CUBIN for `arch`, with the options' kernel defines, each from
+/// the disk cache (the options' folder) when a matching entry exists, else
+/// compiled (all missing units at once, one thread each) and stored. A cache
+/// that cannot be read or written only costs time (and says so at debug level).
+pub fn cached_cubins(
+    arch: &str,
+    driver_version: i32,
+    options: &GpuOptions,
+) -> Result<Vec<(String, Vec<u8>)>> {
     let (major, minor) = nvrtc_version()?;
     let versions = format!("|{arch}|nvrtc {major}.{minor}|driver {driver_version}");
-    let dir = cache_dir();
+    let dir = cache_dir(options);
     std::thread::scope(|scope| {
-        let jobs: Vec<_> = units()
+        let jobs: Vec<_> = units(&options.define_lines())
             .into_iter()
             .map(|unit| {
                 let path = dir.as_ref().map(|d| {
@@ -194,9 +190,17 @@ pub fn cached_cubins(arch: &str, driver_version: i32) -> Result<Vec<(String, Vec
                     if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
                         return Ok((unit.name, bytes));
                     }
+                    let started = std::time::Instant::now();
                     let cubin = compile_cubin(&unit, arch)?;
+                    tracing::debug!(
+                        "compiled the {} kernels for {arch} in {:.0} ms",
+                        unit.name,
+                        started.elapsed().as_secs_f64() * 1e3
+                    );
                     if let Some(path) = &path {
-                        store(path, &cubin);
+                        if let Err(e) = store(path, &cubin) {
+                            tracing::debug!("cannot cache kernels in {}: {e}", path.display());
+                        }
                     }
                     Ok((unit.name, cubin))
                 })
@@ -222,25 +226,25 @@ fn cache_key(unit: &Unit, versions: &str) -> String {
     digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where compiled kernels are kept: `$TL_KERNEL_CACHE`, else the user's cache
-/// folder (`~/.cache/tensorlogic/kernels`).
-fn cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("TL_KERNEL_CACHE") {
-        return Some(PathBuf::from(dir));
+/// Where compiled kernels are kept: the options' folder, else the user's
+/// cache folder (`~/.cache/tensorlogic/kernels`).
+fn cache_dir(options: &GpuOptions) -> Option<PathBuf> {
+    if let Some(dir) = &options.kernel_cache {
+        return Some(dir.clone());
     }
     dirs::cache_dir().map(|d| d.join("tensorlogic").join("kernels"))
 }
 
 /// Writes through a temporary file and a rename, so a reader never sees half a file.
-fn store(path: &std::path::Path, bytes: &[u8]) {
-    let Some(dir) = path.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
+fn store(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
     }
     let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, path).is_err() {
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&temporary);
-    }
+    })
 }
 
 #[cfg(test)]
@@ -249,12 +253,26 @@ mod tests {
 
     #[test]
     fn every_source_file_is_in_a_unit() {
-        let units = units();
+        let units = units("");
         for (name, _) in COMMON.iter().chain([&GEMV]) {
             let marker = format!("#line 1 \"{name}\"");
             assert!(units.iter().any(|u| u.source.contains(&marker)), "{name}");
         }
         assert_eq!(units.len(), 1 + GEMV_UNITS.len());
+    }
+
+    #[test]
+    fn kernel_defines_change_the_gemv_units_cache_keys() {
+        let options = GpuOptions {
+            kernel_defines: vec!["GEMV_CLOCKS=1".parse().unwrap()],
+            ..Default::default()
+        };
+        let (plain, defined) = (units(""), units(&options.define_lines()));
+        assert_eq!(cache_key(&plain[0], "v"), cache_key(&defined[0], "v"));
+        for (plain, defined) in plain.iter().zip(&defined).skip(1) {
+            assert!(defined.source.starts_with("#define GEMV_CLOCKS 1\n"));
+            assert_ne!(cache_key(plain, "v"), cache_key(defined, "v"));
+        }
     }
 
     /// NVRTC needs no GPU, so wherever libnvrtc is installed the kernels are
@@ -266,7 +284,7 @@ mod tests {
             eprintln!("skipped: libnvrtc is not installed here (pip install nvidia-cuda-nvrtc and add its lib folder to LD_LIBRARY_PATH to run this test)");
             return;
         }
-        let units = units();
+        let units = units("");
         let contains = |haystack: &[u8], needle: &str| {
             haystack
                 .windows(needle.len())

@@ -30,6 +30,9 @@ pub enum CudaError {
     /// The model or request does not fit what the kernels support.
     #[error("{0}")]
     Unsupported(String),
+    /// A [`GpuOptions`](crate::GpuOptions) value outside its range.
+    #[error("{0}")]
+    InvalidOption(String),
 }
 
 impl CudaError {

@@ -20,6 +20,7 @@ use crate::buffer::Span;
 use crate::compile;
 use crate::error::{CudaError, Result};
 use crate::libraries;
+use crate::options::GpuOptions;
 use crate::profile::{KernelTime, Profile};
 
 /// Shared memory a block may use without its kernel opting in to more.
@@ -86,12 +87,15 @@ pub struct Gpu {
     profile: std::sync::Mutex<Option<Profile>>,
     /// Whether `launch_dependent` uses programmatic dependent launch.
     dependent_launches: bool,
+    options: GpuOptions,
 }
 
 impl Gpu {
-    /// Opens GPU `ordinal`: loads the libraries, creates the context and stream,
-    /// and compiles (or loads from the cache) the kernels.
-    pub fn open(ordinal: usize) -> Result<Gpu> {
+    /// Opens GPU `ordinal` with `options` (checked first): loads the
+    /// libraries, creates the context and stream, and compiles (or loads from
+    /// the cache) the kernels.
+    pub fn open(ordinal: usize, options: GpuOptions) -> Result<Gpu> {
+        options.validate()?;
         libraries::check_present()?;
         let count =
             CudaContext::device_count().map_err(|e| CudaError::driver("counting GPUs", e))?;
@@ -113,7 +117,7 @@ impl Gpu {
         let stream = context
             .new_stream()
             .map_err(|e| CudaError::driver("creating a stream", e))?;
-        let modules = compile::cached_cubins(&info.arch(), info.driver_version)?
+        let modules = compile::cached_cubins(&info.arch(), info.driver_version, &options)?
             .into_iter()
             .map(|(name, cubin)| {
                 context
@@ -133,14 +137,19 @@ impl Gpu {
             info: info.clone(),
             syncs: AtomicU64::new(0),
             profile: Default::default(),
-            dependent_launches: info.compute_capability.0 >= 9
-                && std::env::var_os("TL_CUDA_PDL").is_none_or(|v| v != "0"),
+            dependent_launches: info.compute_capability.0 >= 9 && options.dependent_launches,
+            options,
         })
     }
 
     /// What the device is.
     pub fn info(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &GpuOptions {
+        &self.options
     }
 
     /// The stream all work is queued on.
@@ -305,7 +314,7 @@ impl Gpu {
     }
 
     /// Launches `kernel` as a programmatic dependent of the kernel before it
-    /// (sm_90+, unless `TL_CUDA_PDL=0`): it may start while that one finishes,
+    /// (sm_90+, unless [`GpuOptions::dependent_launches`] is off): it may start while that one finishes,
     /// which hides most of the gap between two kernels of a decode step. The
     /// kernel must call `wait_for_previous_kernel()` before touching any memory
     /// but its read-only inputs. Elsewhere this is [`Gpu::launch`].

@@ -7,6 +7,7 @@
 pub mod compile;
 pub mod error;
 pub mod libraries;
+pub mod options;
 
 pub use error::{CudaError, Result};
 pub mod buffer;
@@ -14,6 +15,7 @@ pub mod gpu;
 
 pub use buffer::{Buffer, Span};
 pub use gpu::{DeviceInfo, Gpu};
+pub use options::{GpuOptions, KernelDefine};
 pub mod graph;
 pub mod matrix;
 pub mod ops;

@@ -10,12 +10,12 @@ use tl_cuda::ops::attention::{
     LayerCache, QkNorm, Rotation,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
-use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SamplingParams};
+use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SampleSettings};
 use tl_cuda::ops::{blas, rows};
 use tl_cuda::{Buffer, CudaError, DeviceMatrix, Gpu, Graph, WeightType};
 
 fn gpu() -> Option<Gpu> {
-    match Gpu::open(0) {
+    match Gpu::open(0, Default::default()) {
         Ok(gpu) => Some(gpu),
         Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {
             eprintln!("skipped: no usable GPU here ({e})");
@@ -997,7 +997,7 @@ fn top_k_select_returns_the_largest_values_and_their_ties() {
     let mut rng = Rng(9);
     let buffers = SampleBuffers::new(&gpu, 1).unwrap();
     let window_tokens = [3u32, 0, 3, 1_000_000];
-    let params = SamplingParams {
+    let params = SampleSettings {
         top_k: 1,
         greedy: false,
         temperature: 1.0,
@@ -1035,7 +1035,7 @@ fn top_k_select_returns_the_largest_values_and_their_ties() {
         let xb = Buffer::from_host(&gpu, &x).unwrap();
         let job = SampleJob {
             row: 0,
-            params: SamplingParams { top_k, ..params },
+            params: SampleSettings { top_k, ..params },
             window: &window_tokens[..window_len],
         };
         let prepared = sample::prepare(&gpu, &[job], &buffers).unwrap();

@@ -70,10 +70,15 @@ pub struct Fallback {
 
 impl Backend {
     /// Loads the model in `file` on the chosen device, for caches of up to
-    /// `max_positions`.
-    pub fn load(file: &GgufFile, max_positions: usize, choice: DeviceChoice) -> Result<Loaded> {
+    /// `max_positions`; a GPU is opened with `gpu_options`.
+    pub fn load(
+        file: &GgufFile,
+        max_positions: usize,
+        choice: DeviceChoice,
+        gpu_options: &tl_cuda::GpuOptions,
+    ) -> Result<Loaded> {
         let cuda = || -> Result<Backend> {
-            let gpu = Arc::new(tl_cuda::Gpu::open(0)?);
+            let gpu = Arc::new(tl_cuda::Gpu::open(0, gpu_options.clone())?);
             Ok(Backend::Cuda(CudaModel::load(file, max_positions, gpu)?))
         };
         let cpu = || -> Result<Backend> { Ok(Backend::Cpu(Model::load(file, max_positions)?)) };

@@ -17,7 +17,7 @@
 //! - any other keyword variable a template needs (`date_string`, …) through
 //!   [`ChatTemplate::render_with_extras`].
 //!
-//! When this was written, every template in `shared/testdata/templates`
+//! When this was written, every template in `testdata/templates`
 //! rendered byte-identical to Jinja2 3.1 set up the same way.
 
 pub mod date;

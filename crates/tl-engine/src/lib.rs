@@ -20,3 +20,5 @@ pub use error::{Error, Result};
 pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};
 
 pub use session::Session;
+/// The settings a GPU is opened with, for whoever calls [`Backend::load`].
+pub use tl_cuda::{options as gpu_options, GpuOptions};

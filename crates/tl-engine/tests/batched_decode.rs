@@ -15,25 +15,7 @@ const CONTEXT: usize = 128;
 
 /// The default model: `TL_TEST_MODEL`, else where `tl model pull` puts it.
 fn real_model() -> PathBuf {
-    if let Some(path) = std::env::var_os("TL_TEST_MODEL") {
-        return PathBuf::from(path);
-    }
-    let dir = std::env::var_os("TL_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .map(|c| c.join("tensorlogic/models"))
-        })
-        .unwrap_or_default();
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.is_file(),
-        "the default model is needed at {}: run `cargo run --release --bin tl -- model pull`",
-        path.display()
-    );
-    path
+    tl_testdata::default_model().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One batched step; every session's row of logits.

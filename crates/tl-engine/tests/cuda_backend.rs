@@ -30,7 +30,7 @@ const CONTEXT: usize = 256;
 const STEPS: usize = 64;
 
 fn gpu() -> Option<Arc<Gpu>> {
-    match Gpu::open(0) {
+    match Gpu::open(0, Default::default()) {
         Ok(gpu) => Some(Arc::new(gpu)),
         Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {
             eprintln!("skipped: no usable GPU here ({e})");
@@ -41,10 +41,7 @@ fn gpu() -> Option<Arc<Gpu>> {
 }
 
 fn default_model() -> PathBuf {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    home.join(".cache/tensorlogic/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    tl_testdata::default_model_path().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn models() -> Vec<PathBuf> {
@@ -486,7 +483,7 @@ fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
                 .enumerate()
                 .map(|(row, (sampler, history))| SampleJob {
                     row,
-                    params: sampler.device_sampling().unwrap(),
+                    params: sampler.device_sampling().unwrap().into(),
                     window: sampler.penalized_tokens(history),
                 })
                 .collect();
@@ -514,7 +511,7 @@ fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
     let jobs: Vec<SampleJob<'_>> = (0..2)
         .map(|row| SampleJob {
             row,
-            params,
+            params: params.into(),
             window: &[],
         })
         .collect();

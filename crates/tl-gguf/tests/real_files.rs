@@ -1,6 +1,6 @@
-//! The reader on real files written by llama.cpp's tools: the shared vocabulary
-//! files and the default model (fetched by `tl model pull`, which the README's
-//! test command runs first).
+//! The reader on real files written by llama.cpp's tools: the vocabulary files
+//! in `testdata/vocab` and the default model (fetched by `tl model pull`, which
+//! the README's test command runs first).
 //! Rewriting each through `GgufWriter` must reproduce the original bytes, which
 //! pins the writer's layout to the one real files have.
 
@@ -9,40 +9,20 @@ use std::sync::Arc;
 
 use tl_gguf::{GgufFile, GgufWriter, TensorData};
 
-/// The default model: `TL_TEST_MODEL`, else where `tl model pull` puts it.
+/// The default model (`TL_TEST_MODEL`, else where `tl model pull` puts it).
 fn real_model() -> PathBuf {
-    if let Some(path) = std::env::var_os("TL_TEST_MODEL") {
-        return PathBuf::from(path);
-    }
-    let cache = std::env::var_os("TL_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-                .map(|c| c.join("tensorlogic/models"))
-        });
-    let path = cache
-        .unwrap_or_default()
-        .join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.is_file(),
-        "the default model is needed at {}: run `cargo run --release --bin tl -- model pull` \
-         (the README's test command does) or point TL_TEST_MODEL at it",
-        path.display()
-    );
-    path
+    tl_testdata::default_model().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn vocab_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/vocab")
+    tl_testdata::testdata().join("vocab")
 }
 
 fn vocab_files() -> Vec<PathBuf> {
     let dir = vocab_dir();
     let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
         panic!(
-            "the shared vocab test files are missing: cannot read {}: {e}",
+            "the vocab test files are missing: cannot read {}: {e}",
             dir.display()
         )
     });

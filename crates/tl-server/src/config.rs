@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use tl_engine::DeviceChoice;
+use tl_engine::{DeviceChoice, GpuOptions};
 
 /// Everything `tl serve` is told.
 #[derive(Debug, Clone)]
@@ -39,8 +39,8 @@ pub struct ServerConfig {
     pub api_key: Option<String>,
     /// Where models run.
     pub device: DeviceChoice,
-    /// Print one line on stderr per finished request (`tl serve -v`).
-    pub log_requests: bool,
+    /// How a GPU is used, when models run on one.
+    pub gpu_options: GpuOptions,
 }
 
 impl Default for ServerConfig {
@@ -57,7 +57,7 @@ impl Default for ServerConfig {
             prompt_cache: false,
             api_key: None,
             device: DeviceChoice::Auto,
-            log_requests: false,
+            gpu_options: GpuOptions::default(),
         }
     }
 }
@@ -79,6 +79,9 @@ impl ServerConfig {
         if self.context == Some(0) {
             return Err(crate::Error::Config("--ctx must be at least 1".into()));
         }
+        self.gpu_options
+            .validate()
+            .map_err(|e| crate::Error::Config(e.to_string()))?;
         Ok(())
     }
 }

@@ -156,8 +156,8 @@ fn file_identity(path: &Path) -> FileIdentity {
 fn sequence_context(path: &Path, requested: Option<usize>, trained: usize) -> usize {
     match requested {
         Some(context) if context > trained => {
-            eprintln!(
-                "warning: --ctx {context} is more than {}'s training context of {trained} tokens; using {trained}",
+            tracing::warn!(
+                "--ctx {context} is more than {}'s training context of {trained} tokens; using {trained}",
                 model_name(path)
             );
             trained

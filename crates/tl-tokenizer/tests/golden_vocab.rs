@@ -1,6 +1,6 @@
 //! Golden tokenizations from llama.cpp's `test-tokenizer-0`.
 //!
-//! For every `ggml-vocab-NAME.gguf` in the shared vocab directory, each string of
+//! For every `ggml-vocab-NAME.gguf` in `testdata/vocab`, each string of
 //! `NAME.gguf.inp` (separated by `\n__ggml_vocab_test__\n`) must encode to the ids
 //! of the same line of `NAME.gguf.out`, with `add_special = false` and
 //! `parse_special = false` as in llama.cpp's test. The SmolLM2 model's vocabulary
@@ -16,10 +16,9 @@ use tl_gguf::GgufFile;
 use tl_tokenizer::{Tokenizer, TokenizerKind};
 
 const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
-const SMOLLM2_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 fn vocab_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/vocab")
+    tl_testdata::testdata().join("vocab")
 }
 
 /// Splits an `.inp` file the way `test-tokenizer-0` does.
@@ -147,34 +146,11 @@ fn llama_cpp_vocab_goldens() {
     );
 }
 
-/// Where the SmolLM2 GGUF is: `TL_TEST_MODEL`, else the model cache that
-/// `tl model pull` fills (`TL_CACHE_DIR`, else `$XDG_CACHE_HOME` or `~/.cache` +
-/// `tensorlogic/models`).
-fn smollm2_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("TL_TEST_MODEL") {
-        return Some(PathBuf::from(path));
-    }
-    let cache = std::env::var_os("TL_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-                .map(|c| c.join("tensorlogic/models"))
-        });
-    cache
-        .map(|c| c.join(SMOLLM2_FILE))
-        .filter(|path| path.is_file())
-}
-
 #[test]
 fn smollm2_model_golden() {
-    let Some(model) = smollm2_path() else {
-        panic!(
-            "the default model {SMOLLM2_FILE} is needed: run `cargo run --release --bin tl -- model pull` \
-             (the README's test command does) or point TL_TEST_MODEL at it"
-        );
-    };
+    // The default model is SmolLM2: `TL_TEST_MODEL`, else the model cache
+    // that `tl model pull` fills.
+    let model = tl_testdata::default_model().unwrap_or_else(|e| panic!("{e}"));
     let tokenizer = load(&model);
     assert_eq!(tokenizer.pre_tokenizer_name(), "smollm");
     let dir = vocab_dir();

@@ -5,14 +5,13 @@
 //! test profile) so that a loaded CI machine does not make the test flaky; they
 //! catch accidental quadratic behaviour, not small regressions.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
 fn vocab_path(name: &str) -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/vocab");
+    let dir = tl_testdata::testdata().join("vocab");
     dir.join(name).display().to_string()
 }
 

@@ -29,7 +29,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::run(&args, cli.verbose),
         Command::Perplexity(args) => perplexity::run(&args, cli.verbose),
         Command::Bench(args) => bench::run(&args, cli.verbose),
-        Command::Serve(args) => serve::run(&args, cli.verbose),
+        Command::Serve(args) => serve::run(&args),
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
         Command::Model(ModelCommand::Synth(args)) => synth::run(&args),
         Command::Model(ModelCommand::Pull) => {

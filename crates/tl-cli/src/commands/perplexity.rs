@@ -15,8 +15,14 @@ pub fn run(args: &PerplexityArgs, verbose: bool) -> Result<()> {
     let path = loaded_model::resolve_path(args.model.as_ref())?;
     let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
     let tokenizer = Tokenizer::from_gguf(&file)?;
-    let model = loaded_model::pick_backend(&file, args.ctx, args.device, verbose)
-        .with_context(|| format!("cannot load {}", path.display()))?;
+    let model = loaded_model::pick_backend(
+        &file,
+        args.ctx,
+        args.device,
+        &args.gpu.to_options(),
+        verbose,
+    )
+    .with_context(|| format!("cannot load {}", path.display()))?;
     // Tokenized once, as llama.cpp does: BOS in front if the model adds it, and
     // special-token text treated as plain text.
     let tokens = tokenizer.encode(&text, true, false)?;

@@ -6,7 +6,7 @@ use tl_server::ServerConfig;
 use crate::cli::ServeArgs;
 use crate::default_model;
 
-pub fn run(args: &ServeArgs, verbose: bool) -> Result<()> {
+pub fn run(args: &ServeArgs) -> Result<()> {
     let models = if args.model.is_empty() {
         vec![default_model::ensure()?]
     } else {
@@ -24,7 +24,7 @@ pub fn run(args: &ServeArgs, verbose: bool) -> Result<()> {
         prompt_cache: args.prompt_cache,
         api_key: args.api_key.clone(),
         device: args.device,
-        log_requests: verbose,
+        gpu_options: args.gpu.to_options(),
     };
     if config.api_key.is_none() && !is_loopback(&config.host) {
         eprintln!(

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+use tl_testdata::ModelMissing;
+
 /// A `tl` command.
 pub fn tl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tl"))
@@ -22,33 +24,32 @@ pub fn run(args: &[&str]) -> Output {
         .expect("cannot start tl")
 }
 
-/// The default model: `$TL_TEST_MODEL` if set, else `tl model pull` (which fetches
-/// it on first use). Fails the test with the pull's error when it cannot be had.
+/// The default model: `$TL_TEST_MODEL` if set, else the cached copy, else
+/// `tl model pull` (which fetches it on first use, as a user would get it).
+/// Fails the test with the reason when it cannot be had.
 pub fn default_model() -> &'static Path {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        if let Some(path) = std::env::var_os("TL_TEST_MODEL") {
-            return PathBuf::from(path);
-        }
-        let out = run(&["model", "pull"]);
-        assert!(
-            out.status.success(),
-            "tl model pull failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    MODEL.get_or_init(|| match tl_testdata::default_model() {
+        Ok(path) => path,
+        Err(ModelMissing::NotPulled(_)) => pull_default_model(),
+        Err(reason) => panic!("{reason}"),
     })
 }
 
-/// The folder of golden data shared by the project (`../shared/testdata`).
-pub fn testdata() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata");
+/// Runs `tl model pull` and returns the path it prints.
+fn pull_default_model() -> PathBuf {
+    let out = run(&["model", "pull"]);
     assert!(
-        dir.is_dir(),
-        "golden test data missing at {}",
-        dir.display()
+        out.status.success(),
+        "tl model pull failed: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    dir
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The repository's golden test data (`testdata/`).
+pub fn testdata() -> PathBuf {
+    tl_testdata::testdata()
 }
 
 /// Stdout as text.

@@ -265,7 +265,7 @@ pub fn attention_f16_accumulator(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Resul
     }
     let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG); // one block per (row, head) needs no row count
-    args.push(Arg::I32(l2_prefetch_level()));
+    args.push(Arg::I32(l2_prefetch_level(gpu)));
     let blocks = int(batch.rows * batch.heads.heads, "rows × heads")? as u32;
     // SAFETY: matches attention_f16_accumulator's signature; queries and output
     // are checked for `rows` rows, and positions read stay below *start + rows
@@ -300,7 +300,7 @@ pub fn attention_f16_accumulator_batched(
     // The tables take the places of the single caches (arguments 2 and 3).
     args[2] = keys;
     args[3] = values;
-    args.push(Arg::I32(l2_prefetch_level()));
+    args.push(Arg::I32(l2_prefetch_level(gpu)));
     let all_rows = batch.rows * sequences;
     batch.queries.require(
         (all_rows - 1) * batch.query_stride + batch.heads.q_width(),

@@ -8,20 +8,6 @@ use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
 
-/// Warps (rows in flight) per block of a float GEMV: 16 unless
-/// `TL_GEMV_WARPS` (2 to 16, even; `GEMV_MAX_THREADS` in gemv.cu is 16 warps)
-/// says otherwise (a tuning knob for measurements).
-fn warps_per_block() -> usize {
-    static WARPS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *WARPS.get_or_init(|| {
-        std::env::var("TL_GEMV_WARPS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n: &usize| (2..=16).contains(&n) && n % 2 == 0)
-            .unwrap_or(16)
-    })
-}
-
 /// Static shared memory of the kernels: the norm's scratch and (float
 /// kernels) the RoPE rows.
 const STATIC_SHARED: usize = 32 * 8 + 16 * 4;
@@ -35,19 +21,6 @@ fn staged_bytes(weight_type: WeightType, cols: usize) -> usize {
     } else {
         cols * 4
     }
-}
-
-/// The most float GEMV blocks per multiprocessor: 1 unless
-/// `TL_GEMV_BLOCKS_PER_SM` says otherwise (a tuning knob for measurements).
-fn blocks_per_multiprocessor() -> usize {
-    static BLOCKS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BLOCKS.get_or_init(|| {
-        std::env::var("TL_GEMV_BLOCKS_PER_SM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or(1)
-    })
 }
 
 /// How one GEMV is launched.
@@ -66,7 +39,7 @@ struct Launch {
 /// `sequences` vectors. Quantized matrices take tiles of rows (see
 /// `ops::gemv_tile`); float matrices a warp per row, each block staging x
 /// once for many rows, one block per multiprocessor (by default) with every
-/// row in flight.
+/// row in flight (the options' `gemv_warps` and `gemv_blocks_per_sm`).
 fn launch_shape(
     gpu: &Gpu,
     w: &DeviceMatrix,
@@ -92,6 +65,7 @@ fn launch_shape(
             staged,
             limit,
             multiprocessors,
+            gpu.options(),
         )?;
         return Ok(Launch {
             kernel_suffix: w.gemv_suffix(),
@@ -108,8 +82,8 @@ fn launch_shape(
             staged + STATIC_SHARED
         )));
     }
-    let warps = warps_per_block();
-    let cap = multiprocessors * blocks_per_multiprocessor();
+    let warps = gpu.options().gemv_warps;
+    let cap = multiprocessors * gpu.options().gemv_blocks_per_sm;
     Ok(Launch {
         kernel_suffix: format!("{}_l32", w.gemv_suffix()),
         blocks: blocks_for(out_rows, warps).min(cap.max(1) as u32),
@@ -168,7 +142,7 @@ pub fn gemv(
 fn next_matrix_args(gpu: &Gpu, w: &DeviceMatrix, next: Option<&DeviceMatrix>) -> Result<[Arg; 4]> {
     let l2 = gpu.info().l2_bytes;
     let room = (l2 / 3).min(l2.saturating_sub(w.bytes()));
-    let next = next.filter(|_| l2_prefetch_level() >= 2 && w.weight_type().is_quantized());
+    let next = next.filter(|_| l2_prefetch_level(gpu) >= 2 && w.weight_type().is_quantized());
     let Some(next) = next.filter(|_| room > 0) else {
         return Ok([Arg::Ptr(0), Arg::I32(0), Arg::Ptr(0), Arg::I32(0)]);
     };
@@ -277,7 +251,7 @@ pub fn gemv_batched(
             Arg::Ptr(0),
         ]),
     }
-    args.push(Arg::I32(l2_prefetch_level()));
+    args.push(Arg::I32(l2_prefetch_level(gpu)));
     args.extend(next_matrix_args(gpu, w, next)?);
     args.push(Arg::I32(int(launch.tile_rows, "tile rows")?));
     let sequences = int(sequences, "sequences")? as u32;

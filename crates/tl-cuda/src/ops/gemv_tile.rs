@@ -6,43 +6,27 @@
 
 use crate::error::{CudaError, Result};
 use crate::matrix::{SummationOrder, WeightType};
+use crate::options::{GpuOptions, MAX_TILE_THREADS};
 
 /// Threads per block at most (`GEMV_MAX_THREADS` in gemv.cu).
-const MAX_THREADS: usize = 512;
+const MAX_THREADS: usize = MAX_TILE_THREADS;
 
 /// Values of x each thread holds when staging reads x once
 /// (`STAGE_QUARTERS` quarters of 8 in gemv.cu).
 const STAGED_PER_THREAD: usize = 16;
 
 /// Rows per tile: by default the fewest that give every multiprocessor one
-/// block (a block takes one tile of one sequence); `TL_GEMV_TILE_ROWS`
-/// overrides it (a tuning knob for measurements).
-fn wanted_rows(out_rows: usize, sequences: usize, multiprocessors: usize) -> usize {
-    static ROWS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let knob = *ROWS.get_or_init(|| {
-        std::env::var("TL_GEMV_TILE_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n: &usize| n >= 2)
-    });
-    knob.unwrap_or_else(|| (out_rows * sequences).div_ceil(multiprocessors.max(1)))
-}
-
-/// Threads per block at least: 512 unless `TL_GEMV_TILE_THREADS` (32 to 512)
-/// says otherwise (a tuning knob for measurements). Every thread stages part
-/// of x (its quarters of Q8 blocks) before any product, so more threads
-/// shorten every tile's start (a 135M model's decode, tiles of 8 rows, measured
-/// 1,098 tok/s at 96 threads a block, 1,150 at 256, when each value took
-/// its own shuffle rounds).
-fn least_threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| {
-        std::env::var("TL_GEMV_TILE_THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|n: &usize| (32..=MAX_THREADS).contains(n))
-            .unwrap_or(MAX_THREADS)
-    })
+/// block (a block takes one tile of one sequence); the options'
+/// `gemv_tile_rows` overrides it (a tuning knob for measurements).
+fn wanted_rows(
+    out_rows: usize,
+    sequences: usize,
+    multiprocessors: usize,
+    options: &GpuOptions,
+) -> usize {
+    options
+        .gemv_tile_rows
+        .unwrap_or_else(|| (out_rows * sequences).div_ceil(multiprocessors.max(1)))
 }
 
 /// A quantized matrix's summation, as the tile kernels see it.
@@ -125,7 +109,7 @@ impl TileShape {
     /// The shape for `out_rows` rows of `cols` values times `sequences`
     /// vectors, x staged in `staged_bytes`, with `shared_limit` bytes of
     /// shared memory per block (less the kernels' static share) on
-    /// `multiprocessors`.
+    /// `multiprocessors`, and the tile knobs of `options`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         kind: TileKind,
@@ -135,6 +119,7 @@ impl TileShape {
         staged_bytes: usize,
         shared_limit: usize,
         multiprocessors: usize,
+        options: &GpuOptions,
     ) -> Result<TileShape> {
         let blocks = cols / 32;
         let staged = staged_bytes.div_ceil(16) * 16;
@@ -149,16 +134,21 @@ impl TileShape {
                 staged + 2 * row_bytes
             )));
         }
-        let rows = wanted_rows(out_rows, sequences, multiprocessors)
+        let rows = wanted_rows(out_rows, sequences, multiprocessors, options)
             .max(2)
             .next_multiple_of(2)
             .min(most);
         let items = kind.spans() * rows * blocks;
+        // At least the options' `gemv_tile_threads` (512 by default): every
+        // thread stages part of x (its quarters of Q8 blocks) before any
+        // product, so more threads shorten every tile's start (a 135M
+        // model's decode, tiles of 8 rows, measured 1,098 tok/s at 96 threads a
+        // block, 1,150 at 256, when each value took its own shuffle rounds).
         let threads = [
             items.div_ceil(kind.batch()),
             rows * kind.chains(),
             cols.div_ceil(STAGED_PER_THREAD),
-            least_threads(),
+            options.gemv_tile_threads,
         ]
         .into_iter()
         .max()
@@ -199,8 +189,18 @@ mod tests {
     #[test]
     fn tiles_give_every_multiprocessor_one_when_they_fit() {
         // A 1.1B model's down projection: 2,048 rows of 5,632 values.
-        let shape =
-            TileShape::new(q4_0_blocks(false), 2048, 1, 5632, 7744, 227 * 1024, 132).unwrap();
+        let default = GpuOptions::default();
+        let shape = TileShape::new(
+            q4_0_blocks(false),
+            2048,
+            1,
+            5632,
+            7744,
+            227 * 1024,
+            132,
+            &default,
+        )
+        .unwrap();
         assert_eq!(shape.rows, 16);
         assert_eq!(2048usize.div_ceil(shape.rows), 128);
         assert!(shape.threads.is_multiple_of(32) && shape.threads <= MAX_THREADS);
@@ -215,10 +215,30 @@ mod tests {
             order: SummationOrder::Lanes,
             pairs: true,
         };
-        let shape = TileShape::new(lanes, 5632, 1, 2048, 2816, 48 * 1024, 132).unwrap();
+        let default = GpuOptions::default();
+        let shape = TileShape::new(lanes, 5632, 1, 2048, 2816, 48 * 1024, 132, &default).unwrap();
         assert!(shape.rows.is_multiple_of(2) && shape.rows >= 2);
         assert!(shape.shared_bytes <= 48 * 1024);
         // Rows of 1M values cannot fit two rows' planes.
-        assert!(TileShape::new(lanes, 8, 1, 1 << 20, 1 << 20, 48 * 1024, 132).is_err());
+        assert!(TileShape::new(lanes, 8, 1, 1 << 20, 1 << 20, 48 * 1024, 132, &default).is_err());
+    }
+
+    #[test]
+    fn the_tile_knobs_set_rows_and_threads() {
+        // A 135M model's QKV projection (960 rows of 576 values): by default 8
+        // rows a tile on 132 multiprocessors, and 512 threads a block.
+        let kind = q4_0_blocks(false);
+        let shape = |options: &GpuOptions| {
+            TileShape::new(kind, 960, 1, 576, 792, 227 * 1024, 132, options).unwrap()
+        };
+        let default = shape(&GpuOptions::default());
+        assert_eq!((default.rows, default.threads), (8, MAX_THREADS));
+        let tuned = shape(&GpuOptions {
+            gemv_tile_rows: Some(31),
+            gemv_tile_threads: 64,
+            ..Default::default()
+        });
+        // 32 rows of 18 blocks take 72 threads at 8 blocks each: 96.
+        assert_eq!((tuned.rows, tuned.threads), (32, 96));
     }
 }

@@ -8,21 +8,11 @@ pub mod gemv_tile;
 pub mod rows;
 pub mod sample;
 
-/// How much kernels ask L2 for ahead of need (`prefetch_l2` in prelude.cuh),
-/// before waiting for the previous kernel: 0 nothing; 1 the first data they
-/// read after the wait that is likely not in L2 (norm weights, older cache
-/// positions); 2 (the default) also the weights of the matrix the step
-/// multiplies by next (`gemv_batched`'s `next`). `TL_CUDA_L2_PREFETCH` sets it
-/// (a knob for measurements).
-pub(crate) fn l2_prefetch_level() -> i32 {
-    static LEVEL: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        std::env::var("TL_CUDA_L2_PREFETCH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|level| (0..=2).contains(level))
-            .unwrap_or(2)
-    })
+/// The kernels' `l2_prefetch` argument: [`GpuOptions::l2_prefetch`].
+///
+/// [`GpuOptions::l2_prefetch`]: crate::GpuOptions::l2_prefetch
+pub(crate) fn l2_prefetch_level(gpu: &crate::Gpu) -> i32 {
+    i32::from(gpu.options().l2_prefetch)
 }
 
 /// Blocks of `threads` needed to cover `items`, at least one.

@@ -41,9 +41,10 @@ const _: () = assert!(TOP_K_CAPACITY + TOP_K_WINDOW <= MAX_CANDIDATES);
 /// fields, then the f64 draw).
 const JOB_WORDS: usize = 14;
 
-/// One sampling step's settings, in the host sampler's terms.
+/// One job's settings, as `struct SampleJob` in sample.cu takes them (the
+/// engine's sampler fills them from its own settings).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SamplingParams {
+pub struct SampleSettings {
     /// Candidates kept after the penalties, 1 to [`MAX_TOP_K`].
     pub top_k: usize,
     /// Take the best candidate after the penalties instead of drawing.
@@ -68,7 +69,7 @@ pub struct SamplingParams {
 #[derive(Debug, Clone, Copy)]
 pub struct SampleJob<'a> {
     pub row: usize,
-    pub params: SamplingParams,
+    pub params: SampleSettings,
     pub window: &'a [u32],
 }
 

@@ -1,6 +1,6 @@
 //! Chat template tests: golden renders of known templates (expected text
 //! written by hand from reading each template), every template under
-//! `shared/testdata/templates`, and the Hugging Face compatibility features.
+//! `testdata/templates`, and the Hugging Face compatibility features.
 //!
 //! Golden files live in `tests/golden/templates/`; `TL_REGENERATE_GOLDEN=1`
 //! rewrites them from the current output (review the diff before keeping it).
@@ -18,7 +18,7 @@ fn crate_dir() -> PathBuf {
 }
 
 fn testdata_templates_dir() -> PathBuf {
-    crate_dir().join("../../../shared/testdata/templates")
+    tl_testdata::testdata().join("templates")
 }
 
 fn load_testdata_template(file_name: &str, bos_token: &str, eos_token: &str) -> ChatTemplate {
@@ -154,7 +154,7 @@ fn testdata_template_files() -> Vec<PathBuf> {
     let entries = fs::read_dir(&dir).unwrap_or_else(|err| {
         panic!(
             "the chat template test data is missing: cannot read {} ({err}); \
-             it should hold the *.jinja files from shared/testdata/templates",
+             it should hold the *.jinja files of the repository's testdata/templates",
             dir.display()
         )
     });

@@ -205,7 +205,7 @@ fn sample_jobs<'a>(wants: &[Wanted<'a>]) -> Vec<sample_ops::SampleJob<'a>> {
             Wanted::Sample { params, window } if sample_ops::fits(params.top_k, window.len()) => {
                 Some(sample_ops::SampleJob {
                     row,
-                    params,
+                    params: params.into(),
                     window,
                 })
             }

@@ -90,6 +90,7 @@ impl CudaModel {
         let output = up.output(&config)?;
         let table = up.rope_table(&config, max_positions)?;
         let rope = Buffer::from_host(&gpu, &table.cos_sin_flat())?;
+        let use_graphs = gpu.options().graphs;
         Ok(CudaModel {
             weight_bytes: up.bytes(),
             f16_copy_bytes,
@@ -103,7 +104,7 @@ impl CudaModel {
             max_positions,
             prefill: Mutex::new(None),
             batch: Mutex::new(None),
-            use_graphs: std::env::var_os("TL_CUDA_GRAPHS").is_none_or(|v| v != "0"),
+            use_graphs,
         })
     }
 
@@ -283,7 +284,7 @@ impl CudaModel {
         }
         let job = sample_ops::SampleJob {
             row: 0,
-            params: *params,
+            params: (*params).into(),
             window,
         };
         // Uploaded before the step is queued, so the copy does not wait for it.

@@ -192,11 +192,11 @@ fn reserve_bytes(total: usize) -> usize {
 }
 
 /// Keeps an f16 copy of every block matrix for prompt GEMMs when the device has
-/// room for them and `TL_CUDA_F16_WEIGHTS` is not `0`, so a prompt does not
+/// room for them and the GPU options' `f16_weights` is on, so a prompt does not
 /// dequantize each matrix in every pass. Returns the bytes the copies take (0
 /// when none were made).
 pub fn keep_f16_copies(gpu: &Gpu, blocks: &mut [BlockWeights]) -> Result<usize> {
-    if std::env::var_os("TL_CUDA_F16_WEIGHTS").is_some_and(|v| v == "0") {
+    if !gpu.options().f16_weights {
         return Ok(0);
     }
     let needed: usize = blocks

@@ -20,6 +20,7 @@
 
 mod candidates;
 mod config;
+mod device;
 mod draw;
 mod penalties;
 pub mod rng;
@@ -27,6 +28,7 @@ mod truncation;
 
 pub use candidates::{argmax, Candidate};
 pub use config::SamplerConfig;
+pub use device::{SamplingParams, MAX_DEVICE_TOP_K};
 pub use penalties::{apply_penalties, penalize_logit, penalty_window, Penalties};
 
 use crate::{Error, Result};
@@ -91,8 +93,6 @@ impl Sampler {
         token.ok_or_else(no_usable_logits)
     }
 }
-
-pub use tl_cuda::ops::sample::{SamplingParams, MAX_TOP_K as MAX_DEVICE_TOP_K};
 
 impl Sampler {
     /// The settings a GPU needs to make this sampler's next pick itself

@@ -35,8 +35,7 @@ fn synthesize(request: &SynthRequest, vocab: Option<&GgufFile>) -> Vec<u8> {
 }
 
 fn spm_vocab_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/vocab/ggml-vocab-llama-spm.gguf")
+    tl_testdata::testdata().join("vocab/ggml-vocab-llama-spm.gguf")
 }
 
 #[test]

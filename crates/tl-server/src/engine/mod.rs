@@ -157,6 +157,7 @@ pub fn start(
         .spawn(move || {
             let mut pool = ModelPool::new(
                 engine_config.device,
+                engine_config.gpu_options.clone(),
                 engine_config.model_memory_budget,
                 engine_metrics.clone(),
             );

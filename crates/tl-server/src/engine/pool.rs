@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tl_engine::{Backend, DeviceChoice};
+use tl_engine::{Backend, DeviceChoice, GpuOptions};
 use tl_gguf::GgufFile;
 
 use crate::metrics::Metrics;
@@ -29,6 +29,7 @@ struct LoadedModel {
 /// Loaded weights by model name.
 pub struct ModelPool {
     device: DeviceChoice,
+    gpu_options: Arc<GpuOptions>,
     budget: Option<u64>,
     loaded: Vec<LoadedModel>,
     /// The model being loaded in the background, if any.
@@ -58,9 +59,15 @@ pub struct LoadResult {
 }
 
 impl ModelPool {
-    pub fn new(device: DeviceChoice, budget: Option<u64>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        device: DeviceChoice,
+        gpu_options: GpuOptions,
+        budget: Option<u64>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         ModelPool {
             device,
+            gpu_options: Arc::new(gpu_options),
             budget,
             loaded: Vec::new(),
             loading: None,
@@ -106,7 +113,7 @@ impl ModelPool {
 
     /// Loads `entry` on this thread (the default model, at start).
     pub fn load(&mut self, entry: &ModelEntry) -> Result<(), String> {
-        let loaded = load_backend(entry, self.device)?;
+        let loaded = load_backend(entry, self.device, &self.gpu_options)?;
         match self.finish_load(&entry.name, Ok(loaded), &|_| true)? {
             Room::Made(_) => Ok(()),
             Room::Busy => Err(format!(
@@ -137,10 +144,11 @@ impl ModelPool {
         }
         self.loading = Some(entry.name.clone());
         let (entry, device) = (entry.clone(), self.device);
+        let gpu_options = self.gpu_options.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("tl-load-{}", entry.name))
             .spawn(move || {
-                let result = load_backend(&entry, device);
+                let result = load_backend(&entry, device, &gpu_options);
                 done(LoadResult {
                     name: entry.name.clone(),
                     result,
@@ -247,16 +255,17 @@ impl ModelPool {
     }
 }
 
-fn load_backend(entry: &ModelEntry, device: DeviceChoice) -> Result<(Backend, Duration), String> {
+fn load_backend(
+    entry: &ModelEntry,
+    device: DeviceChoice,
+    gpu_options: &GpuOptions,
+) -> Result<(Backend, Duration), String> {
     let started = Instant::now();
     let fail = |e: &dyn std::fmt::Display| format!("cannot load {}: {e}", entry.path.display());
     let file = GgufFile::open(&entry.path).map_err(|e| fail(&e))?;
-    let loaded = Backend::load(&file, entry.context, device).map_err(|e| fail(&e))?;
+    let loaded = Backend::load(&file, entry.context, device, gpu_options).map_err(|e| fail(&e))?;
     if let Some(fallback) = loaded.fallback.filter(|f| !f.no_gpu) {
-        eprintln!(
-            "warning: {} runs on the CPU: {}",
-            entry.name, fallback.reason
-        );
+        tracing::warn!("{} runs on the CPU: {}", entry.name, fallback.reason);
     }
     Ok((loaded.backend, started.elapsed()))
 }

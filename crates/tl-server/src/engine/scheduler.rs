@@ -68,7 +68,6 @@ pub struct Scheduler {
     parallel: usize,
     prefill_chunk_tokens: usize,
     prompt_cache: bool,
-    log_requests: bool,
     metrics: Arc<Metrics>,
     /// Where background model loads report back.
     loads: mpsc::Sender<Message>,
@@ -106,7 +105,6 @@ impl Scheduler {
             parallel: config.parallel,
             prefill_chunk_tokens: config.prefill_chunk_tokens,
             prompt_cache: config.prompt_cache,
-            log_requests: config.log_requests,
             metrics,
             loads,
         }
@@ -175,7 +173,7 @@ impl Scheduler {
             // Its requests wait; `admit` loads it again once there is room.
             Ok(Room::Busy) => {}
             Err(message) => {
-                eprintln!("{message}");
+                tracing::error!("{message}");
                 let (failed, waiting): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.waiting)
                     .into_iter()
                     .partition(|job| job.model.name == load.name);
@@ -226,7 +224,7 @@ impl Scheduler {
             };
             self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
             if let Err(message) = self.start(job) {
-                eprintln!("request failed: {message}");
+                tracing::error!("request failed: {message}");
             }
         }
     }
@@ -396,9 +394,7 @@ impl Scheduler {
     fn retire(&mut self, mut sequence: Sequence, step: Step) {
         // As in `fail_job`: the place is free before the last event is sent.
         sequence.job.place.give_back();
-        if self.log_requests {
-            log_request(&sequence, &step);
-        }
+        log_request(&sequence, &step);
         match step {
             Step::Finished(reason) => {
                 let rest = sequence.output.finish(reason);
@@ -548,7 +544,7 @@ fn take_token(sequence: &mut Sequence, picked: Result<u32, String>, metrics: &Me
     Step::Continue
 }
 
-/// The `-v` line of a finished request.
+/// The `-v` line of a finished request: a debug event.
 fn log_request(sequence: &Sequence, step: &Step) {
     let outcome = match step {
         Step::Finished(reason) => format!("{reason:?}"),
@@ -560,7 +556,7 @@ fn log_request(sequence: &Sequence, step: &Step) {
     let first = sequence.prompt_done.map_or(String::from("-"), |t| {
         format!("{:.1} ms", ms(t - sequence.job.arrived))
     });
-    eprintln!(
+    tracing::debug!(
         "{}: prompt {} tokens ({} cached), {} generated, first token {first}, total {:.1} ms: {outcome}",
         sequence.job.model.name,
         sequence.job.prompt.len(),

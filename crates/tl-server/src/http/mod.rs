@@ -171,7 +171,7 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
         let (stopping, stop_requested) = tokio::sync::oneshot::channel::<()>();
         let server = axum::serve(listener, router(state)).with_graceful_shutdown(async {
             stop.await;
-            eprintln!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
+            tracing::info!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
             let _ = stopping.send(());
         });
         tokio::select! {
@@ -184,7 +184,7 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
                 } else {
                     std::future::pending::<()>().await;
                 }
-            } => eprintln!("stopped the requests still running"),
+            } => tracing::info!("stopped the requests still running"),
         }
         Ok(())
     })
