@@ -4,7 +4,8 @@
 # (`scripts/gpu_bundle.sh` makes them; gunzip them first):
 #   tl            the release binary
 #   kernels       tl-cuda's kernel tests (cargo test --release --no-run)
-#   cuda_backend  tl-engine's whole-model GPU tests
+#   cuda_backend  tl-engine's whole-model GPU tests (the GPU against the CPU)
+#   every_backend tl-engine's per-backend tests (each body on the CPU and the GPU)
 #   model.gguf    the default model (SmolLM2-135M-Instruct Q4_1), optional
 # Results go to OUT (logs, bench tables and JSON).
 #
@@ -64,6 +65,7 @@ mkdir -p "$HOME/.cache/tensorlogic/models"
 
 step "whole-model GPU tests ($TEST_MODELS)"
 TL_GPU_TEST_MODELS="$TEST_MODELS" run_logged cuda_backend "$BIN/cuda_backend" --test-threads=1 --nocapture
+TL_GPU_TEST_MODELS="$TEST_MODELS" run_logged every_backend "$BIN/every_backend" --test-threads=1 --nocapture
 
 if [ "$MODE" = tests ]; then
     step "benchmarks skipped (tests mode)"

@@ -348,6 +348,20 @@ pub struct RunArgs {
     /// With --test or --bench: only the blocks whose name contains this text.
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
+    #[command(flatten)]
+    pub models: ProgramModelArgs,
+}
+
+/// Where the models a program loads (`load_model`) run.
+#[derive(Debug, Clone, Args)]
+pub struct ProgramModelArgs {
+    /// Where `load_model` puts a model's weights: cpu, cuda or gpu (the first
+    /// NVIDIA GPU), or auto (the GPU when one is usable, else the CPU).
+    /// `model.forward` runs there; the program's own tensors stay on the CPU.
+    #[arg(long, value_name = "DEVICE", default_value = "auto")]
+    pub device: DeviceChoice,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 /// `tl check`.
@@ -364,6 +378,8 @@ pub struct ReplArgs {
     /// Load this program's declarations first (like `:load FILE`).
     #[arg(value_name = "FILE.tl")]
     pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub models: ProgramModelArgs,
 }
 
 /// `tl chat`.

@@ -1,34 +1,20 @@
-//! Loading everything a command needs to talk to a model: the GGUF file, the
-//! weights, the tokenizer and the chat template, with timings at `-v`.
+//! Loading the model a command names (the engine's bundle: file, tokenizer,
+//! chat template, weights on a device), with what the user should hear about
+//! it on stderr and timings at `-v`.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use tl_engine::chat_template::ChatTemplate;
-use tl_engine::{Backend, DeviceChoice, GpuOptions};
-use tl_gguf::GgufFile;
-use tl_tokenizer::Tokenizer;
+use tl_engine::backend::Fallback;
+pub use tl_engine::LoadedModel;
+use tl_engine::ModelFile;
 
 use crate::cli::ModelArgs;
 use crate::default_model;
 
 /// The context used when neither `--ctx` nor a smaller training context says otherwise.
 const DEFAULT_CONTEXT: usize = 4096;
-
-/// A model ready to run.
-pub struct LoadedModel {
-    /// Where it was loaded from.
-    pub path: PathBuf,
-    /// Weights and forward pass, on the chosen device.
-    pub model: Backend,
-    /// Its tokenizer.
-    pub tokenizer: Tokenizer,
-    /// Its chat template (ChatML when the file has none).
-    pub template: ChatTemplate,
-    /// Context size (KV cache capacity) to use.
-    pub context: usize,
-}
 
 /// The model file named by `-m`, or the default model (fetched if needed).
 pub fn resolve_path(model: Option<&PathBuf>) -> Result<PathBuf> {
@@ -42,25 +28,23 @@ pub fn resolve_path(model: Option<&PathBuf>) -> Result<PathBuf> {
 pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
     let path = resolve_path(args.model.as_ref())?;
     let started = Instant::now();
-    let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
-    let trained = tl_engine::model::ModelConfig::from_gguf(&file)
-        .with_context(|| format!("cannot load {}", path.display()))?
-        .context_length;
-    let tokenizer = Tokenizer::from_gguf(&file)
-        .with_context(|| format!("cannot load the tokenizer of {}", path.display()))?;
-    let context = args.ctx.unwrap_or_else(|| trained.min(DEFAULT_CONTEXT));
-    if context > trained {
-        eprintln!(
-            "warning: --ctx {context} exceeds the {trained} tokens the model was trained for"
-        );
+    let file = ModelFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
+    let (context, cut) = file.context_for(args.ctx, DEFAULT_CONTEXT);
+    if let Some(warning) = cut {
+        eprintln!("warning: {warning}");
     }
-    let model = pick_backend(&file, context, args.device, &args.gpu.to_options(), verbose)
+    let loaded = file
+        .load(context, args.device, &args.gpu.to_options())
         .with_context(|| format!("cannot load {}", path.display()))?;
-    let template = chat_template(&file, &tokenizer, verbose)?;
-    for warning in tokenizer.warnings() {
+    report_fallback(loaded.fallback.as_ref(), verbose);
+    if loaded.file.template_is_fallback && verbose {
+        eprintln!("the model has no chat template; using ChatML");
+    }
+    for warning in loaded.file.tokenizer.warnings() {
         eprintln!("warning: {warning}");
     }
     if verbose {
+        let model = &loaded.backend;
         let config = model.config();
         let copies = match model.f16_copy_bytes() {
             0 => String::new(),
@@ -79,51 +63,17 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
             model.weight_bytes() as f64 / 1e6,
         );
     }
-    Ok(LoadedModel {
-        path,
-        model,
-        tokenizer,
-        template,
-        context,
-    })
+    Ok(loaded)
 }
 
-/// Loads `file`'s weights on the chosen device for caches of up to `context`
-/// positions, saying why when `auto` fell back to the CPU (a warning when a
-/// GPU is there but cannot run the model; at `-v` when there is none).
-pub fn pick_backend(
-    file: &GgufFile,
-    context: usize,
-    device: DeviceChoice,
-    gpu_options: &GpuOptions,
-    verbose: bool,
-) -> tl_engine::Result<Backend> {
-    let loaded = Backend::load(file, context, device, gpu_options)?;
-    if let Some(fallback) = &loaded.fallback {
+/// Says why `auto` fell back to the CPU: a warning when a GPU is there but
+/// cannot run the model, a note at `-v` when there is none.
+pub fn report_fallback(fallback: Option<&Fallback>, verbose: bool) {
+    if let Some(fallback) = fallback {
         if !fallback.no_gpu {
             eprintln!("warning: running on the CPU: {}", fallback.reason);
         } else if verbose {
             eprintln!("no usable GPU ({}); running on the CPU", fallback.reason);
         }
-    }
-    Ok(loaded.backend)
-}
-
-fn chat_template(file: &GgufFile, tokenizer: &Tokenizer, verbose: bool) -> Result<ChatTemplate> {
-    match ChatTemplate::from_gguf(file, tokenizer)? {
-        Some(template) => Ok(template),
-        None => {
-            if verbose {
-                eprintln!("the model has no chat template; using ChatML");
-            }
-            Ok(ChatTemplate::chatml())
-        }
-    }
-}
-
-impl LoadedModel {
-    /// A session sized to the context.
-    pub fn new_session(&self) -> Result<tl_engine::Session> {
-        Ok(tl_engine::Session::new(&self.model, self.context)?)
     }
 }

@@ -16,15 +16,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| s.parse())
         .collect::<Result<_, _>>()?;
     let file = tl_gguf::GgufFile::open(&args[1])?;
-    let model = tl_engine::model::Model::load(&file, 1024)?;
+    let options = tl_engine::GpuOptions::default();
+    let model = tl_engine::Backend::load(&file, 1024, tl_engine::DeviceChoice::Cpu, &options)?;
+    let model = model.backend;
     let mut cache = model.new_cache(1024)?;
     let mut out = std::fs::File::create(&args[2])?;
-    let which = if std::env::var_os("ALL_ROWS").is_some() {
-        tl_engine::model::Logits::All
+    let want = if std::env::var_os("ALL_ROWS").is_some() {
+        tl_engine::Wanted::EveryRow
     } else {
-        tl_engine::model::Logits::Last
+        tl_engine::Wanted::Logits
     };
-    let logits = model.forward(&ids, 0, &mut cache, which)?;
+    let tl_engine::Picked::Row(logits) = model.step_one(&ids, &mut cache, want)? else {
+        return Err("a step asked for logits gave a token".into());
+    };
     for v in logits {
         out.write_all(&v.to_le_bytes())?;
     }

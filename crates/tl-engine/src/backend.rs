@@ -379,7 +379,101 @@ impl From<Model> for Backend {
     }
 }
 
+/// Which half of a KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvHalf {
+    Keys,
+    Values,
+}
+
+impl Backend {
+    /// Writes the keys and values of the token at `position` into layer
+    /// `layer` of `cache` (`kv_heads × head_dim` each), rounded to f16 as a
+    /// pass of the model stores them: for programs that run their own
+    /// attention over the engine's cache. Call [`SequenceCache::commit`] once
+    /// every layer holds the position.
+    pub fn store_kv(
+        &self,
+        cache: &mut SequenceCache,
+        layer: usize,
+        position: usize,
+        keys: &[f32],
+        values: &[f32],
+    ) -> Result<()> {
+        let c = self.config();
+        let width = c.key_value_width();
+        if layer >= c.block_count || position >= cache.capacity() {
+            return Err(Error::InvalidRequest(format!(
+                "no layer {layer}, position {position} in a cache of {} layers and {} positions",
+                c.block_count,
+                cache.capacity()
+            )));
+        }
+        if keys.len() != width || values.len() != width {
+            return Err(Error::InvalidRequest(format!(
+                "a position's keys and values are {width} values each, not {} and {}",
+                keys.len(),
+                values.len()
+            )));
+        }
+        match (self, cache) {
+            (Backend::Cpu(_), SequenceCache::Cpu(c)) => {
+                c.store(layer, position, keys, values);
+                Ok(())
+            }
+            (Backend::Cuda(m), SequenceCache::Cuda(c)) => {
+                c.store_from_host(m.gpu(), layer, position, keys, values)
+            }
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// Layer `layer`'s cached keys or values of positions `0..end`, laid out
+    /// `[kv_head][position][head_dim]`.
+    pub fn read_kv(
+        &self,
+        cache: &SequenceCache,
+        layer: usize,
+        half: KvHalf,
+        end: usize,
+    ) -> Result<Vec<half::f16>> {
+        let c = self.config();
+        if layer >= c.block_count || end > cache.capacity() {
+            return Err(Error::InvalidRequest(format!(
+                "no layer {layer}, positions 0..{end} in a cache of {} layers and {} positions",
+                c.block_count,
+                cache.capacity()
+            )));
+        }
+        match (self, cache) {
+            (Backend::Cpu(_), SequenceCache::Cpu(cache)) => {
+                let mut out = Vec::with_capacity(c.key_value_width() * end);
+                for head in 0..c.head_count_kv {
+                    out.extend_from_slice(match half {
+                        KvHalf::Keys => cache.keys(layer, head, end),
+                        KvHalf::Values => cache.values(layer, head, end),
+                    });
+                }
+                Ok(out)
+            }
+            (Backend::Cuda(m), SequenceCache::Cuda(cache)) => {
+                cache.read_to_host(m.gpu(), layer, half == KvHalf::Keys, end)
+            }
+            _ => Err(mismatch()),
+        }
+    }
+}
+
 impl SequenceCache {
+    /// Marks positions up to `end` as filled, once every layer holds them
+    /// (see [`Backend::store_kv`]).
+    pub fn commit(&mut self, end: usize) {
+        match self {
+            SequenceCache::Cpu(c) => c.commit(end),
+            SequenceCache::Cuda(c) => c.commit(end),
+        }
+    }
+
     pub fn capacity(&self) -> usize {
         match self {
             SequenceCache::Cpu(c) => c.capacity(),

@@ -1,24 +1,32 @@
-//! The TensorLogic engine: model loading from GGUF, the CPU forward pass, the KV
-//! cache, chat templates, sampling, the generation loop, and random-weight
-//! models of real shapes for benchmarks (`synth`).
+//! The TensorLogic engine: the loaded-model bundle (`loaded`), one step API
+//! over the CPU and CUDA backends (`backend`; the model schedule and the
+//! backends themselves are private), sessions, chat templates, sampling, the
+//! generation loop, perplexity, the arithmetic programs build on (`ops`), and
+//! random-weight models of real shapes for benchmarks (`synth`).
 
 pub mod backend;
 pub mod chat_template;
-pub mod cpu;
-pub mod cuda;
+mod cpu;
+mod cuda;
 pub mod error;
 pub mod generate;
-pub mod model;
+pub mod loaded;
+mod model;
+pub mod ops;
 pub mod perplexity;
 pub mod sampler;
 pub mod session;
 pub mod stop_strings;
 pub mod synth;
 
-pub use backend::{Backend, DeviceChoice, KernelTime, Picked, SequenceCache, SequenceStep, Wanted};
+pub use backend::{
+    Backend, DeviceChoice, KernelTime, KvHalf, Picked, SequenceCache, SequenceStep, Wanted,
+};
 pub use error::{Error, Result};
 pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};
 
+pub use loaded::{LoadedModel, ModelFile};
+pub use model::ModelConfig;
 pub use session::Session;
 /// The settings a GPU is opened with, for whoever calls [`Backend::load`].
 pub use tl_cuda::{options as gpu_options, GpuOptions};

@@ -1,8 +1,9 @@
 //! The CUDA backend against the CPU backend on whole models, and its kernels
-//! against the CPU's arithmetic. Models come from `TL_GPU_TEST_MODELS` (paths
-//! separated by ':'), else the default model in the cache folder. Where no GPU
-//! exists each test prints why it skips; `scripts/gpu_checks.sh` runs them on a
-//! GPU.
+//! against the CPU's arithmetic: each test compares two backends (what one
+//! backend promises on its own is in `every_backend.rs`, run on each). Models
+//! come from `TL_GPU_TEST_MODELS` (paths separated by ':'), else the default
+//! model in the cache folder. Where no GPU exists each test prints why it
+//! skips; `scripts/gpu_checks.sh` runs them on a GPU.
 //!
 //! How close is close enough: activations meet quantized weights as Q8 blocks
 //! (on both backends, as in llama.cpp), and rounding to 8 bits is discontinuous,
@@ -16,51 +17,40 @@
 //! order: for those the tests measure the floor above on the CPU for each model
 //! and require the GPU to stay within twice of it (or within 1e-2).
 
-use std::path::PathBuf;
-use std::sync::Arc;
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::{gpu_models, last_logits, load, prompt_of, quantized_blocks, relative_error, CONTEXT};
 use tl_cuda::{CudaError, Gpu};
-use tl_engine::model::Model;
 use tl_engine::sampler::{argmax, Sampler, SamplerConfig};
-use tl_engine::{Backend, GenerationConfig, Generator, Picked, SequenceCache, Session, Wanted};
+use tl_engine::{
+    Backend, DeviceChoice, GenerationConfig, Generator, SequenceCache, Session, Wanted,
+};
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
-const CONTEXT: usize = 256;
 const STEPS: usize = 64;
 
-fn gpu() -> Option<Arc<Gpu>> {
+/// The GPU, for the kernel tests; `None`, after saying why, where there is
+/// none.
+fn gpu() -> Option<Gpu> {
     match Gpu::open(0, Default::default()) {
-        Ok(gpu) => Some(Arc::new(gpu)),
+        Ok(gpu) => Some(gpu),
         Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {
-            eprintln!("skipped: no usable GPU here ({e})");
+            eprintln!("skipped on cuda: no usable GPU here ({e})");
             None
         }
         Err(e) => panic!("a GPU is present but could not be opened: {e}"),
     }
 }
 
-fn default_model() -> PathBuf {
-    tl_testdata::default_model_path().unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn models() -> Vec<PathBuf> {
-    match std::env::var("TL_GPU_TEST_MODELS") {
-        Ok(list) => list
-            .split(':')
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-            .collect(),
-        Err(_) => vec![default_model()],
-    }
-}
-
-fn load_both(path: &PathBuf, gpu: &Arc<Gpu>) -> (Backend, Backend) {
-    let file = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let cpu = Backend::Cpu(Model::load(&file, CONTEXT).unwrap());
-    let cuda =
-        Backend::Cuda(tl_engine::cuda::CudaModel::load(&file, CONTEXT, gpu.clone()).unwrap());
-    (cpu, cuda)
+/// The model at `path` on the CPU and on the GPU; `None`, after saying why,
+/// where no GPU can be opened.
+fn load_both(path: &Path) -> Option<(Backend, Backend)> {
+    let cuda = load(path, DeviceChoice::Cuda)?;
+    let cpu = load(path, DeviceChoice::Cpu)?;
+    Some((cpu, cuda))
 }
 
 /// Panics naming the first value whose bits differ.
@@ -76,38 +66,8 @@ fn assert_same_bits(got: &[f32], want: &[f32], what: &str) {
     }
 }
 
-/// Whether every block matrix of the model at `path` is quantized (Q4_0,
-/// Q4_1, Q8_0): then decode steps and short prompts match the CPU bit for bit.
-fn quantized_blocks(path: &PathBuf) -> bool {
-    use tl_gguf::GgmlType;
-    let file = GgufFile::open(path).unwrap();
-    file.tensors()
-        .iter()
-        .filter(|t| t.name.starts_with("blk.") && t.dims.len() == 2)
-        .all(|t| {
-            matches!(
-                t.ggml_type,
-                GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0
-            )
-        })
-}
-
-fn relative_error(got: &[f32], want: &[f32]) -> f64 {
-    let (mut diff, mut norm) = (0.0f64, 0.0f64);
-    for (&g, &w) in got.iter().zip(want) {
-        assert!(g.is_finite(), "non-finite GPU logit");
-        diff += (g as f64 - w as f64).powi(2);
-        norm += (w as f64).powi(2);
-    }
-    (diff / norm).sqrt()
-}
-
-/// Prompt tokens: 24 (below the 64 rows where attention switches to the
-/// prompt path), unless `len` says otherwise.
-fn prompt_of(vocab: usize, len: u32) -> Vec<u32> {
-    (0..len).map(|i| (i * 7919 + 13) % vocab as u32).collect()
-}
-
+/// 24 prompt tokens: below the 64 rows where attention switches to the
+/// prompt path.
 fn prompt(vocab: usize) -> Vec<u32> {
     prompt_of(vocab, 24)
 }
@@ -115,7 +75,7 @@ fn prompt(vocab: usize) -> Vec<u32> {
 /// A copy of `path` with `blk.0.attn_norm.weight` (F32) scaled by `1 + 1e-6`:
 /// the CPU model run on it shows how much the logits move when nothing but the
 /// last bits change.
-fn perturbed(path: &PathBuf, dir: &std::path::Path) -> PathBuf {
+fn perturbed(path: &Path, dir: &Path) -> PathBuf {
     use tl_gguf::{GgmlType, GgufWriter, TensorData};
     let file = GgufFile::open(path).unwrap();
     let mut writer = GgufWriter::new(3);
@@ -145,25 +105,8 @@ fn perturbed(path: &PathBuf, dir: &std::path::Path) -> PathBuf {
 }
 
 /// The CPU backend on the [`perturbed`] copy of `path`.
-fn nudged_cpu(path: &PathBuf, dir: &std::path::Path) -> Backend {
-    let file = GgufFile::open(perturbed(path, dir)).unwrap();
-    Backend::Cpu(Model::load(&file, CONTEXT).unwrap())
-}
-
-/// The logits after `tokens`, appended to `cache` in one step.
-fn last_logits(backend: &Backend, tokens: &[u32], cache: &mut SequenceCache) -> Vec<f32> {
-    match backend.step_one(tokens, cache, Wanted::Logits).unwrap() {
-        Picked::Row(logits) => logits,
-        Picked::Token(_) => panic!("a step asked for logits gave a token"),
-    }
-}
-
-/// The device's argmax after `token`, appended to `cache`.
-fn greedy(backend: &Backend, token: u32, cache: &mut SequenceCache) -> u32 {
-    match backend.step_one(&[token], cache, Wanted::Argmax).unwrap() {
-        Picked::Token(token) => token,
-        Picked::Row(_) => panic!("no argmax"),
-    }
+fn nudged_cpu(path: &Path, dir: &Path) -> Backend {
+    load(&perturbed(path, dir), DeviceChoice::Cpu).unwrap()
 }
 
 /// Runs `tokens` from position 0 in one pass, or one token per pass when
@@ -242,18 +185,14 @@ fn summary(errors: &[f64]) -> (f64, f64) {
 /// 24-token run (a floor of exactly 0), one in the 100-token run (1.4e-2 on
 /// Qwen3-0.6B), while the GPU's other summation order flips something in
 /// every run.
-/// One token per session, as [`Session::advance`] takes them.
-fn singles(tokens: &[u32]) -> Vec<&[u32]> {
-    tokens.iter().map(std::slice::from_ref).collect()
-}
-
 #[test]
 fn gpu_logits_match_the_cpu_over_a_greedy_run() {
-    let Some(gpu) = gpu() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
-    for path in models() {
-        let (cpu, cuda) = load_both(&path, &gpu);
+    for path in gpu_models() {
+        let Some((cpu, cuda)) = load_both(&path) else {
+            return;
+        };
         let nudged = nudged_cpu(&path, dir.path());
         // 24 prompt tokens in one pass and one by one (the small-batch
         // attention), and 100 in one pass (the prompt path: GEMMs and
@@ -304,55 +243,16 @@ fn gpu_logits_match_the_cpu_over_a_greedy_run() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Greedy decoding twice from fresh caches gives the same tokens, and the
-/// device argmax agrees with the host's argmax of the same logits.
-#[test]
-fn gpu_runs_are_deterministic() {
-    let Some(gpu) = gpu() else { return };
-    for path in models() {
-        let (_, cuda) = load_both(&path, &gpu);
-        let run = || {
-            let tokens = prompt(cuda.config().vocab_size);
-            let mut cache = cuda.new_cache(CONTEXT).unwrap();
-            let logits = last_logits(&cuda, &tokens, &mut cache);
-            let mut next = argmax(&logits).unwrap();
-            let mut out = vec![next];
-            for _ in 0..STEPS {
-                next = greedy(&cuda, next, &mut cache);
-                out.push(next);
-            }
-            out
-        };
-        let first = run();
-        assert_eq!(
-            first,
-            run(),
-            "{}: two greedy GPU runs differ",
-            path.display()
-        );
-        let tokens = prompt(cuda.config().vocab_size);
-        let mut cache = cuda.new_cache(CONTEXT).unwrap();
-        let mut logits = last_logits(&cuda, &tokens, &mut cache);
-        for (i, &token) in first.iter().take(8).enumerate() {
-            assert_eq!(
-                argmax(&logits),
-                Some(token),
-                "device and host argmax differ at step {i}"
-            );
-            logits = last_logits(&cuda, &[token], &mut cache);
-        }
-    }
-}
-
 /// The sampler run on the device gives, step for step, the tokens the host
 /// sampler gives from the whole row of the same logits (same seed), for a
 /// few sampler settings, penalties and greedy-with-penalties included.
 #[test]
 fn sampling_on_the_device_matches_sampling_from_the_whole_row() {
     use tl_engine::generate::finish_pick;
-    let Some(gpu) = gpu() else { return };
-    for path in models() {
-        let (_, cuda) = load_both(&path, &gpu);
+    for path in gpu_models() {
+        let Some(cuda) = load(&path, DeviceChoice::Cuda) else {
+            return;
+        };
         // (temperature, top-k, top-p, min-p, repeat, presence, frequency)
         for (temperature, top_k, top_p, min_p, repeat, presence, frequency) in [
             (0.8, 40, 0.95, 0.05, 1.0, 0.0, 0.0),
@@ -526,16 +426,19 @@ fn device_sampler_picks_what_the_host_sampler_picks_on_random_rows() {
 /// difference: the backends may only part at near ties.
 #[test]
 fn greedy_text_on_the_gpu_equals_the_cpus() {
-    let Some(gpu) = gpu() else { return };
-    let path = default_model();
-    if !path.exists() {
-        eprintln!("skipped: the default model is not at {}", path.display());
+    let path = match tl_testdata::default_model() {
+        Ok(path) => path,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let Some((cpu, cuda)) = load_both(&path) else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let file = GgufFile::open(&path).unwrap();
     let tokenizer = Tokenizer::from_gguf(&file).unwrap();
-    let (cpu, cuda) = load_both(&path, &gpu);
     let nudged = nudged_cpu(&path, dir.path());
     let prompts = [
         "The capital of France is",
@@ -684,7 +587,7 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
                 let at = kv * capacity * h.head_dim;
                 let span = at..at + visible * h.head_dim;
                 let o = row * q_width + head * h.head_dim;
-                tl_engine::model::attention::attend_head(
+                tl_engine::ops::attend_head(
                     &q[o..o + h.head_dim],
                     &keys[span.clone()],
                     &values[span],
@@ -711,8 +614,7 @@ fn gpu_matmul_matches_the_cpu_matmul() {
     use half::f16;
     use tl_cuda::ops::gemv::{gemv, Epilogue};
     use tl_cuda::{Buffer, DeviceMatrix, WeightType as GpuType};
-    use tl_engine::cpu::{QuantizedMatrix, WeightType as CpuType};
-    use tl_engine::model::linear::Linear;
+    use tl_engine::ops::{CpuWeightType as CpuType, Linear, QuantizedMatrix};
     let Some(gpu) = gpu() else { return };
     let mut seed = 11u64;
     let mut next = move || {
@@ -772,7 +674,7 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             let norm_weight: Vec<f32> = (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
             let eps = 1e-5;
             let mut normed = vec![0.0f32; cols];
-            tl_engine::model::norm::rms_norm(&x, &norm_weight, eps, &mut normed);
+            tl_engine::ops::rms_norm(&x, &norm_weight, eps, &mut normed);
             let mut want = vec![0.0f32; rows];
             cpu.forward(&normed, &mut want).unwrap();
             let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
@@ -790,7 +692,7 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             if rows % 2 == 0 {
                 let half = rows / 2;
                 let (gate, up) = want.split_at_mut(half);
-                tl_engine::model::activation::swiglu_in_place(gate, up);
+                tl_engine::ops::swiglu_in_place(gate, up);
                 let norm = Epilogue::NormSwiglu {
                     weight: nb.all(),
                     eps,
@@ -831,81 +733,6 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             let err = relative_error(&got, &want);
             eprintln!("{cpu_type:?} {rows}x{cols}, {tokens} rows through the GEMM: relative difference {err:.2e}");
             assert!(err < 1e-3, "{cpu_type:?} {rows}x{cols} GEMM: {err:.3e}");
-        }
-    }
-}
-
-/// A batched decode step gives every sequence exactly what its lone step
-/// gives: the same logits bit for bit, the same device argmax, the same
-/// sampled token (with a penalty window), also for more sequences than one pass
-/// takes (64) and with sequences at different positions.
-#[test]
-fn batched_gpu_steps_equal_lone_steps_bit_for_bit() {
-    use tl_engine::{Picked, Session, Wanted};
-    let Some(gpu) = gpu() else { return };
-    for path in models() {
-        let (_, cuda) = load_both(&path, &gpu);
-        let vocab = cuda.config().vocab_size;
-        let count = 70;
-        let start = |i: usize| {
-            let prompt: Vec<u32> = prompt_of(vocab, 3 + (i % 9) as u32)
-                .iter()
-                .map(|&t| (t + 31 * i as u32) % vocab as u32)
-                .collect();
-            let mut session = Session::new(&cuda, CONTEXT).unwrap();
-            let logits = session
-                .prefill(&cuda, &prompt, 0, &mut || true)
-                .unwrap()
-                .unwrap();
-            (session, argmax(&logits).unwrap())
-        };
-        let (mut lone, mut lone_next): (Vec<Session>, Vec<u32>) = (0..count).map(start).unzip();
-        let (mut batched, mut batched_next): (Vec<Session>, Vec<u32>) =
-            (0..count).map(start).unzip();
-        let window = [1u32, 2, 3];
-        let sampler = Sampler::new(SamplerConfig {
-            repeat_penalty: 1.2,
-            ..SamplerConfig::default()
-        });
-        let params = sampler.device_sampling().unwrap();
-        for step in 0..6 {
-            let wants: Vec<Wanted<'_>> = (0..count)
-                .map(|i| match (step + i) % 3 {
-                    0 => Wanted::Logits,
-                    1 => Wanted::Argmax,
-                    _ => Wanted::Sample {
-                        params,
-                        window: &window,
-                    },
-                })
-                .collect();
-            let mut refs: Vec<&mut Session> = batched.iter_mut().collect();
-            let picked =
-                Session::advance(&cuda, &mut refs, &singles(&batched_next), &wants).unwrap();
-            for (i, picked) in picked.iter().enumerate() {
-                let token = lone_next[i];
-                let expected = lone[i].advance_one(&cuda, &[token], wants[i]).unwrap();
-                let same = match (&expected, picked) {
-                    (Picked::Row(a), Picked::Row(b)) => {
-                        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-                    }
-                    (a, b) => a == b,
-                };
-                assert!(
-                    same,
-                    "{}: sequence {i} differs at step {step}",
-                    path.display()
-                );
-                let next = match &expected {
-                    Picked::Token(t) => *t,
-                    Picked::Row(row) => argmax(row).unwrap(),
-                };
-                lone_next[i] = next;
-                batched_next[i] = next;
-            }
-        }
-        for (a, b) in lone.iter().zip(&batched) {
-            assert_eq!(a.tokens(), b.tokens());
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use tl_engine::model::{Logits, Model};
+use tl_engine::{Backend, DeviceChoice, GpuOptions, Picked, SequenceCache, Wanted};
 use tl_gguf::GgufFile;
 
 const CONTEXT: usize = 256;
@@ -19,9 +19,21 @@ fn golden(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn model() -> Model {
+/// The model on the CPU, whose arithmetic the references pin.
+fn model() -> Backend {
     let file = GgufFile::open(golden("tiny-qwen3-q8_0.gguf")).unwrap();
-    Model::load(&file, CONTEXT).unwrap()
+    let options = GpuOptions::default();
+    Backend::load(&file, CONTEXT, DeviceChoice::Cpu, &options)
+        .unwrap()
+        .backend
+}
+
+/// The logits after `tokens` (every row's, or the last row's).
+fn logits(model: &Backend, tokens: &[u32], cache: &mut SequenceCache, want: Wanted) -> Vec<f32> {
+    match model.step_one(tokens, cache, want).unwrap() {
+        Picked::Row(logits) => logits,
+        Picked::Token(_) => panic!("a step asked for logits gave a token"),
+    }
 }
 
 fn references() -> Value {
@@ -75,7 +87,7 @@ fn a_prompt_batch_gives_llama_cpp_logits() {
     let case = &references()["prompt_batch"];
     let tokens = ids(&case["tokens"]);
     let mut cache = model.new_cache(CONTEXT).unwrap();
-    let logits = model.forward(&tokens, 0, &mut cache, Logits::All).unwrap();
+    let logits = logits(&model, &tokens, &mut cache, Wanted::EveryRow);
     let vocab = model.config().vocab_size;
     for (row, want) in ids(&case["rows"])
         .iter()
@@ -96,17 +108,14 @@ fn decode_steps_give_llama_cpp_logits() {
     let case = &references()["decode"];
     let prompt = ids(&case["prompt"]);
     let mut cache = model.new_cache(CONTEXT).unwrap();
-    model.forward(&prompt, 0, &mut cache, Logits::Last).unwrap();
+    logits(&model, &prompt, &mut cache, Wanted::Logits);
     let steps = ids(&case["steps"]);
     for (i, (token, want)) in steps
         .iter()
         .zip(case["logits"].as_array().unwrap())
         .enumerate()
     {
-        let position = prompt.len() + i;
-        let ours = model
-            .forward(&[*token], position, &mut cache, Logits::Last)
-            .unwrap();
+        let ours = logits(&model, &[*token], &mut cache, Wanted::Logits);
         let theirs = floats(want);
         let difference = worst_difference(&ours, &theirs);
         eprintln!("step {i}: worst difference {difference:.1e}");

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -16,7 +17,7 @@ pub enum Handle {
     Sampler(Rc<RefCell<tl_engine::sampler::Sampler>>),
     Decoder(Rc<RefCell<DecoderHandle>>),
     /// A tokenizer on its own (`load_tokenizer`, or `model.tokenizer`).
-    Tokenizer(Rc<tl_tokenizer::Tokenizer>),
+    Tokenizer(Arc<tl_tokenizer::Tokenizer>),
 }
 
 impl std::fmt::Debug for Handle {
@@ -44,30 +45,34 @@ impl Handle {
             (Handle::Cache(a), Handle::Cache(b)) => Rc::ptr_eq(a, b),
             (Handle::Sampler(a), Handle::Sampler(b)) => Rc::ptr_eq(a, b),
             (Handle::Decoder(a), Handle::Decoder(b)) => Rc::ptr_eq(a, b),
-            (Handle::Tokenizer(a), Handle::Tokenizer(b)) => Rc::ptr_eq(a, b),
+            (Handle::Tokenizer(a), Handle::Tokenizer(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
 }
 
-/// A loaded model: the engine's model for `model.forward`, and the file for
+/// A loaded model: the engine's bundle (weights on the CPU or a GPU for
+/// `model.forward`, tokenizer, chat template), and the file for
 /// `model.tensor(name)`.
 pub struct ModelHandle {
     pub path: std::path::PathBuf,
-    pub file: Rc<tl_gguf::GgufFile>,
-    pub model: tl_engine::model::Model,
-    pub tokenizer: Rc<tl_tokenizer::Tokenizer>,
-    pub template: tl_engine::chat_template::ChatTemplate,
+    pub loaded: tl_engine::LoadedModel,
+    /// The bundle's file and tokenizer, shared with lazily read tensors and
+    /// tokenizer handles.
+    pub file: Arc<tl_gguf::GgufFile>,
+    pub tokenizer: Arc<tl_tokenizer::Tokenizer>,
     /// `model.config`: the hyperparameters as a record.
     pub config: Value,
     /// Tensors handed out so far, so asking twice does not read twice.
     pub tensors: RefCell<HashMap<String, Tensor>>,
 }
 
-/// A KV cache (float16, preallocated), filled by `model.forward` or by a
-/// script's own `cache.store`.
+/// A KV cache (float16, preallocated) on its model's device, filled by
+/// `model.forward` or by a script's own `cache.store`.
 pub struct CacheHandle {
-    pub cache: tl_engine::model::KvCache,
+    pub cache: tl_engine::SequenceCache,
+    /// The model whose backend made the cache and reads and writes it.
+    pub model: Rc<ModelHandle>,
     pub layers: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
@@ -75,6 +80,6 @@ pub struct CacheHandle {
 
 /// A streaming detokenizer bound to a tokenizer.
 pub struct DecoderHandle {
-    pub tokenizer: Rc<tl_tokenizer::Tokenizer>,
+    pub tokenizer: Arc<tl_tokenizer::Tokenizer>,
     pub decoder: tl_tokenizer::StreamDecoder,
 }

@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::QTensor;
 use candle_core::{DType as CandleDType, Device};
-use tl_engine::model::linear::Linear;
-use tl_engine::model::weights::WeightLoader;
+use tl_engine::ops::{Linear, WeightLoader};
 use tl_gguf::GgufFile;
 use tl_syntax::DType;
 
@@ -29,7 +28,7 @@ pub struct QuantizedWeight {
     pub name: String,
     /// Row-major shape (GGUF's dimensions reversed).
     pub shape: Vec<usize>,
-    file: Rc<GgufFile>,
+    file: Arc<GgufFile>,
     qtensor: OnceCell<Arc<QTensor>>,
     linear: OnceCell<Linear>,
 }
@@ -42,7 +41,7 @@ impl std::fmt::Debug for QuantizedWeight {
 
 impl QuantizedWeight {
     /// The weight `name` of `file` (which must have it).
-    pub fn new(file: Rc<GgufFile>, name: &str, shape: Vec<usize>) -> Self {
+    pub fn new(file: Arc<GgufFile>, name: &str, shape: Vec<usize>) -> Self {
         QuantizedWeight {
             name: name.to_string(),
             shape,

@@ -6,10 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tl_engine::chat_template::ChatTemplate;
-use tl_engine::model::ModelConfig;
+pub use tl_engine::loaded::model_name;
+use tl_engine::ModelFile;
 use tl_gguf::GgufFile;
-use tl_tokenizer::Tokenizer;
 
 use crate::error::{Error, Result};
 
@@ -17,17 +16,26 @@ use crate::error::{Error, Result};
 const DEFAULT_CONTEXT: usize = 4096;
 
 /// One servable model.
-#[derive(Debug)]
 pub struct ModelEntry {
     /// The name requests use: the file name without `.gguf`.
     pub name: String,
     pub path: PathBuf,
-    pub tokenizer: Tokenizer,
-    /// The file's chat template (ChatML when it has none).
-    pub template: ChatTemplate,
+    /// The file's description: tokenizer, chat template (ChatML when it has
+    /// none), configuration; the pool loads its weights from it.
+    pub file: ModelFile,
     /// Context per sequence.
     pub context: usize,
     pub summary: ModelSummary,
+}
+
+impl std::fmt::Debug for ModelEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelEntry")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("context", &self.context)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What `/api/tags`, `/api/show` and `/v1/models` report about a model.
@@ -98,19 +106,15 @@ fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
         path: path.to_path_buf(),
         message: source.to_string(),
     };
-    let file = GgufFile::open(path).map_err(|e| fail(Box::new(e)))?;
-    let config = ModelConfig::from_gguf(&file).map_err(|e| fail(Box::new(e)))?;
-    let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| fail(Box::new(e)))?;
-    let template = ChatTemplate::from_gguf(&file, &tokenizer)
-        .map_err(|e| fail(Box::new(e)))?
-        .unwrap_or_else(ChatTemplate::chatml);
+    let model = ModelFile::open(path).map_err(|e| fail(Box::new(e)))?;
+    let (file, config) = (&model.gguf, &model.config);
     let modified = std::fs::metadata(path)
         .and_then(|m| m.modified())
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let summary = ModelSummary {
         architecture: config.architecture.clone(),
         parameter_count: file.tensors().iter().map(|t| t.element_count()).sum(),
-        quantization: dominant_weight_type(&file),
+        quantization: dominant_weight_type(file),
         file_bytes: file.file_size(),
         modified,
         context_length: config.context_length,
@@ -120,12 +124,15 @@ fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
         head_count_kv: config.head_count_kv,
         vocab_size: config.vocab_size,
     };
+    let (context, cut) = model.context_for(context, DEFAULT_CONTEXT);
+    if let Some(warning) = cut {
+        tracing::warn!("{warning}");
+    }
     Ok(ModelEntry {
         name: model_name(path),
         path: path.to_path_buf(),
-        tokenizer,
-        template,
-        context: sequence_context(path, context, config.context_length),
+        file: model,
+        context,
         summary,
     })
 }
@@ -147,36 +154,6 @@ fn file_identity(path: &Path) -> FileIdentity {
         }
     }
     FileIdentity::Path(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
-}
-
-/// The context per sequence: `--ctx` if given, else the training context (at
-/// most [`DEFAULT_CONTEXT`]); never more than the training context, which
-/// also bounds the memory a mistyped `--ctx` would ask for (the caches and
-/// rotation tables grow with it).
-fn sequence_context(path: &Path, requested: Option<usize>, trained: usize) -> usize {
-    match requested {
-        Some(context) if context > trained => {
-            tracing::warn!(
-                "--ctx {context} is more than {}'s training context of {trained} tokens; using {trained}",
-                model_name(path)
-            );
-            trained
-        }
-        Some(context) => context,
-        None => trained.min(DEFAULT_CONTEXT),
-    }
-}
-
-/// The file name without its `.gguf` extension.
-pub fn model_name(path: &Path) -> String {
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string());
-    file_name
-        .strip_suffix(".gguf")
-        .map(str::to_owned)
-        .unwrap_or(file_name)
 }
 
 /// The weight type holding the most parameters among the block matrices.

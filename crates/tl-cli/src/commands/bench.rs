@@ -96,7 +96,7 @@ pub fn run(args: &BenchArgs, verbose: bool) -> Result<()> {
     if needed > context {
         bail!("the tests need a context of {needed} tokens; --ctx is {context}");
     }
-    let backend = &loaded.model;
+    let backend = &loaded.backend;
     if args.profile && backend.cpu_model().is_some() {
         eprintln!(
             "note: --profile times GPU kernels; this model runs on the CPU, so no profile follows"
@@ -121,7 +121,7 @@ pub fn run(args: &BenchArgs, verbose: bool) -> Result<()> {
         results.push(generation_test(backend, context, args)?);
     }
     let report = Report {
-        model: loaded.path.display().to_string(),
+        model: loaded.file.path.display().to_string(),
         device: backend.device_name(),
         weight_bytes: backend.weight_bytes(),
         device_memory_used_bytes: backend.device_memory_used(),

@@ -22,8 +22,8 @@ pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
         prefill_chunk_tokens: args.model.prefill_chunk,
     };
     let generator = Generator {
-        model: &loaded.model,
-        tokenizer: &loaded.tokenizer,
+        model: &loaded.backend,
+        tokenizer: &loaded.file.tokenizer,
         config: &config,
     };
     let mut session = loaded.new_session()?;
@@ -64,9 +64,12 @@ pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
 /// model's chat template.
 fn prompt_tokens(loaded: &LoadedModel, prompt: &str, raw: bool) -> Result<Vec<u32>> {
     if raw {
-        return Ok(loaded.tokenizer.encode(prompt, true, true)?);
+        return Ok(loaded.file.tokenizer.encode(prompt, true, true)?);
     }
-    let rendered = loaded.template.render(&[ChatMessage::user(prompt)], true)?;
+    let rendered = loaded
+        .file
+        .template
+        .render(&[ChatMessage::user(prompt)], true)?;
     // The template writes any BOS itself, as Hugging Face's apply_chat_template does.
-    Ok(loaded.tokenizer.encode(&rendered, false, true)?)
+    Ok(loaded.file.tokenizer.encode(&rendered, false, true)?)
 }

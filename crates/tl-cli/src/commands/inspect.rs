@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
-use tl_engine::model::ModelConfig;
+use tl_engine::ModelConfig;
 use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 

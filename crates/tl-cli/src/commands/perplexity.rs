@@ -3,8 +3,7 @@
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use tl_engine::perplexity::perplexity;
-use tl_gguf::GgufFile;
-use tl_tokenizer::Tokenizer;
+use tl_engine::ModelFile;
 
 use crate::cli::PerplexityArgs;
 use crate::loaded_model;
@@ -13,16 +12,12 @@ pub fn run(args: &PerplexityArgs, verbose: bool) -> Result<()> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let path = loaded_model::resolve_path(args.model.as_ref())?;
-    let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
-    let tokenizer = Tokenizer::from_gguf(&file)?;
-    let model = loaded_model::pick_backend(
-        &file,
-        args.ctx,
-        args.device,
-        &args.gpu.to_options(),
-        verbose,
-    )
-    .with_context(|| format!("cannot load {}", path.display()))?;
+    let file = ModelFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
+    let loaded = file
+        .load(args.ctx, args.device, &args.gpu.to_options())
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    loaded_model::report_fallback(loaded.fallback.as_ref(), verbose);
+    let tokenizer = &loaded.file.tokenizer;
     // Tokenized once, as llama.cpp does: BOS in front if the model adds it, and
     // special-token text treated as plain text.
     let tokens = tokenizer.encode(&text, true, false)?;
@@ -43,12 +38,18 @@ pub fn run(args: &PerplexityArgs, verbose: bool) -> Result<()> {
             .progress_chars("=> "),
     );
     bar.set_message("perplexity");
-    let report = perplexity(&model, &tokens, args.ctx, bos, &mut |done, _, so_far| {
-        bar.set_position(done as u64);
-        if verbose {
-            bar.println(format!("[{done}] {:.4}", so_far.perplexity()));
-        }
-    })?;
+    let report = perplexity(
+        &loaded.backend,
+        &tokens,
+        args.ctx,
+        bos,
+        &mut |done, _, so_far| {
+            bar.set_position(done as u64);
+            if verbose {
+                bar.println(format!("[{done}] {:.4}", so_far.perplexity()));
+            }
+        },
+    )?;
     bar.finish_and_clear();
     println!("perplexity: {:.4}", report.perplexity());
     Ok(())

@@ -11,6 +11,7 @@ use tl_lang::loader::{load_file, LoadedProgram};
 use tl_lang::LangError;
 use tl_syntax::{Diagnostic, Severity, SourceMap};
 
+use crate::cli::ProgramModelArgs;
 use crate::default_model;
 
 /// A failure already reported to the user (diagnostics on stderr): `main` exits
@@ -59,18 +60,26 @@ pub fn load_checked(path: &Path) -> Result<LoadedProgram> {
     Ok(program)
 }
 
-/// A context on stdin/stdout that can fetch the default model.
-pub fn context(base_dir: PathBuf, program_args: Vec<String>) -> Context {
+/// A context on stdin/stdout that can fetch the default model, loading
+/// models where `models` says.
+pub fn context(base_dir: PathBuf, program_args: Vec<String>, models: &ProgramModelArgs) -> Context {
     let mut ctx = Context::stdio(base_dir, program_args);
     ctx.default_model = Some(Box::new(|| {
         default_model::ensure().map_err(|e| format!("{e:#}"))
     }));
+    ctx.device = models.device;
+    ctx.gpu_options = models.gpu.to_options();
     ctx
 }
 
 /// An interpreter with the program's declarations in place.
-pub fn interpreter(program: &LoadedProgram, program_args: Vec<String>) -> Result<Interpreter> {
-    let mut interp = Interpreter::new(context(program.base_dir.clone(), program_args));
+pub fn interpreter(
+    program: &LoadedProgram,
+    program_args: Vec<String>,
+    models: &ProgramModelArgs,
+) -> Result<Interpreter> {
+    let context = context(program.base_dir.clone(), program_args, models);
+    let mut interp = Interpreter::new(context);
     if let Err(error) = interp.define(program.items.clone()) {
         report_error(&program.sources, &error);
         return Err(ReportedFailure.into());

@@ -23,7 +23,7 @@ use tl_lang::Value;
 use tl_syntax::{parse_repl, Diagnostic, SourceMap};
 
 use super::program::{context, on_interpreter_thread, report, report_error};
-use crate::cli::ReplArgs;
+use crate::cli::{ProgramModelArgs, ReplArgs};
 
 const PROMPT: &str = "tl> ";
 const CONTINUATION: &str = "... ";
@@ -40,7 +40,8 @@ Tab completes names; history is kept between sessions.";
 
 pub fn run(args: &ReplArgs) -> Result<()> {
     let file = args.file.clone();
-    on_interpreter_thread(move || repl_loop(file))?
+    let models = args.models.clone();
+    on_interpreter_thread(move || repl_loop(file, &models))?
 }
 
 /// The REPL's state: the interpreter, every source read so far (so errors can
@@ -51,7 +52,7 @@ struct Repl {
     names: Rc<RefCell<Vec<String>>>,
 }
 
-fn repl_loop(file: Option<PathBuf>) -> Result<()> {
+fn repl_loop(file: Option<PathBuf>, models: &ProgramModelArgs) -> Result<()> {
     let names = Rc::new(RefCell::new(Vec::new()));
     let mut editor: Editor<NameCompleter, FileHistory> = Editor::new()?;
     editor.set_helper(Some(NameCompleter {
@@ -61,7 +62,7 @@ fn repl_loop(file: Option<PathBuf>) -> Result<()> {
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
-    let ctx = context(PathBuf::from("."), Vec::new());
+    let ctx = context(PathBuf::from("."), Vec::new(), models);
     // Ctrl-C while input runs stops it at its next loop iteration or call; at
     // the prompt, the line editor handles Ctrl-C itself.
     let interrupt = ctx.interrupt.clone();

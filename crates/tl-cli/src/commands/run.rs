@@ -17,8 +17,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let program = load_checked(&args.file)?;
     let program_args = args.args.clone();
     let (test, bench, filter) = (args.test, args.bench, args.filter.clone());
+    let models = args.models.clone();
     on_interpreter_thread(move || -> Result<()> {
-        let mut interp = interpreter(&program, program_args)?;
+        let mut interp = interpreter(&program, program_args, &models)?;
         if test {
             run_tests(&program, &mut interp, filter.as_deref())
         } else if bench {

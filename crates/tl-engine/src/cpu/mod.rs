@@ -50,4 +50,6 @@ mod test_support;
 mod tests;
 
 pub use matrix::QuantizedMatrix;
-pub use weight_type::{WeightType, BLOCK_VALUES};
+pub use weight_type::WeightType;
+#[cfg(test)]
+use weight_type::BLOCK_VALUES;

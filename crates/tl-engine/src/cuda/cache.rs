@@ -2,6 +2,7 @@
 //! step's buffers, and the decode step recorded as a CUDA graph (which bakes in
 //! these buffers' addresses, so it belongs to the sequence).
 
+use half::f16;
 use tl_cuda::ops::attention::{Heads, LayerCache};
 use tl_cuda::ops::rows as row_ops;
 use tl_cuda::ops::sample::SampleBuffers;
@@ -33,6 +34,8 @@ pub struct CudaCache {
     keys: Buffer<u16>,
     values: Buffer<u16>,
     layer_len: usize,
+    kv_heads: usize,
+    head_dim: usize,
     capacity: usize,
     len: usize,
     pub(crate) step: StepBuffers,
@@ -61,6 +64,8 @@ impl CudaCache {
             keys: Buffer::zeros(gpu, total)?,
             values: Buffer::zeros(gpu, total)?,
             layer_len,
+            kv_heads: c.head_count_kv,
+            head_dim: c.head_dim,
             capacity,
             len: 0,
             step,
@@ -99,6 +104,48 @@ impl CudaCache {
     /// Same contract as the CPU cache's `check_room`.
     pub(crate) fn check_room(&self, start: usize, count: usize) -> Result<()> {
         crate::model::cache::check_room(self.len, self.capacity, start, count)
+    }
+
+    /// Writes one position's keys and values (f32 from the host, `[kv_head]
+    /// [head_dim]`) into layer `layer`, rounded to f16 as the kernels round
+    /// (to nearest even): one small copy per head.
+    pub(crate) fn store_from_host(
+        &mut self,
+        gpu: &Gpu,
+        layer: usize,
+        position: usize,
+        keys: &[f32],
+        values: &[f32],
+    ) -> Result<()> {
+        let l = self.layer(layer)?;
+        let dim = self.head_dim;
+        for (source, cache) in [(keys, l.keys), (values, l.values)] {
+            for (head, row) in source.chunks_exact(dim).enumerate() {
+                let bits: Vec<u16> = row.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
+                let at = (head * self.capacity + position) * dim;
+                gpu.upload(&bits, cache.sub(at, dim)?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Layer `layer`'s keys (or values) of positions `0..end`,
+    /// `[kv_head][position][head_dim]`, read back to the host.
+    pub(crate) fn read_to_host(
+        &self,
+        gpu: &Gpu,
+        layer: usize,
+        keys: bool,
+        end: usize,
+    ) -> Result<Vec<f16>> {
+        let l = self.layer(layer)?;
+        let cache = if keys { l.keys } else { l.values };
+        let dim = self.head_dim;
+        let mut bits = vec![0u16; self.kv_heads * end * dim];
+        for (head, out) in bits.chunks_exact_mut(end * dim).enumerate() {
+            gpu.download(cache.sub(head * self.capacity * dim, end * dim)?, out)?;
+        }
+        Ok(bits.into_iter().map(f16::from_bits).collect())
     }
 
     /// Layer `layer`'s key and value caches.

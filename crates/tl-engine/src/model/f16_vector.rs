@@ -18,11 +18,15 @@ use simd as kernels;
 
 /// `Σ x·y` as `ggml_vec_dot_f16`: four 8-lane f32 accumulators over 32-element
 /// steps with fused multiply-adds, ggml's reduction order, the tail in f64.
+// Single-vector forms: the reference the batched ones are tested against.
+#[cfg(test)]
 pub fn dot(x: &[f16], y: &[f16]) -> f32 {
     kernels::dot(x, y)
 }
 
 /// `acc = f16(acc + x·weight)` element-wise, as `ggml_vec_mad_f16`.
+// Single-vector forms: the reference the batched ones are tested against.
+#[cfg(test)]
 pub fn multiply_add(acc: &mut [f16], x: &[f16], weight: f32) {
     kernels::multiply_add(acc, x, weight)
 }
@@ -51,6 +55,8 @@ mod scalar {
 
     use super::*;
 
+    // Single-vector forms: the reference the batched ones are tested against.
+    #[cfg(test)]
     pub fn dot(x: &[f16], y: &[f16]) -> f32 {
         dot_widened(x, y)
     }
@@ -125,6 +131,8 @@ mod simd {
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.as_ptr().add(at) as *const __m128i)) }
     }
 
+    // Single-vector forms: the reference the batched ones are tested against.
+    #[cfg(test)]
     pub fn dot(x: &[f16], y: &[f16]) -> f32 {
         let n = x.len().min(y.len());
         let whole = n - n % STEP;
@@ -210,6 +218,8 @@ mod simd {
         }
     }
 
+    // Single-vector forms: the reference the batched ones are tested against.
+    #[cfg(test)]
     pub fn multiply_add(acc: &mut [f16], x: &[f16], weight: f32) {
         let n = acc.len().min(x.len());
         let whole = n - n % LANES;

@@ -9,6 +9,8 @@ use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use tl_engine::{DeviceChoice, GpuOptions};
+
 use crate::handles::ModelHandle;
 
 /// The runtime services of one program run.
@@ -28,6 +30,11 @@ pub struct Context {
     /// Set (by a Ctrl-C handler, say) to stop the running program at its next
     /// loop iteration or call.
     pub interrupt: Arc<AtomicBool>,
+    /// Where `load_model` puts a model's weights (`auto`: a GPU when one is
+    /// usable, else the CPU).
+    pub device: DeviceChoice,
+    /// The settings a GPU is opened with.
+    pub gpu_options: GpuOptions,
 }
 
 /// How the runtime finds the default model's file.
@@ -44,6 +51,8 @@ impl Context {
             program_args,
             default_model: None,
             interrupt: Arc::new(AtomicBool::new(false)),
+            device: DeviceChoice::Auto,
+            gpu_options: GpuOptions::default(),
         }
     }
 
@@ -57,6 +66,8 @@ impl Context {
             program_args: Vec::new(),
             default_model: None,
             interrupt: Arc::new(AtomicBool::new(false)),
+            device: DeviceChoice::Auto,
+            gpu_options: GpuOptions::default(),
         }
     }
 

@@ -7,9 +7,7 @@
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 use half::f16;
 use rayon::prelude::*;
-use tl_engine::model::attention::attend_head;
-use tl_engine::model::norm::rms_norm as engine_rms_norm;
-use tl_engine::model::rope::RopeTable;
+use tl_engine::ops::{attend_head, rms_norm as engine_rms_norm, RopeTable};
 
 use super::tensor_args::at_call;
 use super::{Args, Builtin, Context};

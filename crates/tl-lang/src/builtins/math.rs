@@ -196,7 +196,7 @@ fn engine_silu(x: &CandleTensor) -> candle_core::Result<CandleTensor> {
         return x.silu();
     }
     let mut values = x.flatten_all()?.to_vec1::<f32>()?;
-    tl_engine::model::activation::silu_in_place(&mut values);
+    tl_engine::ops::silu_in_place(&mut values);
     CandleTensor::from_vec(values, x.dims(), x.device())
 }
 

@@ -7,8 +7,7 @@
 use std::rc::Rc;
 
 use candle_core::{Device, Tensor as CandleTensor};
-use half::f16;
-use tl_engine::model::Logits;
+use tl_engine::{KvHalf, Picked, Wanted};
 use tl_syntax::Span;
 
 use super::collection_methods;
@@ -156,13 +155,33 @@ fn model_forward(model: &Rc<ModelHandle>, args: &Args) -> Result<Value> {
         ));
     };
     let all = if args.has(3) { args.bool(3)? } else { false };
-    let which = if all { Logits::All } else { Logits::Last };
+    let want = if all {
+        Wanted::EveryRow
+    } else {
+        Wanted::Logits
+    };
     let mut cache = cache.borrow_mut();
-    let logits = model
-        .model
-        .forward(&tokens, position, &mut cache.cache, which)
+    let held = cache.cache.len();
+    if position > held {
+        return Err(args.error(
+            1,
+            format!("position {position} leaves a gap after the {held} cached positions"),
+        ));
+    }
+    // Running from an earlier position replaces what followed it.
+    cache.cache.truncate(position);
+    let picked = model
+        .loaded
+        .backend
+        .step_one(&tokens, &mut cache.cache, want)
         .map_err(|e| LangError::at(e.to_string(), args.call))?;
-    let vocab = model.model.config().vocab_size;
+    let Picked::Row(logits) = picked else {
+        return Err(LangError::at(
+            "a step asked for logits gave a token",
+            args.call,
+        ));
+    };
+    let vocab = model.loaded.backend.config().vocab_size;
     let dims = if all {
         vec![tokens.len(), vocab]
     } else {
@@ -252,12 +271,15 @@ fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
             ),
         ));
     }
+    let backend = &cache.model.loaded.backend;
     for (row, (k, v)) in keys
         .chunks_exact(width)
         .zip(values.chunks_exact(width))
         .enumerate()
     {
-        cache.cache.store(layer, position + row, k, v);
+        backend
+            .store_kv(&mut cache.cache, layer, position + row, k, v)
+            .map_err(|e| LangError::at(e.to_string(), args.call))?;
     }
     if layer + 1 == cache.layers {
         cache.cache.commit(position + seq);
@@ -279,15 +301,17 @@ fn cache_read(cache: &CacheHandle, args: &Args) -> Result<Value> {
             ),
         ));
     }
-    let mut data: Vec<f16> = Vec::with_capacity(cache.kv_heads * end * cache.head_dim);
-    for head in 0..cache.kv_heads {
-        let slice = if args.name == "keys" {
-            cache.cache.keys(layer, head, end)
-        } else {
-            cache.cache.values(layer, head, end)
-        };
-        data.extend_from_slice(slice);
-    }
+    let half = if args.name == "keys" {
+        KvHalf::Keys
+    } else {
+        KvHalf::Values
+    };
+    let data = cache
+        .model
+        .loaded
+        .backend
+        .read_kv(&cache.cache, layer, half, end)
+        .map_err(|e| LangError::at(e.to_string(), args.call))?;
     Ok(Value::tensor(CandleTensor::from_vec(
         data,
         (cache.kv_heads, end, cache.head_dim),

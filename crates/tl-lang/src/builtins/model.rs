@@ -6,10 +6,11 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
-use tl_engine::chat_template::{ChatMessage, ChatTemplate};
-use tl_engine::model::Model;
+use tl_engine::chat_template::ChatMessage;
 use tl_engine::sampler::{Sampler, SamplerConfig};
+use tl_engine::{ModelConfig, ModelFile};
 use tl_gguf::GgufFile;
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
@@ -28,7 +29,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "load_model(path) -> Model",
         min_args: 1,
         max_args: 1,
-        summary: "Loads a GGUF model (weights, tokenizer, chat template); each file is loaded once per run. Fields: `config`, `path`.",
+        summary: "Loads a GGUF model (weights, tokenizer, chat template); each file is loaded once per run. The weights go on a GPU when one is usable, else the CPU (`tl run --device`); `model.forward` runs there. Fields: `config`, `path`.",
         call: load_model,
     },
     Builtin {
@@ -113,21 +114,20 @@ fn load_model(ctx: &mut Context, args: &Args) -> Result<Value> {
     }
     let fail =
         |e: &dyn std::fmt::Display| args.error(0, format!("cannot load {}: {e}", path.display()));
-    let file = GgufFile::open(&path).map_err(|e| fail(&e))?;
-    let config = tl_engine::model::ModelConfig::from_gguf(&file).map_err(|e| fail(&e))?;
-    let context = config.context_length.clamp(1, MAX_CONTEXT);
-    let model = Model::load(&file, context).map_err(|e| fail(&e))?;
-    let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| fail(&e))?;
-    let template = ChatTemplate::from_gguf(&file, &tokenizer)
-        .map_err(|e| fail(&e))?
-        .unwrap_or_else(ChatTemplate::chatml);
-    let config = config_record(&model, &tokenizer, context);
+    let file = ModelFile::open(&path).map_err(|e| fail(&e))?;
+    let context = file.config.context_length.clamp(1, MAX_CONTEXT);
+    let loaded = file
+        .load(context, ctx.device, &ctx.gpu_options)
+        .map_err(|e| fail(&e))?;
+    if let Some(fallback) = loaded.fallback.as_ref().filter(|f| !f.no_gpu) {
+        tracing::warn!("{} runs on the CPU: {}", path.display(), fallback.reason);
+    }
+    let config = config_record(&loaded.file.config, &loaded.file.tokenizer, context);
     let handle = Rc::new(ModelHandle {
         path,
-        file: Rc::new(file),
-        model,
-        tokenizer: Rc::new(tokenizer),
-        template,
+        file: loaded.file.gguf.clone(),
+        tokenizer: loaded.file.tokenizer.clone(),
+        loaded,
         config,
         tensors: RefCell::new(HashMap::new()),
     });
@@ -136,8 +136,7 @@ fn load_model(ctx: &mut Context, args: &Args) -> Result<Value> {
 }
 
 /// `model.config`.
-fn config_record(model: &Model, tokenizer: &Tokenizer, context: usize) -> Value {
-    let c = model.config();
+fn config_record(c: &ModelConfig, tokenizer: &Tokenizer, context: usize) -> Value {
     let int = |n: usize| Value::Int(n as i64);
     let id = |id: Option<u32>| id.map_or(Value::None, |id| Value::Int(id as i64));
     Value::record(
@@ -187,18 +186,19 @@ pub fn model_arg(args: &Args, i: usize) -> Result<Rc<ModelHandle>> {
 
 fn new_cache(_: &mut Context, args: &Args) -> Result<Value> {
     let model = model_arg(args, 0)?;
+    let backend = &model.loaded.backend;
     let capacity = match args.opt_int(1)? {
         Some(_) => args.usize(1)?,
-        None => model.model.max_positions(),
+        None => backend.max_positions(),
     };
-    let cache = model
-        .model
+    let cache = backend
         .new_cache(capacity)
         .map_err(|e| args.error(1, e.to_string()))?;
-    let c = model.model.config();
+    let c = backend.config();
     Ok(Value::Handle(Handle::Cache(Rc::new(RefCell::new(
         CacheHandle {
             cache,
+            model: model.clone(),
             layers: c.block_count,
             kv_heads: c.head_count_kv,
             head_dim: c.head_dim,
@@ -216,11 +216,11 @@ fn load_tokenizer(ctx: &mut Context, args: &Args) -> Result<Value> {
     };
     let file = GgufFile::open(&path).map_err(|e| fail(&e))?;
     let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| fail(&e))?;
-    Ok(Value::Handle(Handle::Tokenizer(Rc::new(tokenizer))))
+    Ok(Value::Handle(Handle::Tokenizer(Arc::new(tokenizer))))
 }
 
 /// Argument `i` as a tokenizer: a model's, or one from `load_tokenizer`.
-fn tokenizer_arg(args: &Args, i: usize) -> Result<Rc<Tokenizer>> {
+fn tokenizer_arg(args: &Args, i: usize) -> Result<Arc<Tokenizer>> {
     match args.value(i)? {
         Value::Handle(Handle::Model(m)) => Ok(m.tokenizer.clone()),
         Value::Handle(Handle::Tokenizer(t)) => Ok(t.clone()),
@@ -272,7 +272,11 @@ fn chat_template(_: &mut Context, args: &Args) -> Result<Value> {
         .collect::<Result<Vec<_>>>()?;
     let add_generation_prompt = if args.has(2) { args.bool(2)? } else { true };
     Ok(Value::str(
-        model.template.render(&messages, add_generation_prompt)?,
+        model
+            .loaded
+            .file
+            .template
+            .render(&messages, add_generation_prompt)?,
     ))
 }
 

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tl_engine::{Backend, DeviceChoice, GpuOptions};
-use tl_gguf::GgufFile;
 
 use crate::metrics::Metrics;
 use crate::registry::ModelEntry;
@@ -262,8 +261,10 @@ fn load_backend(
 ) -> Result<(Backend, Duration), String> {
     let started = Instant::now();
     let fail = |e: &dyn std::fmt::Display| format!("cannot load {}: {e}", entry.path.display());
-    let file = GgufFile::open(&entry.path).map_err(|e| fail(&e))?;
-    let loaded = Backend::load(&file, entry.context, device, gpu_options).map_err(|e| fail(&e))?;
+    let loaded = entry
+        .file
+        .load_backend(entry.context, device, gpu_options)
+        .map_err(|e| fail(&e))?;
     if let Some(fallback) = loaded.fallback.filter(|f| !f.no_gpu) {
         tracing::warn!("{} runs on the CPU: {}", entry.name, fallback.reason);
     }

@@ -524,7 +524,9 @@ fn take_token(sequence: &mut Sequence, picked: Result<u32, String>, metrics: &Me
         Err(message) => return Step::Failed(message),
     };
     record_token_time(sequence, metrics);
-    let accepted = sequence.output.accept(&sequence.job.model.tokenizer, token);
+    let accepted = sequence
+        .output
+        .accept(&sequence.job.model.file.tokenizer, token);
     if !accepted.text.is_empty()
         && sequence
             .job

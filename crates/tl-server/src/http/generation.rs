@@ -102,13 +102,14 @@ fn prepare(
                 return Err(bad("'messages' is empty".into()));
             }
             let text = model
+                .file
                 .template
                 .render(&messages, true)
                 .map_err(|e| bad(e.to_string()))?;
             // The template writes any BOS itself, as Hugging Face's does.
-            model.tokenizer.encode(&text, false, true)
+            model.file.tokenizer.encode(&text, false, true)
         }
-        PromptSource::Raw(text) => model.tokenizer.encode(&text, true, true),
+        PromptSource::Raw(text) => model.file.tokenizer.encode(&text, true, true),
     }
     .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
     if prompt.is_empty() {

@@ -328,7 +328,7 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Response {
         Ok::<_, ApiError>(Json(json!({
             "modelfile": format!("FROM {}\n", model.path.display()),
             "parameters": format!("num_ctx {}", model.context),
-            "template": model.template.source(),
+            "template": model.file.template.source(),
             "details": details(&model),
             "model_info": info,
             "capabilities": ["completion"],

@@ -58,6 +58,7 @@ pub async fn tokenize(State(state): State<AppState>, body: Bytes) -> Response {
         let request: TokenizeRequest = parse_json(FLAVOR, &body)?;
         let model = model_or_default(&state, request.model.as_deref())?;
         let tokens = model
+            .file
             .tokenizer
             .encode(&request.content, request.add_special, request.parse_special)
             .map_err(|e| ApiError::bad_request(FLAVOR, e.to_string()))?;
@@ -71,7 +72,7 @@ pub async fn detokenize(State(state): State<AppState>, body: Bytes) -> Response 
     let result = (|| {
         let request: DetokenizeRequest = parse_json(FLAVOR, &body)?;
         let model = model_or_default(&state, request.model.as_deref())?;
-        let vocab = model.tokenizer.vocab_size();
+        let vocab = model.file.tokenizer.vocab_size();
         if let Some(bad) = request.tokens.iter().find(|&&t| t as usize >= vocab) {
             return Err(ApiError::bad_request(
                 FLAVOR,
@@ -79,6 +80,7 @@ pub async fn detokenize(State(state): State<AppState>, body: Bytes) -> Response 
             ));
         }
         let content = model
+            .file
             .tokenizer
             .decode(&request.tokens, false)
             .map_err(|e| ApiError::bad_request(FLAVOR, e.to_string()))?;

@@ -48,8 +48,8 @@ pub fn run(args: &ChatArgs, verbose: bool) -> Result<()> {
     };
     eprintln!(
         "Chatting with {} (context {} tokens). /help for commands, Ctrl-D or /quit to leave.",
-        loaded.path.file_name().map_or_else(
-            || loaded.path.display().to_string(),
+        loaded.file.path.file_name().map_or_else(
+            || loaded.file.path.display().to_string(),
             |n| n.to_string_lossy().into()
         ),
         loaded.context
@@ -169,8 +169,8 @@ impl Chat<'_> {
         };
         self.interrupted.store(false, Ordering::SeqCst);
         let generator = Generator {
-            model: &self.loaded.model,
-            tokenizer: &self.loaded.tokenizer,
+            model: &self.loaded.backend,
+            tokenizer: &self.loaded.file.tokenizer,
             config: &self.generation,
         };
         let interrupted = self.interrupted.clone();
@@ -217,9 +217,10 @@ impl Chat<'_> {
         loop {
             let rendered = self
                 .loaded
+                .file
                 .template
                 .render(&self.conversation.messages(), true)?;
-            let tokens = self.loaded.tokenizer.encode(&rendered, false, true)?;
+            let tokens = self.loaded.file.tokenizer.encode(&rendered, false, true)?;
             if tokens.len() + reserve <= context {
                 if dropped > 0 {
                     eprintln!("(context full: dropped the {dropped} oldest exchange(s))");

@@ -1,0 +1,16 @@
+//! The engine's arithmetic for programs that build a transformer themselves
+//! (the language's `rms_norm`, `rope`, `attention`, `silu`, `linear` and
+//! `model.tensor`): each is the function a model pass on the CPU computes
+//! with, so a program written with them gets the engine's numbers bit for bit.
+//! Everything else in the engine's model code stays private to it.
+
+pub use crate::model::activation::{silu_in_place, swiglu_in_place};
+pub use crate::model::attention::attend_head;
+pub use crate::model::linear::Linear;
+pub use crate::model::norm::rms_norm;
+pub use crate::model::rope::{RopeStyle, RopeTable};
+pub use crate::model::weights::WeightLoader;
+
+/// The CPU's quantized matrix kernels under a linear layer, for tests that
+/// hold other backends to their bits.
+pub use crate::cpu::{QuantizedMatrix, WeightType as CpuWeightType};
