@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use tl_engine::backend::Fallback;
 pub use tl_engine::LoadedModel;
-use tl_engine::ModelFile;
+use tl_engine::{BeyondTraining, ModelFile};
 
 use crate::cli::ModelArgs;
 use crate::default_model;
@@ -29,8 +29,8 @@ pub fn load(args: &ModelArgs, verbose: bool) -> Result<LoadedModel> {
     let path = resolve_path(args.model.as_ref())?;
     let started = Instant::now();
     let file = ModelFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
-    let (context, cut) = file.context_for(args.ctx, DEFAULT_CONTEXT);
-    if let Some(warning) = cut {
+    let (context, beyond) = file.context_for(args.ctx, DEFAULT_CONTEXT, BeyondTraining::Allow);
+    if let Some(warning) = beyond {
         eprintln!("warning: {warning}");
     }
     let loaded = file

@@ -134,3 +134,21 @@ fn a_context_too_small_for_the_tests_is_refused() {
     assert!(err.contains("need a context of 16 tokens"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A command may run past the training context (llama-bench's `-d` does);
+/// it is warned, not cut, unlike `tl serve`, whose caches requests share.
+#[test]
+fn a_depth_past_the_training_context_runs_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    // The tiny shape was trained for 256 positions.
+    let out = run(&[
+        "bench", "-m", &model, "--device", "cpu", "-p", "0", "-n", "2", "--depth", "300", "--reps",
+        "1", "--json",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("exceeds the 256 tokens"), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(test_names(&report), ["tg2 @ d300"]);
+}

@@ -25,7 +25,7 @@ pub use backend::{
 pub use error::{Error, Result};
 pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, StopReason};
 
-pub use loaded::{LoadedModel, ModelFile};
+pub use loaded::{BeyondTraining, LoadedModel, ModelFile};
 pub use model::ModelConfig;
 pub use session::Session;
 /// The settings a GPU is opened with, for whoever calls [`Backend::load`].

@@ -55,25 +55,33 @@ impl ModelFile {
     }
 
     /// The context a sequence gets when the user asks for `requested`
-    /// positions (or nothing): never more than the training context; by
-    /// default that, at most `default_cap`. Returns the context and, when
-    /// the request was cut, a warning saying so.
+    /// positions (or nothing): by default the training context, at most
+    /// `default_cap`; a request beyond the training context is cut to it or
+    /// allowed, as `beyond` says. Returns the context and, for a request
+    /// beyond the training context, a warning saying what happens.
     pub fn context_for(
         &self,
         requested: Option<usize>,
         default_cap: usize,
+        beyond: BeyondTraining,
     ) -> (usize, Option<String>) {
         let trained = self.config.context_length;
-        match requested {
-            Some(context) if context > trained => (
+        let name = self.name();
+        match (requested, beyond) {
+            (Some(context), BeyondTraining::Cut) if context > trained => (
                 trained,
                 Some(format!(
-                    "--ctx {context} is more than the {trained} tokens {} was trained for; using {trained}",
-                    self.name()
+                    "--ctx {context} is more than the {trained} tokens {name} was trained for; using {trained}"
                 )),
             ),
-            Some(context) => (context, None),
-            None => (trained.min(default_cap), None),
+            (Some(context), BeyondTraining::Allow) if context > trained => (
+                context,
+                Some(format!(
+                    "--ctx {context} exceeds the {trained} tokens {name} was trained for"
+                )),
+            ),
+            (Some(context), _) => (context, None),
+            (None, _) => (trained.min(default_cap), None),
         }
     }
 
@@ -107,6 +115,16 @@ impl ModelFile {
             fallback: loaded.fallback,
         })
     }
+}
+
+/// What a context beyond the one a model was trained for gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeyondTraining {
+    /// Cut to the training context (a server, whose caches many requests
+    /// share).
+    Cut,
+    /// Allowed, with a warning (a command a user runs to try it).
+    Allow,
 }
 
 /// A model ready to run: its file's description and its weights on a device.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use tl_engine::loaded::model_name;
-use tl_engine::ModelFile;
+use tl_engine::{BeyondTraining, ModelFile};
 use tl_gguf::GgufFile;
 
 use crate::error::{Error, Result};
@@ -124,7 +124,7 @@ fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
         head_count_kv: config.head_count_kv,
         vocab_size: config.vocab_size,
     };
-    let (context, cut) = model.context_for(context, DEFAULT_CONTEXT);
+    let (context, cut) = model.context_for(context, DEFAULT_CONTEXT, BeyondTraining::Cut);
     if let Some(warning) = cut {
         tracing::warn!("{warning}");
     }
