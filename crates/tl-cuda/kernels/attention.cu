@@ -153,7 +153,7 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 #define MAX_TILE_POSITIONS 256
 // Positions whose values and factors the chain reads at once, before their
 // steps (reading the next group during a group's steps, or groups of 8,
-// measured slower: docs/perf.md).
+// measured slower; the figures are in the history of docs/perf.md, 7b5df7a).
 #define CHAIN_UNROLL 16
 
 // Positions whose scores one warp computes at a time, their loads in flight
