@@ -7,10 +7,14 @@ use std::sync::Arc;
 pub use tl_cuda::KernelTime;
 use tl_gguf::GgufFile;
 
+use crate::cpu::kv_cache::KvCache;
+use crate::cpu::model::{BatchStep, Model};
 use crate::cuda::{CudaCache, CudaModel};
 use crate::error::{Error, Result};
-use crate::model::{KvCache, Logits, Model, ModelConfig};
-use crate::sampler::{argmax, SamplingParams};
+use crate::model::step::Logits;
+pub use crate::model::step::{Picked, Wanted};
+use crate::model::ModelConfig;
+use crate::sampler::argmax;
 
 /// The device a user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -204,39 +208,6 @@ impl Backend {
     }
 }
 
-/// What one sequence of a step needs back.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Wanted<'a> {
-    /// The most likely token after the last one.
-    Argmax,
-    /// A token picked by the sampler with these settings, the penalties
-    /// looking at the `window` tokens (see
-    /// [`crate::sampler::Sampler::device_sampling`]).
-    Sample {
-        params: SamplingParams,
-        window: &'a [u32],
-    },
-    /// The row of logits after the last token.
-    Logits,
-    /// The rows of logits after every token (`tokens × vocab` values,
-    /// row-major).
-    EveryRow,
-}
-
-/// What one sequence of a step got.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Picked {
-    /// The token, picked on the device (or, for [`Wanted::Argmax`], on the
-    /// host from the row).
-    Token(u32),
-    /// Logits for the host to use or pick from: the rows [`Wanted::Logits`]
-    /// or [`Wanted::EveryRow`] asked for, or the last row when the backend
-    /// cannot pick the wanted token itself (a CPU backend samples nothing;
-    /// a GPU whose selection overflowed on ties; no usable logit for an
-    /// argmax, where the host sampler then gives its error).
-    Row(Vec<f32>),
-}
-
 /// One sequence's part of a [`Backend::step`].
 pub struct SequenceStep<'c, 'a> {
     /// The tokens to append: the next token of a decode step, or a chunk of
@@ -314,7 +285,7 @@ impl Backend {
                 let mut batch = steps
                     .iter_mut()
                     .map(|step| match &mut *step.cache {
-                        SequenceCache::Cpu(c) => Ok(crate::model::BatchStep {
+                        SequenceCache::Cpu(c) => Ok(BatchStep {
                             position: c.len(),
                             cache: c,
                         }),

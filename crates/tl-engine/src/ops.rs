@@ -4,10 +4,10 @@
 //! with, so a program written with them gets the engine's numbers bit for bit.
 //! Everything else in the engine's model code stays private to it.
 
-pub use crate::model::activation::{silu_in_place, swiglu_in_place};
-pub use crate::model::attention::attend_head;
-pub use crate::model::linear::Linear;
-pub use crate::model::norm::rms_norm;
+pub use crate::cpu::activation::{silu_in_place, swiglu_in_place};
+pub use crate::cpu::attention::attend_head;
+pub use crate::cpu::linear::Linear;
+pub use crate::cpu::norm::rms_norm;
 pub use crate::model::rope::{RopeStyle, RopeTable};
 pub use crate::model::weights::WeightLoader;
 

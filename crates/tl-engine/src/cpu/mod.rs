@@ -21,10 +21,16 @@
 //! where the CPU has them (checked at run time); the integer sums are exact, so
 //! the results are the same bits.
 
+pub(crate) mod activation;
 mod activations;
+pub(crate) mod attention;
 mod blocks;
+pub(crate) mod f16_vector;
+pub(crate) mod kv_cache;
+pub(crate) mod linear;
 mod matrix;
 pub mod model;
+pub(crate) mod norm;
 pub(crate) mod parallel;
 mod weight_type;
 
@@ -47,7 +53,11 @@ mod golden_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]
+mod test_values;
+#[cfg(test)]
 mod tests;
+mod tiled_attention;
+mod vector_exp;
 
 pub use matrix::QuantizedMatrix;
 pub use weight_type::WeightType;

@@ -14,27 +14,19 @@ use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 use tl_gguf::GgufFile;
 
+use crate::cpu::activation::swiglu_in_place;
+use crate::cpu::attention::{attend, attend_row, AttentionShape, RowPlace};
+use crate::cpu::kv_cache::KvCache;
+use crate::cpu::linear::Linear;
+use crate::cpu::norm::{rms_norm, rms_norm_in_place};
 use crate::cpu::parallel;
 use crate::error::{Error, Result};
-use crate::model::activation::swiglu_in_place;
-use crate::model::attention::{attend, attend_row, AttentionShape, RowPlace};
-use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
-use crate::model::linear::Linear;
-use crate::model::norm::{rms_norm, rms_norm_in_place};
 use crate::model::rope::RopeTable;
 use crate::model::schedule::{self, Stages};
+use crate::model::step::{check_tokens, Logits};
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
-
-/// Which positions' logits a forward pass returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Logits {
-    /// Only the last position's: `vocab` values (generation).
-    Last,
-    /// Every position's: `seq × vocab` values, row-major (perplexity, checks).
-    All,
-}
 
 /// A model loaded for the CPU.
 pub struct Model {
@@ -117,12 +109,7 @@ impl Model {
 
     /// A fresh cache for up to `capacity` positions.
     pub fn new_cache(&self, capacity: usize) -> Result<KvCache> {
-        if capacity > self.max_positions() {
-            return Err(Error::InvalidRequest(format!(
-                "a cache of {capacity} positions exceeds the {} the model was loaded for",
-                self.max_positions()
-            )));
-        }
+        crate::model::step::check_capacity(capacity, self.max_positions())?;
         Ok(KvCache::new(&self.config, capacity))
     }
 
@@ -486,22 +473,6 @@ fn attend_batch(shape: AttentionShape, layer: usize, steps: &mut [BatchStep<'_>]
         // Each is a lone decode step's row: a batch of one.
         attend_row(shape, place, 1, query, out);
     });
-}
-
-/// Errors unless `tokens` is non-empty and every id is inside the vocabulary
-/// (both backends check a pass's input this way).
-pub(crate) fn check_tokens(tokens: &[u32], vocab_size: usize) -> Result<()> {
-    if tokens.is_empty() {
-        return Err(Error::InvalidRequest(
-            "forward pass over zero tokens".into(),
-        ));
-    }
-    if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab_size) {
-        return Err(Error::InvalidRequest(format!(
-            "token id {bad} is outside the vocabulary of {vocab_size}"
-        )));
-    }
-    Ok(())
 }
 
 /// SwiGLU on each row of `gate` (`width` values a row), rows on all threads:

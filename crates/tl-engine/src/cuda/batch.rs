@@ -12,8 +12,8 @@ use tl_cuda::{Buffer, Gpu};
 
 use super::pass::{CudaPass, PassShape};
 use super::{CudaCache, CudaModel};
-use crate::backend::{Picked, Wanted};
-use crate::cpu::model::check_tokens;
+use crate::model::step::{check_tokens, Picked, Wanted};
+
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
 use crate::model::schedule;

@@ -103,7 +103,7 @@ impl CudaCache {
 
     /// Same contract as the CPU cache's `check_room`.
     pub(crate) fn check_room(&self, start: usize, count: usize) -> Result<()> {
-        crate::model::cache::check_room(self.len, self.capacity, start, count)
+        crate::model::step::check_room(self.len, self.capacity, start, count)
     }
 
     /// Writes one position's keys and values (f32 from the host, `[kv_head]

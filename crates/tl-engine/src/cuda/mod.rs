@@ -37,14 +37,14 @@ use pass::{CudaPass, PassShape, PromptPass};
 use prefill::PrefillBuffers;
 use weights::{BlockWeights, Uploader};
 
-use crate::backend::Picked;
-use crate::cpu::model::check_tokens;
+use crate::model::step::{check_tokens, Picked};
+
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
 use crate::model::rope::RopeStyle;
 use crate::model::schedule;
+use crate::model::step::Logits;
 use crate::model::tensor_names as names;
-use crate::model::Logits;
 use crate::sampler::SamplingParams;
 
 /// Prompt tokens per GEMM batch: bounds the prefill buffers.
@@ -133,12 +133,7 @@ impl CudaModel {
 
     /// A fresh cache for up to `capacity` positions.
     pub fn new_cache(&self, capacity: usize) -> Result<CudaCache> {
-        if capacity > self.max_positions {
-            return Err(Error::InvalidRequest(format!(
-                "a cache of {capacity} positions exceeds the {} the model was loaded for",
-                self.max_positions
-            )));
-        }
+        crate::model::step::check_capacity(capacity, self.max_positions)?;
         CudaCache::new(&self.gpu, &self.config, capacity)
     }
 

@@ -1,23 +1,13 @@
-//! Models: configuration from GGUF metadata, weights, the KV cache and the forward
-//! pass of each supported architecture.
+//! What every backend shares about a model: its configuration from GGUF
+//! metadata, the architecture table, the schedule of a forward pass, the step
+//! types and checks, tensor names, weight loading and RoPE tables.
 
-pub mod activation;
 pub mod arch;
-pub mod attention;
-pub mod cache;
 pub mod config;
-pub mod f16_vector;
-pub mod linear;
-pub mod norm;
 pub mod rope;
 pub mod schedule;
+pub mod step;
 pub mod tensor_names;
-#[cfg(test)]
-mod test_values;
-mod tiled_attention;
-mod vector_exp;
 pub mod weights;
 
-pub use crate::cpu::model::{BatchStep, Logits, Model};
-pub use cache::KvCache;
 pub use config::ModelConfig;

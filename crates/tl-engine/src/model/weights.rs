@@ -1,20 +1,18 @@
 //! Turning GGUF tensors into candle tensors: quantized matrices stay in their GGUF
-//! block layout (candle's `QMatMul` runs them directly), vectors become f32. Every
-//! tensor's shape is checked against the configuration before use.
+//! block layout, vectors become f32. Every tensor's shape is checked against the
+//! configuration before use. The CPU backend adds `linear` (cpu/linear.rs).
 
-use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QMatMul, QTensor};
+use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QTensor};
 use candle_core::{DType, Device};
 use tl_gguf::{GgmlType, GgufFile, TensorInfo};
 
-use crate::cpu::{QuantizedMatrix, WeightType};
 use crate::error::{Error, Result};
-use crate::model::linear::Linear;
 
 /// Reads tensors from one GGUF file onto one device.
 pub struct WeightLoader<'a> {
-    file: &'a GgufFile,
+    pub(crate) file: &'a GgufFile,
     device: &'a Device,
-    loaded_bytes: usize,
+    pub(crate) loaded_bytes: usize,
 }
 
 impl<'a> WeightLoader<'a> {
@@ -45,25 +43,6 @@ impl<'a> WeightLoader<'a> {
         Ok(qtensor_from_ggml(dtype, data, info.shape(), self.device)?)
     }
 
-    /// A matrix `[out, in]` ready for `x · Wᵀ`: on our own kernels when its type
-    /// has one, else on candle's.
-    pub fn linear(
-        &mut self,
-        name: &str,
-        out_features: usize,
-        in_features: usize,
-    ) -> Result<Linear> {
-        let info = self.info(name, &[out_features, in_features])?;
-        if let Some(weight_type) = WeightType::from_gguf(info.ggml_type) {
-            let bytes = self.file.data_of(info).to_vec();
-            self.loaded_bytes += bytes.len();
-            let matrix = QuantizedMatrix::new(weight_type, out_features, in_features, bytes)?;
-            return Ok(Linear::native(matrix));
-        }
-        let weights = QMatMul::from_qtensor(self.qtensor(name, &[out_features, in_features])?)?;
-        Ok(Linear::candle(weights, out_features, in_features))
-    }
-
     /// A vector (norm weights), as f32.
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>> {
         let q = self.qtensor(name, &[len])?;
@@ -72,7 +51,7 @@ impl<'a> WeightLoader<'a> {
             .to_vec1::<f32>()?)
     }
 
-    fn info(&self, name: &str, shape: &[usize]) -> Result<&'a TensorInfo> {
+    pub(crate) fn info(&self, name: &str, shape: &[usize]) -> Result<&'a TensorInfo> {
         let info = self
             .file
             .tensor_info(name)

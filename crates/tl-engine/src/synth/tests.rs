@@ -10,7 +10,8 @@ use tl_gguf::GgufFile;
 use tl_tokenizer::Tokenizer;
 
 use super::*;
-use crate::model::{Logits, Model};
+use crate::cpu::model::Model;
+use crate::model::step::Logits;
 
 fn request(quant: SynthQuant, seed: u64) -> SynthRequest {
     SynthRequest {

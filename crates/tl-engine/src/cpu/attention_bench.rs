@@ -5,7 +5,7 @@
 
 use super::attend_heads;
 use crate::cpu::bench::seconds_per_call;
-use crate::model::test_values::{pseudo_random, pseudo_random_f16};
+use crate::cpu::test_values::{pseudo_random, pseudo_random_f16};
 
 const HEAD_DIM: usize = 64;
 const SHARING_HEADS: usize = 3;

@@ -4,7 +4,7 @@
 //! tail uses libm's `expf`. The model is sensitive enough that an ulp here can
 //! flip a greedy token.
 
-use crate::model::vector_exp::exp_lane;
+use crate::cpu::vector_exp::exp_lane;
 
 /// `gate[i] = silu(gate[i]) * up[i]`, with `silu(x) = x / (1 + e^-x)`.
 pub fn swiglu_in_place(gate: &mut [f32], up: &[f32]) {

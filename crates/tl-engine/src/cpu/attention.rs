@@ -16,10 +16,10 @@
 
 use half::f16;
 
+use crate::cpu::f16_vector;
+use crate::cpu::kv_cache::KvCache;
 use crate::cpu::parallel;
-use crate::model::cache::KvCache;
-use crate::model::f16_vector;
-use crate::model::tiled_attention::{self, QueryRow};
+use crate::cpu::tiled_attention::{self, QueryRow};
 
 /// Batches of at least this many rows take llama.cpp's tiled (f32) path.
 pub const TILED_MIN_ROWS: usize = 64;
@@ -284,7 +284,7 @@ mod bench;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::test_values::pseudo_random;
+    use crate::cpu::test_values::pseudo_random;
 
     /// Plain f64 softmax attention for one head.
     fn reference(query: &[f32], keys: &[f32], values: &[f32], scale: f64) -> Vec<f64> {

@@ -258,7 +258,7 @@ mod simd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::test_values::pseudo_random;
+    use crate::cpu::test_values::pseudo_random;
 
     /// Values in `[-2, 2)` as f16.
     fn values(n: usize, seed: u32) -> Vec<f16> {

@@ -7,7 +7,7 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::config::ModelConfig;
 
 /// Keys and values of every layer for one sequence.
@@ -67,7 +67,7 @@ impl KvCache {
 
     /// Checks that `count` new positions starting at `start` fit.
     pub fn check_room(&self, start: usize, count: usize) -> Result<()> {
-        check_room(self.len, self.capacity, start, count)
+        crate::model::step::check_room(self.len, self.capacity, start, count)
     }
 
     /// Stores the keys and values of the token at `position` in `layer`; each is
@@ -101,21 +101,4 @@ impl KvCache {
     pub fn commit(&mut self, end: usize) {
         self.len = end;
     }
-}
-
-/// Checks that `count` new positions starting at `start` fit a cache holding
-/// `len` of `capacity` positions, with no gap after the cached ones (both
-/// backends' caches follow this contract).
-pub(crate) fn check_room(len: usize, capacity: usize, start: usize, count: usize) -> Result<()> {
-    if start > len {
-        return Err(Error::InvalidRequest(format!(
-            "position {start} leaves a gap after the {len} cached positions"
-        )));
-    }
-    if start + count > capacity {
-        return Err(Error::InvalidRequest(format!(
-            "context full: {start} cached + {count} new positions exceed the context of {capacity}"
-        )));
-    }
-    Ok(())
 }

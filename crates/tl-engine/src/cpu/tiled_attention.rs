@@ -155,7 +155,7 @@ mod scalar {
     #![cfg_attr(x86_simd, allow(dead_code))]
 
     use super::TILE;
-    use crate::model::vector_exp::exp_lane;
+    use crate::cpu::vector_exp::exp_lane;
 
     /// Each position's score: one fused chain over the dimensions from 0.
     pub fn scores(query: &[f32], keys: &[[f32; TILE]]) -> [f32; TILE] {
@@ -205,7 +205,7 @@ mod simd {
     use std::arch::x86_64::*;
 
     use super::TILE;
-    use crate::model::vector_exp::exp8;
+    use crate::cpu::vector_exp::exp8;
 
     const LANES: usize = 8;
     const VECTORS: usize = TILE / LANES;
@@ -285,7 +285,7 @@ mod simd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::test_values::{pseudo_random, pseudo_random_f16};
+    use crate::cpu::test_values::{pseudo_random, pseudo_random_f16};
 
     #[test]
     fn vector_steps_equal_the_scalar_ones() {

@@ -6,8 +6,9 @@
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};
 
-use crate::cpu::QuantizedMatrix;
+use crate::cpu::{QuantizedMatrix, WeightType};
 use crate::error::Result;
+use crate::model::weights::WeightLoader;
 
 /// A weight matrix ready to multiply.
 pub struct Linear {
@@ -76,5 +77,27 @@ impl Linear {
                 Ok(())
             }
         }
+    }
+}
+
+/// The CPU backend's way to load a matrix.
+impl WeightLoader<'_> {
+    /// A matrix `[out, in]` ready for `x · Wᵀ`: on our own kernels when its type
+    /// has one, else on candle's.
+    pub fn linear(
+        &mut self,
+        name: &str,
+        out_features: usize,
+        in_features: usize,
+    ) -> Result<Linear> {
+        let info = self.info(name, &[out_features, in_features])?;
+        if let Some(weight_type) = WeightType::from_gguf(info.ggml_type) {
+            let bytes = self.file.data_of(info).to_vec();
+            self.loaded_bytes += bytes.len();
+            let matrix = QuantizedMatrix::new(weight_type, out_features, in_features, bytes)?;
+            return Ok(Linear::native(matrix));
+        }
+        let weights = QMatMul::from_qtensor(self.qtensor(name, &[out_features, in_features])?)?;
+        Ok(Linear::candle(weights, out_features, in_features))
     }
 }
