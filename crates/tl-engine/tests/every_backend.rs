@@ -291,4 +291,54 @@ backend_tests! {
             }
         }
     }
+
+    /// A program's own cache access (the language's `cache.store`,
+    /// `cache.keys`, `cache.values`) reads what the model's pass wrote and
+    /// writes what a later pass reads: a cache filled by storing back every
+    /// layer's keys and values as read gives the next step the same logits
+    /// as the cache the pass filled.
+    fn cache_reads_and_stores_round_trip(backend: &Backend, _model: &Path) {
+        use tl_engine::KvHalf;
+        let c = backend.config().clone();
+        let prompt = prompt_of(c.vocab_size, 12);
+        let mut filled = backend.new_cache(CONTEXT).unwrap();
+        last_logits(backend, &prompt, &mut filled);
+        let end = prompt.len();
+        let mut copied = backend.new_cache(CONTEXT).unwrap();
+        let width = c.head_count_kv * c.head_dim;
+        for layer in 0..c.block_count {
+            let keys = backend.read_kv(&filled, layer, KvHalf::Keys, end).unwrap();
+            let values = backend.read_kv(&filled, layer, KvHalf::Values, end).unwrap();
+            assert_eq!(keys.len(), width * end);
+            // [kv_head][position][head_dim] back to one position's
+            // [kv_head][head_dim] rows.
+            for position in 0..end {
+                let row = |all: &[half::f16]| -> Vec<f32> {
+                    (0..c.head_count_kv)
+                        .flat_map(|head| {
+                            let at = (head * end + position) * c.head_dim;
+                            all[at..at + c.head_dim].iter().map(|v| v.to_f32())
+                        })
+                        .collect()
+                };
+                backend
+                    .store_kv(&mut copied, layer, position, &row(&keys), &row(&values))
+                    .unwrap();
+            }
+            let stored = backend.read_kv(&copied, layer, KvHalf::Keys, end).unwrap();
+            assert!(
+                stored.iter().zip(&keys).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "layer {layer}: stored keys read back differently"
+            );
+        }
+        copied.commit(end);
+        let next = (prompt[end - 1] + 1) % c.vocab_size as u32;
+        let want = last_logits(backend, &[next], &mut filled);
+        let got = last_logits(backend, &[next], &mut copied);
+        assert!(same_bits(&got, &want), "a copied cache gives other logits");
+        // Out of range is an error, not a panic.
+        assert!(backend.read_kv(&copied, c.block_count, KvHalf::Keys, 1).is_err());
+        let short = vec![0.0; width - 1];
+        assert!(backend.store_kv(&mut copied, 0, 0, &short, &short).is_err());
+    }
 }
