@@ -22,5 +22,5 @@ pub mod ops;
 pub mod profile;
 
 pub use graph::Graph;
-pub use matrix::{DeviceMatrix, WeightType};
+pub use matrix::{supports, DeviceMatrix, GgmlType};
 pub use profile::KernelTime;

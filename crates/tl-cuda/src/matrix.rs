@@ -7,58 +7,57 @@ use crate::buffer::{Buffer, Span};
 use crate::error::{CudaError, Result};
 use crate::gpu::Gpu;
 
-/// Weight formats the kernels read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WeightType {
-    F32,
-    F16,
-    Bf16,
-    Q4_0,
-    Q4_1,
-    Q8_0,
+pub use tl_gguf::GgmlType;
+
+/// Whether the kernels read weights of this type (the GGUF type enum every
+/// backend shares; each answers for itself).
+pub fn supports(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::F32
+            | GgmlType::F16
+            | GgmlType::BF16
+            | GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q8_0
+    )
 }
 
-impl WeightType {
-    /// The suffix of this type's kernels (`gemv_q4_0`, ...).
-    pub(crate) fn kernel_suffix(self) -> &'static str {
-        match self {
-            WeightType::F32 => "f32",
-            WeightType::F16 => "f16",
-            WeightType::Bf16 => "bf16",
-            WeightType::Q4_0 => "q4_0",
-            WeightType::Q4_1 => "q4_1",
-            WeightType::Q8_0 => "q8_0",
-        }
+/// The suffix of a type's kernels (`gemv_q4_0`, ...): its name in lower case
+/// (none exist for an unsupported type, whose matrices are refused at
+/// upload).
+pub(crate) fn kernel_suffix(ty: GgmlType) -> &'static str {
+    match ty {
+        GgmlType::F32 => "f32",
+        GgmlType::F16 => "f16",
+        GgmlType::BF16 => "bf16",
+        GgmlType::Q4_0 => "q4_0",
+        GgmlType::Q4_1 => "q4_1",
+        GgmlType::Q8_0 => "q8_0",
+        _ => "unsupported",
     }
+}
 
-    /// Whether values come in scaled blocks (the kernels then meet them with
-    /// Q8-quantized activations, as llama.cpp does).
-    pub fn is_quantized(self) -> bool {
-        matches!(self, WeightType::Q4_0 | WeightType::Q4_1 | WeightType::Q8_0)
+/// Bytes at the front of a block that hold its scale(s): `d`, or `d` and `m`.
+fn scale_bytes(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q8_0 => 2,
+        GgmlType::Q4_1 => 4,
+        _ => 0,
     }
+}
 
-    /// (values per block, bytes per block, of which scale bytes at the front).
-    fn block_layout(self) -> (usize, usize, usize) {
-        match self {
-            WeightType::F32 => (1, 4, 0),
-            WeightType::F16 | WeightType::Bf16 => (1, 2, 0),
-            WeightType::Q4_0 => (32, 18, 2),
-            WeightType::Q4_1 => (32, 20, 4),
-            WeightType::Q8_0 => (32, 34, 2),
-        }
-    }
-
-    /// Bytes of a `rows × cols` matrix in the GGUF layout.
-    pub fn gguf_bytes(self, rows: usize, cols: usize) -> usize {
-        let (values, bytes, _) = self.block_layout();
-        rows * (cols / values) * bytes
-    }
+/// Bytes of a `rows × cols` matrix of this type in the GGUF layout (`None`
+/// when a row is not a whole number of blocks).
+pub fn gguf_bytes(ty: GgmlType, rows: usize, cols: usize) -> Option<usize> {
+    let row = ty.bytes_for(cols as u64)?;
+    usize::try_from(row).ok()?.checked_mul(rows)
 }
 
 /// Splits GGUF blocks into (quants, scales): for each block in order, its scale
 /// bytes go to `scales` and the rest to `quants`.
-pub fn split_blocks(weight_type: WeightType, gguf: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let (_, block_bytes, scale_bytes) = weight_type.block_layout();
+pub fn split_blocks(weight_type: GgmlType, gguf: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (block_bytes, scale_bytes) = (weight_type.block_bytes() as usize, scale_bytes(weight_type));
     if scale_bytes == 0 {
         return (gguf.to_vec(), Vec::new());
     }
@@ -87,8 +86,8 @@ pub enum SummationOrder {
 
 impl SummationOrder {
     /// The CPU backend's order for a matrix of `rows` rows of this type.
-    pub fn of(weight_type: WeightType, rows: usize) -> Self {
-        if weight_type == WeightType::Q4_0 && rows.is_multiple_of(8) {
+    pub fn of(weight_type: GgmlType, rows: usize) -> Self {
+        if weight_type == GgmlType::Q4_0 && rows.is_multiple_of(8) {
             SummationOrder::WholeBlocks
         } else {
             SummationOrder::Lanes
@@ -98,7 +97,7 @@ impl SummationOrder {
 
 /// A `rows × cols` weight matrix on the GPU.
 pub struct DeviceMatrix {
-    weight_type: WeightType,
+    weight_type: GgmlType,
     /// The CPU's order for the stacked parts (all of one order; a stack whose
     /// parts differ takes its first part's, and then only those rows match
     /// the CPU bit for bit: no real model's shapes differ).
@@ -118,10 +117,16 @@ impl DeviceMatrix {
     /// gate and up projections, together.
     pub fn upload_stacked(
         gpu: &Gpu,
-        weight_type: WeightType,
+        weight_type: GgmlType,
         cols: usize,
         parts: &[(usize, &[u8])],
     ) -> Result<DeviceMatrix> {
+        if !supports(weight_type) {
+            return Err(CudaError::Unsupported(format!(
+                "the CUDA kernels cannot read {} weights",
+                weight_type.name()
+            )));
+        }
         if cols == 0 || !cols.is_multiple_of(32) {
             return Err(CudaError::Unsupported(format!(
                 "the CUDA kernels need rows whose length is a multiple of 32; this matrix has {cols}"
@@ -136,10 +141,11 @@ impl DeviceMatrix {
                 SummationOrder::of(weight_type, part_rows)
             });
         for &(part_rows, bytes) in parts {
-            let expected = weight_type.gguf_bytes(part_rows, cols);
-            if bytes.len() != expected {
+            let expected = gguf_bytes(weight_type, part_rows, cols);
+            if Some(bytes.len()) != expected {
                 return Err(CudaError::Unsupported(format!(
-                    "a {weight_type:?} matrix of {part_rows}×{cols} has {} bytes, expected {expected}",
+                    "a {} matrix of {part_rows}×{cols} has {} bytes, expected {expected:?}",
+                    weight_type.name(),
                     bytes.len()
                 )));
             }
@@ -162,7 +168,7 @@ impl DeviceMatrix {
     /// Uploads one matrix.
     pub fn upload(
         gpu: &Gpu,
-        weight_type: WeightType,
+        weight_type: GgmlType,
         rows: usize,
         cols: usize,
         gguf: &[u8],
@@ -170,7 +176,7 @@ impl DeviceMatrix {
         Self::upload_stacked(gpu, weight_type, cols, &[(rows, gguf)])
     }
 
-    pub fn weight_type(&self) -> WeightType {
+    pub fn weight_type(&self) -> GgmlType {
         self.weight_type
     }
 
@@ -189,7 +195,7 @@ impl DeviceMatrix {
             SummationOrder::Lanes => "",
             SummationOrder::WholeBlocks => "_blocks",
         };
-        format!("{}{order}", self.weight_type.kernel_suffix())
+        format!("{}{order}", kernel_suffix(self.weight_type))
     }
 
     pub fn cols(&self) -> usize {
@@ -206,7 +212,7 @@ impl DeviceMatrix {
     pub fn f16_values(&self) -> Option<Span<'_, u16>> {
         match (&self.f16_copy, self.weight_type) {
             (Some(copy), _) => Some(copy.all()),
-            (None, WeightType::F16) => Some(self.quants.all().reinterpret()),
+            (None, GgmlType::F16) => Some(self.quants.all().reinterpret()),
             (None, _) => None,
         }
     }
@@ -215,7 +221,7 @@ impl DeviceMatrix {
     /// need none).
     pub fn f16_copy_bytes(&self) -> usize {
         match self.weight_type {
-            WeightType::F16 => 0,
+            GgmlType::F16 => 0,
             _ => self.rows * self.cols * 2,
         }
     }
@@ -252,7 +258,7 @@ mod tests {
             gguf.extend_from_slice(&[block, 0xa0, block, 0xb0]);
             gguf.extend((0..16).map(|i| block * 16 + i));
         }
-        let (quants, scales) = split_blocks(WeightType::Q4_1, &gguf);
+        let (quants, scales) = split_blocks(GgmlType::Q4_1, &gguf);
         assert_eq!(
             scales,
             [0, 0xa0, 0, 0xb0, 1, 0xa0, 1, 0xb0, 2, 0xa0, 2, 0xb0]
@@ -263,15 +269,17 @@ mod tests {
     #[test]
     fn plain_types_pass_through() {
         let bytes: Vec<u8> = (0..64).collect();
-        let (quants, scales) = split_blocks(WeightType::F16, &bytes);
+        let (quants, scales) = split_blocks(GgmlType::F16, &bytes);
         assert_eq!(quants, bytes);
         assert!(scales.is_empty());
     }
 
     #[test]
     fn gguf_sizes_follow_the_block_layouts() {
-        assert_eq!(WeightType::Q4_0.gguf_bytes(2, 64), 2 * 2 * 18);
-        assert_eq!(WeightType::Q8_0.gguf_bytes(1, 32), 34);
-        assert_eq!(WeightType::F32.gguf_bytes(3, 32), 384);
+        assert_eq!(gguf_bytes(GgmlType::Q4_0, 2, 64), Some(2 * 2 * 18));
+        assert_eq!(gguf_bytes(GgmlType::Q8_0, 1, 32), Some(34));
+        assert_eq!(gguf_bytes(GgmlType::F32, 3, 32), Some(384));
+        assert_eq!(gguf_bytes(GgmlType::Q8_0, 1, 33), None);
+        assert!(!supports(GgmlType::Q4_K));
     }
 }

@@ -12,7 +12,7 @@ use tl_cuda::ops::attention::{
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SampleSettings};
 use tl_cuda::ops::{blas, rows};
-use tl_cuda::{Buffer, CudaError, DeviceMatrix, Gpu, Graph, WeightType};
+use tl_cuda::{Buffer, CudaError, DeviceMatrix, GgmlType, Gpu, Graph};
 
 fn gpu() -> Option<Gpu> {
     match Gpu::open(0, Default::default()) {
@@ -79,48 +79,48 @@ fn poisoned_f16(gpu: &Gpu, n: usize) -> Buffer<u16> {
     Buffer::from_host(gpu, &vec![f16::NAN.to_bits(); n]).unwrap()
 }
 
-const TYPES: [WeightType; 6] = [
-    WeightType::F32,
-    WeightType::F16,
-    WeightType::Bf16,
-    WeightType::Q4_0,
-    WeightType::Q4_1,
-    WeightType::Q8_0,
+const TYPES: [GgmlType; 6] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
 ];
 
 /// Random GGUF bytes of a rows × cols matrix and the values they stand for.
-fn random_matrix(rng: &mut Rng, t: WeightType, rows: usize, cols: usize) -> (Vec<u8>, Vec<f32>) {
+fn random_matrix(rng: &mut Rng, t: GgmlType, rows: usize, cols: usize) -> (Vec<u8>, Vec<f32>) {
     let mut bytes = Vec::new();
     let mut values = Vec::new();
     for _ in 0..rows {
         match t {
-            WeightType::F32 => {
+            GgmlType::F32 => {
                 for _ in 0..cols {
                     let v = rng.unit();
                     bytes.extend_from_slice(&v.to_le_bytes());
                     values.push(v);
                 }
             }
-            WeightType::F16 => {
+            GgmlType::F16 => {
                 for _ in 0..cols {
                     let v = f16::from_f32(rng.unit());
                     bytes.extend_from_slice(&v.to_le_bytes());
                     values.push(v.to_f32());
                 }
             }
-            WeightType::Bf16 => {
+            GgmlType::BF16 => {
                 for _ in 0..cols {
                     let v = bf16::from_f32(rng.unit());
                     bytes.extend_from_slice(&v.to_le_bytes());
                     values.push(v.to_f32());
                 }
             }
-            WeightType::Q4_0 | WeightType::Q4_1 => {
+            GgmlType::Q4_0 | GgmlType::Q4_1 => {
                 for _ in 0..cols / 32 {
                     let d = f16::from_f32(rng.unit() * 0.1);
                     let m = f16::from_f32(rng.unit() * 0.5);
                     bytes.extend_from_slice(&d.to_le_bytes());
-                    if t == WeightType::Q4_1 {
+                    if t == GgmlType::Q4_1 {
                         bytes.extend_from_slice(&m.to_le_bytes());
                     }
                     let quants: Vec<u8> = (0..32).map(|_| (rng.next() % 16) as u8).collect();
@@ -128,7 +128,7 @@ fn random_matrix(rng: &mut Rng, t: WeightType, rows: usize, cols: usize) -> (Vec
                         bytes.push(quants[j] | (quants[j + 16] << 4));
                     }
                     for &q in &quants {
-                        values.push(if t == WeightType::Q4_0 {
+                        values.push(if t == GgmlType::Q4_0 {
                             (q as f32 - 8.0) * d.to_f32()
                         } else {
                             q as f32 * d.to_f32() + m.to_f32()
@@ -136,7 +136,7 @@ fn random_matrix(rng: &mut Rng, t: WeightType, rows: usize, cols: usize) -> (Vec
                     }
                 }
             }
-            WeightType::Q8_0 => {
+            GgmlType::Q8_0 => {
                 for _ in 0..cols / 32 {
                     let d = f16::from_f32(rng.unit() * 0.02);
                     bytes.extend_from_slice(&d.to_le_bytes());
@@ -147,6 +147,7 @@ fn random_matrix(rng: &mut Rng, t: WeightType, rows: usize, cols: usize) -> (Vec
                     }
                 }
             }
+            other => panic!("no test data for {}", other.name()),
         }
     }
     (bytes, values)
@@ -186,8 +187,8 @@ fn q8_dequantized(x: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-fn is_quantized(t: WeightType) -> bool {
-    matches!(t, WeightType::Q4_0 | WeightType::Q4_1 | WeightType::Q8_0)
+fn is_quantized(t: GgmlType) -> bool {
+    t.is_quantized()
 }
 
 fn silu(g: f32) -> f32 {
@@ -225,7 +226,7 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
             // lone output (the 2-row gate/up pair) by up to a few 1e-3.
             let (x, tolerance) = if is_quantized(t) {
                 normed = q8_dequantized(&normed);
-                let tolerance = if t == WeightType::Q4_1 { 5e-3 } else { 1e-3 };
+                let tolerance = if t == GgmlType::Q4_1 { 5e-3 } else { 1e-3 };
                 (q8_dequantized(&x), tolerance)
             } else {
                 (x, 1e-5)
@@ -895,8 +896,8 @@ fn a_recorded_graph_replays_the_same_work() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(7);
     let (rows, cols) = (64, 256);
-    let (bytes, w) = random_matrix(&mut rng, WeightType::Q4_0, rows, cols);
-    let m = DeviceMatrix::upload(&gpu, WeightType::Q4_0, rows, cols, &bytes).unwrap();
+    let (bytes, w) = random_matrix(&mut rng, GgmlType::Q4_0, rows, cols);
+    let m = DeviceMatrix::upload(&gpu, GgmlType::Q4_0, rows, cols, &bytes).unwrap();
     let xb: Buffer<f32> = Buffer::zeros(&gpu, cols).unwrap();
     let y = poisoned_f32(&gpu, rows);
     let graph =

@@ -13,4 +13,4 @@ pub use crate::model::weights::WeightLoader;
 
 /// The CPU's quantized matrix kernels under a linear layer, for tests that
 /// hold other backends to their bits.
-pub use crate::cpu::{QuantizedMatrix, WeightType as CpuWeightType};
+pub use crate::cpu::QuantizedMatrix;

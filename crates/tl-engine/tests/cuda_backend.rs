@@ -613,8 +613,8 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
 fn gpu_matmul_matches_the_cpu_matmul() {
     use half::f16;
     use tl_cuda::ops::gemv::{gemv, Epilogue};
-    use tl_cuda::{Buffer, DeviceMatrix, WeightType as GpuType};
-    use tl_engine::ops::{CpuWeightType as CpuType, Linear, QuantizedMatrix};
+    use tl_cuda::{Buffer, DeviceMatrix, GgmlType};
+    use tl_engine::ops::{Linear, QuantizedMatrix};
     let Some(gpu) = gpu() else { return };
     let mut seed = 11u64;
     let mut next = move || {
@@ -623,12 +623,9 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             .wrapping_add(1442695040888963407);
         seed >> 33
     };
-    let types = [
-        (CpuType::Q4_0, GpuType::Q4_0, 18),
-        (CpuType::Q4_1, GpuType::Q4_1, 20),
-        (CpuType::Q8_0, GpuType::Q8_0, 34),
-    ];
-    for (cpu_type, gpu_type, block_bytes) in types {
+    // One type enum for both backends: each takes the GGUF type as it is.
+    for weight_type in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        let block_bytes = weight_type.block_bytes() as usize;
         // 8,224 columns: more than staging holds in registers at 512 threads,
         // so x is staged in rounds.
         for (rows, cols) in [
@@ -644,7 +641,7 @@ fn gpu_matmul_matches_the_cpu_matmul() {
                 let mut block = vec![0u8; block_bytes];
                 let d = f16::from_f32((next() % 1000) as f32 * 1e-5 + 1e-4);
                 block[..2].copy_from_slice(&d.to_le_bytes());
-                let first_quant = if gpu_type == GpuType::Q4_1 {
+                let first_quant = if weight_type == GgmlType::Q4_1 {
                     let m = f16::from_f32(((next() % 1000) as f32 - 500.0) * 1e-5);
                     block[2..4].copy_from_slice(&m.to_le_bytes());
                     4
@@ -659,17 +656,18 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             let x: Vec<f32> = (0..cols)
                 .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
                 .collect();
-            let cpu =
-                Linear::native(QuantizedMatrix::new(cpu_type, rows, cols, bytes.clone()).unwrap());
+            let cpu = Linear::native(
+                QuantizedMatrix::from_gguf(weight_type, rows, cols, bytes.clone()).unwrap(),
+            );
             let mut want = vec![0.0f32; rows];
             cpu.forward(&x, &mut want).unwrap();
-            let matrix = DeviceMatrix::upload(&gpu, gpu_type, rows, cols, &bytes).unwrap();
+            let matrix = DeviceMatrix::upload(&gpu, weight_type, rows, cols, &bytes).unwrap();
             let xb = Buffer::from_host(&gpu, &x).unwrap();
             let y = Buffer::from_host(&gpu, &vec![f32::NAN; rows]).unwrap();
             gemv(&gpu, &matrix, xb.all(), y.all(), Epilogue::Plain).unwrap();
             let mut got = vec![0.0f32; rows];
             gpu.download(y.all(), &mut got).unwrap();
-            assert_same_bits(&got, &want, &format!("{cpu_type:?} {rows}x{cols}"));
+            assert_same_bits(&got, &want, &format!("{weight_type:?} {rows}x{cols}"));
             // The fused norm, and norm + SwiGLU over [gate; up] halves.
             let norm_weight: Vec<f32> = (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
             let eps = 1e-5;
@@ -687,7 +685,7 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             assert_same_bits(
                 &got,
                 &want,
-                &format!("{cpu_type:?} {rows}x{cols} with the norm"),
+                &format!("{weight_type:?} {rows}x{cols} with the norm"),
             );
             if rows % 2 == 0 {
                 let half = rows / 2;
@@ -700,7 +698,7 @@ fn gpu_matmul_matches_the_cpu_matmul() {
                 gemv(&gpu, &matrix, xb.all(), y.all(), norm).unwrap();
                 let mut got = vec![0.0f32; half];
                 gpu.download(y.span(0, half).unwrap(), &mut got).unwrap();
-                let what = format!("{cpu_type:?} {rows}x{cols} with norm and SwiGLU");
+                let what = format!("{weight_type:?} {rows}x{cols} with norm and SwiGLU");
                 assert_same_bits(&got, &want[..half], &what);
             }
             // The prompt path: Q8-rounded f16 activations × f16 weights in cuBLAS.
@@ -731,8 +729,8 @@ fn gpu_matmul_matches_the_cpu_matmul() {
             let mut got = vec![0.0f32; tokens * rows];
             gpu.download(ys.all(), &mut got).unwrap();
             let err = relative_error(&got, &want);
-            eprintln!("{cpu_type:?} {rows}x{cols}, {tokens} rows through the GEMM: relative difference {err:.2e}");
-            assert!(err < 1e-3, "{cpu_type:?} {rows}x{cols} GEMM: {err:.3e}");
+            eprintln!("{weight_type:?} {rows}x{cols}, {tokens} rows through the GEMM: relative difference {err:.2e}");
+            assert!(err < 1e-3, "{weight_type:?} {rows}x{cols} GEMM: {err:.3e}");
         }
     }
 }

@@ -165,6 +165,12 @@ impl GgmlType {
         }
     }
 
+    /// Whether values come in scaled blocks (llama.cpp's quantized types; its
+    /// matmuls meet them with quantized activations).
+    pub fn is_quantized(self) -> bool {
+        self.block_elements() > 1
+    }
+
     /// Bytes needed for `elements` elements, or `None` when `elements` is not a
     /// whole number of blocks or the size overflows.
     pub fn bytes_for(self, elements: u64) -> Option<u64> {

@@ -3,7 +3,7 @@
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
-use crate::matrix::{DeviceMatrix, WeightType};
+use crate::matrix::{DeviceMatrix, GgmlType};
 use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
@@ -15,7 +15,7 @@ const STATIC_SHARED: usize = 32 * 8 + 16 * 4;
 /// Bytes of shared memory x takes when staged: Q8 blocks (values, then scale,
 /// scaled sum and integer sum per block) for quantized weights, f32 for float
 /// weights.
-fn staged_bytes(weight_type: WeightType, cols: usize) -> usize {
+fn staged_bytes(weight_type: GgmlType, cols: usize) -> usize {
     if weight_type.is_quantized() {
         cols + cols / 32 * 12
     } else {

@@ -5,7 +5,7 @@
 //! memory in between.
 
 use crate::error::{CudaError, Result};
-use crate::matrix::{SummationOrder, WeightType};
+use crate::matrix::{GgmlType, SummationOrder};
 use crate::options::{GpuOptions, MAX_TILE_THREADS};
 
 /// Threads per block at most (`GEMV_MAX_THREADS` in gemv.cu).
@@ -32,7 +32,7 @@ fn wanted_rows(
 /// A quantized matrix's summation, as the tile kernels see it.
 #[derive(Debug, Clone, Copy)]
 pub struct TileKind {
-    pub weight_type: WeightType,
+    pub weight_type: GgmlType,
     pub order: SummationOrder,
     /// Gate and up rows per output row (swiglu) rather than one row.
     pub pairs: bool,
@@ -50,12 +50,12 @@ impl TileKind {
     /// Floats a block leaves per row (`Planes::COUNT`): its chain terms,
     /// dw·da and, for Q4_1, m.
     fn planes(&self) -> usize {
-        self.chains() + 1 + usize::from(self.weight_type == WeightType::Q4_1)
+        self.chains() + 1 + usize::from(self.weight_type == GgmlType::Q4_1)
     }
 
     /// Blocks of 32 weights a thread loads at a time (`TileBatch::UNROLL`).
     fn batch(&self) -> usize {
-        if self.weight_type == WeightType::Q8_0 {
+        if self.weight_type == GgmlType::Q8_0 {
             4
         } else {
             8
@@ -169,7 +169,7 @@ mod tests {
 
     fn q4_0_blocks(pairs: bool) -> TileKind {
         TileKind {
-            weight_type: WeightType::Q4_0,
+            weight_type: GgmlType::Q4_0,
             order: SummationOrder::WholeBlocks,
             pairs,
         }
@@ -211,7 +211,7 @@ mod tests {
     #[test]
     fn tiles_shrink_to_fit_shared_memory_and_stay_even() {
         let lanes = TileKind {
-            weight_type: WeightType::Q8_0,
+            weight_type: GgmlType::Q8_0,
             order: SummationOrder::Lanes,
             pairs: true,
         };

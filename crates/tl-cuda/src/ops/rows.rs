@@ -129,7 +129,10 @@ pub fn swiglu_to_f16(
 pub fn dequantize_f16(gpu: &Gpu, w: &DeviceMatrix, out: Span<'_, u16>) -> Result<()> {
     let n = w.rows() * w.cols();
     out.require(n, "dequantized matrix")?;
-    let kernel = format!("dequantize_f16_{}", w.weight_type().kernel_suffix());
+    let kernel = format!(
+        "dequantize_f16_{}",
+        crate::matrix::kernel_suffix(w.weight_type())
+    );
     let args = [
         w.quants().into(),
         w.scales().into(),
@@ -152,7 +155,10 @@ pub fn embed(
 ) -> Result<()> {
     ids.require(n, "token ids")?;
     out.require(n * table.cols(), "embeddings")?;
-    let kernel = format!("embed_{}", table.weight_type().kernel_suffix());
+    let kernel = format!(
+        "embed_{}",
+        crate::matrix::kernel_suffix(table.weight_type())
+    );
     let args = [
         table.quants().into(),
         table.scales().into(),

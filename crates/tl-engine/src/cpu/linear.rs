@@ -6,7 +6,7 @@
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};
 
-use crate::cpu::{QuantizedMatrix, WeightType};
+use crate::cpu::QuantizedMatrix;
 use crate::error::Result;
 use crate::model::weights::WeightLoader;
 
@@ -91,10 +91,11 @@ impl WeightLoader<'_> {
         in_features: usize,
     ) -> Result<Linear> {
         let info = self.info(name, &[out_features, in_features])?;
-        if let Some(weight_type) = WeightType::from_gguf(info.ggml_type) {
+        if crate::cpu::supports(info.ggml_type) {
             let bytes = self.file.data_of(info).to_vec();
             self.loaded_bytes += bytes.len();
-            let matrix = QuantizedMatrix::new(weight_type, out_features, in_features, bytes)?;
+            let ty = info.ggml_type;
+            let matrix = QuantizedMatrix::from_gguf(ty, out_features, in_features, bytes)?;
             return Ok(Linear::native(matrix));
         }
         let weights = QMatMul::from_qtensor(self.qtensor(name, &[out_features, in_features])?)?;

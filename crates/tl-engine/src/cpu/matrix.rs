@@ -67,8 +67,31 @@ thread_local! {
 }
 
 impl QuantizedMatrix {
+    /// Wraps the GGUF data of a `rows × cols` tensor of type `ty` (GGUF dims
+    /// `[cols, rows]`), when the CPU's own kernels run that type
+    /// ([`crate::cpu::supports`]).
+    pub fn from_gguf(
+        ty: tl_gguf::GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: Vec<u8>,
+    ) -> Result<Self> {
+        let weight_type = WeightType::from_gguf(ty).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "the CPU's own kernels do not run {} weights",
+                ty.name()
+            ))
+        })?;
+        Self::new(weight_type, rows, cols, bytes)
+    }
+
     /// Wraps the GGUF data of a `rows × cols` tensor (GGUF dims `[cols, rows]`).
-    pub fn new(weight_type: WeightType, rows: usize, cols: usize, bytes: Vec<u8>) -> Result<Self> {
+    pub(crate) fn new(
+        weight_type: WeightType,
+        rows: usize,
+        cols: usize,
+        bytes: Vec<u8>,
+    ) -> Result<Self> {
         if !cols.is_multiple_of(BLOCK_VALUES) {
             return Err(Error::InvalidModel(format!(
                 "{weight_type} matrix {rows}×{cols}: columns are not a multiple of {BLOCK_VALUES}"

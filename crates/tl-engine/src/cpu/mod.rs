@@ -60,6 +60,13 @@ mod tiled_attention;
 mod vector_exp;
 
 pub use matrix::QuantizedMatrix;
-pub use weight_type::WeightType;
+pub(crate) use weight_type::WeightType;
+
+/// Whether the CPU's own kernels run weights of this type (the GGUF type
+/// enum every backend shares); other float and quantized types run through
+/// candle's matmul.
+pub fn supports(ty: tl_gguf::GgmlType) -> bool {
+    WeightType::from_gguf(ty).is_some()
+}
 #[cfg(test)]
 use weight_type::BLOCK_VALUES;

@@ -2,7 +2,7 @@
 //! and V stacked into one matrix, gate over up into another, norms as f32.
 
 use candle_core::Device;
-use tl_cuda::{Buffer, DeviceMatrix, Gpu, WeightType};
+use tl_cuda::{Buffer, DeviceMatrix, Gpu};
 use tl_gguf::{GgmlType, GgufFile};
 
 use crate::error::{Error, Result};
@@ -156,21 +156,15 @@ impl<'a> Uploader<'a> {
     }
 }
 
-/// The kernel format for a GGUF type, or an error naming the tensor.
-fn weight_type_of(name: &str, ggml_type: GgmlType) -> Result<WeightType> {
-    Ok(match ggml_type {
-        GgmlType::F32 => WeightType::F32,
-        GgmlType::F16 => WeightType::F16,
-        GgmlType::BF16 => WeightType::Bf16,
-        GgmlType::Q4_0 => WeightType::Q4_0,
-        GgmlType::Q4_1 => WeightType::Q4_1,
-        GgmlType::Q8_0 => WeightType::Q8_0,
-        other => {
-            return Err(Error::Unsupported(format!(
-                "tensor '{name}' has type {other}, which the CUDA backend cannot read yet (it reads F32, F16, BF16, Q4_0, Q4_1 and Q8_0)"
-            )))
-        }
-    })
+/// The tensor's type when the CUDA kernels read it, or an error naming the
+/// tensor.
+fn weight_type_of(name: &str, ggml_type: GgmlType) -> Result<GgmlType> {
+    if tl_cuda::supports(ggml_type) {
+        return Ok(ggml_type);
+    }
+    Err(Error::Unsupported(format!(
+        "tensor '{name}' has type {ggml_type}, which the CUDA backend cannot read yet (it reads F32, F16, BF16, Q4_0, Q4_1 and Q8_0)"
+    )))
 }
 
 impl BlockWeights {
