@@ -150,6 +150,38 @@ fn repl_evaluates_piped_input() {
     assert!(errors.contains("unknown name `nope`"), "{errors}");
 }
 
+/// A `model.forward` that fails (no tokens, a token outside the vocabulary,
+/// more than the cache holds) leaves the cache as it was, in the REPL where
+/// the program goes on after the error.
+#[test]
+fn a_failed_forward_leaves_the_cache_as_it_was() {
+    let mut child = tl()
+        .args(["repl", "--device", "cpu"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tl repl");
+    let model = default_model().display().to_string();
+    let input = format!(
+        "let m = load_model(\"{model}\");\nlet c = new_cache(m, 8);\nlet l = m.forward([1, 2, 3, 4], 0, c);\n\
+         m.forward([], 1, c)\nm.forward([99999999], 1, c)\nm.forward([1, 2, 3, 4, 5, 6, 7, 8], 1, c)\n\
+         c.len()\n:quit\n"
+    );
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write input");
+    let out = child.wait_with_output().expect("repl output");
+    let (text, errors) = (stdout(&out), stderr(&out));
+    assert!(errors.contains("at least one token"), "{errors}");
+    assert!(errors.contains("outside the vocabulary"), "{errors}");
+    assert!(errors.contains("do not fit a cache of 8"), "{errors}");
+    assert_eq!(text.trim().lines().last(), Some("4"), "{text}\n{errors}");
+}
+
 /// Resident memory of a process, from /proc (Linux only).
 fn resident_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

@@ -143,8 +143,9 @@ impl DeviceMatrix {
         for &(part_rows, bytes) in parts {
             let expected = gguf_bytes(weight_type, part_rows, cols);
             if Some(bytes.len()) != expected {
+                let expected = expected.map_or("no whole number".into(), |n| n.to_string());
                 return Err(CudaError::Unsupported(format!(
-                    "a {} matrix of {part_rows}×{cols} has {} bytes, expected {expected:?}",
+                    "a {} matrix of {part_rows}×{cols} has {} bytes, expected {expected}",
                     weight_type.name(),
                     bytes.len()
                 )));

@@ -159,12 +159,9 @@ impl Backend {
         }
     }
 
-    /// The CPU model, when that is where this runs.
-    pub fn cpu_model(&self) -> Option<&Model> {
-        match self {
-            Backend::Cpu(m) => Some(m),
-            Backend::Cuda(_) => None,
-        }
+    /// Whether this runs on the CPU.
+    pub fn is_cpu(&self) -> bool {
+        matches!(self, Backend::Cpu(_))
     }
 
     /// Host-device synchronisations so far (0 on the CPU).
@@ -344,12 +341,6 @@ fn mismatch() -> Error {
     Error::InvalidRequest("a cache made by one backend was used with another".into())
 }
 
-impl From<Model> for Backend {
-    fn from(model: Model) -> Self {
-        Backend::Cpu(model)
-    }
-}
-
 /// Which half of a KV cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KvHalf {
@@ -436,9 +427,10 @@ impl Backend {
 }
 
 impl SequenceCache {
-    /// Marks positions up to `end` as filled, once every layer holds them
-    /// (see [`Backend::store_kv`]).
+    /// Marks positions up to `end` (at most the capacity) as filled, once
+    /// every layer holds them (see [`Backend::store_kv`]).
     pub fn commit(&mut self, end: usize) {
+        let end = end.min(self.capacity());
         match self {
             SequenceCache::Cpu(c) => c.commit(end),
             SequenceCache::Cuda(c) => c.commit(end),

@@ -5,7 +5,7 @@
 //! model adds BOS; only the second half of each window is scored, each token given
 //! everything before it in the window.
 
-use crate::backend::{Backend, Picked, Wanted};
+use crate::backend::{Backend, Wanted};
 use crate::error::{Error, Result};
 
 /// The outcome of a perplexity run.
@@ -64,14 +64,9 @@ pub fn perplexity(
             input[0] = bos;
         }
         cache.truncate(0);
-        let logits = match model.step_one(&input, &mut cache, Wanted::EveryRow)? {
-            Picked::Row(logits) => logits,
-            Picked::Token(_) => {
-                return Err(Error::InvalidRequest(
-                    "a step asked for every row's logits gave a token".into(),
-                ))
-            }
-        };
+        let logits = model
+            .step_one(&input, &mut cache, Wanted::EveryRow)?
+            .into_row()?;
         let vocab = logits.len() / window;
         for position in first_scored..window - 1 {
             // The original tokens are the targets, even where BOS replaced one.

@@ -163,12 +163,7 @@ impl Session {
     /// Appends `tokens` (a prompt chunk, or one token) and returns the logits
     /// that follow the last of them.
     pub fn feed(&mut self, model: &Backend, tokens: &[u32]) -> Result<Vec<f32>> {
-        match self.advance_one(model, tokens, Wanted::Logits)? {
-            Picked::Row(logits) => Ok(logits),
-            Picked::Token(_) => Err(Error::InvalidRequest(
-                "a step asked for logits gave a token".into(),
-            )),
-        }
+        self.advance_one(model, tokens, Wanted::Logits)?.into_row()
     }
 }
 

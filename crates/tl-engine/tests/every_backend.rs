@@ -338,6 +338,7 @@ backend_tests! {
         assert!(same_bits(&got, &want), "a copied cache gives other logits");
         // Out of range is an error, not a panic.
         assert!(backend.read_kv(&copied, c.block_count, KvHalf::Keys, 1).is_err());
+        assert!(backend.read_kv(&copied, 0, KvHalf::Values, 0).unwrap().is_empty());
         let short = vec![0.0; width - 1];
         assert!(backend.store_kv(&mut copied, 0, 0, &short, &short).is_err());
     }

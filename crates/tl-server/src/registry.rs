@@ -21,7 +21,10 @@ pub struct ModelEntry {
     pub name: String,
     pub path: PathBuf,
     /// The file's description: tokenizer, chat template (ChatML when it has
-    /// none), configuration; the pool loads its weights from it.
+    /// none), configuration; the pool loads its weights from it. The file
+    /// stays mapped while the server runs: address space, and page cache for
+    /// what a load read; a file changed in place under a running server is
+    /// not supported.
     pub file: ModelFile,
     /// Context per sequence.
     pub context: usize,

@@ -97,7 +97,7 @@ pub fn run(args: &BenchArgs, verbose: bool) -> Result<()> {
         bail!("the tests need a context of {needed} tokens; --ctx is {context}");
     }
     let backend = &loaded.backend;
-    if args.profile && backend.cpu_model().is_some() {
+    if args.profile && backend.is_cpu() {
         eprintln!(
             "note: --profile times GPU kernels; this model runs on the CPU, so no profile follows"
         );

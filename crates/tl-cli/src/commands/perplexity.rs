@@ -18,10 +18,11 @@ pub fn run(args: &PerplexityArgs, verbose: bool) -> Result<()> {
         .with_context(|| format!("cannot load {}", path.display()))?;
     loaded_model::report_fallback(loaded.fallback.as_ref(), verbose);
     let tokenizer = &loaded.file.tokenizer;
-    if loaded.backend.device_name() != "cpu" {
+    if !loaded.backend.is_cpu() {
         eprintln!(
-            "running on {}: windows of 64 tokens or more are summed in another order there, \
-             so the last digits can differ from llama.cpp's (--device cpu gives its digits)",
+            "running on {}: windows of 64 tokens or more (any window, for float weights) are \
+             summed in another order there, so the last digits can differ from llama.cpp's \
+             (--device cpu gives its digits)",
             loaded.backend.device_name()
         );
     }

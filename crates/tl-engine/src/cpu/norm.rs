@@ -12,7 +12,7 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// [`rms_norm`] in place (Qwen3's per-head norms of queries and keys).
+/// [`rms_norm`] in place (per-head norms of queries and keys).
 pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     for row in x.chunks_exact_mut(weight.len()) {
         let scale = rms_scale(row, eps);

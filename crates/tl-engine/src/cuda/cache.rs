@@ -141,6 +141,9 @@ impl CudaCache {
         let l = self.layer(layer)?;
         let cache = if keys { l.keys } else { l.values };
         let dim = self.head_dim;
+        if end == 0 {
+            return Ok(Vec::new());
+        }
         let mut bits = vec![0u16; self.kv_heads * end * dim];
         for (head, out) in bits.chunks_exact_mut(end * dim).enumerate() {
             gpu.download(cache.sub(head * self.capacity * dim, end * dim)?, out)?;

@@ -126,7 +126,7 @@ impl CudaModel {
     }
 
     /// Bytes of f16 weight copies kept for prompt GEMMs (0 when the device had
-    /// no room, or `TL_CUDA_F16_WEIGHTS=0`).
+    /// no room, or `GpuOptions::f16_weights` is off).
     pub fn f16_copy_bytes(&self) -> usize {
         self.f16_copy_bytes
     }

@@ -47,6 +47,19 @@ pub enum Picked {
     Row(Vec<f32>),
 }
 
+impl Picked {
+    /// The logits of a step that asked for them ([`Wanted::Logits`] or
+    /// [`Wanted::EveryRow`], which always give rows).
+    pub fn into_row(self) -> Result<Vec<f32>> {
+        match self {
+            Picked::Row(logits) => Ok(logits),
+            Picked::Token(_) => Err(Error::InvalidRequest(
+                "a step asked for logits gave a token".into(),
+            )),
+        }
+    }
+}
+
 /// Errors unless `tokens` is non-empty and every id is inside the vocabulary
 /// (both backends check a pass's input this way).
 pub(crate) fn check_tokens(tokens: &[u32], vocab_size: usize) -> Result<()> {

@@ -7,7 +7,7 @@
 use std::rc::Rc;
 
 use candle_core::{Device, Tensor as CandleTensor};
-use tl_engine::{KvHalf, Picked, Wanted};
+use tl_engine::{KvHalf, Wanted};
 use tl_syntax::Span;
 
 use super::collection_methods;
@@ -161,27 +161,47 @@ fn model_forward(model: &Rc<ModelHandle>, args: &Args) -> Result<Value> {
         Wanted::Logits
     };
     let mut cache = cache.borrow_mut();
-    let held = cache.cache.len();
+    if !Rc::ptr_eq(&cache.model, model) {
+        return Err(args.error(
+            2,
+            "this cache was made for another model (new_cache(model) makes one for this one)",
+        ));
+    }
+    let (held, capacity) = (cache.cache.len(), cache.cache.capacity());
     if position > held {
         return Err(args.error(
             1,
             format!("position {position} leaves a gap after the {held} cached positions"),
         ));
     }
-    // Running from an earlier position replaces what followed it.
+    let vocab = model.loaded.backend.config().vocab_size;
+    if let Some(bad) = tokens.iter().find(|&&t| t as usize >= vocab) {
+        return Err(args.error(
+            0,
+            format!("token id {bad} is outside the vocabulary of {vocab}"),
+        ));
+    }
+    if tokens.is_empty() {
+        return Err(args.error(0, "forward needs at least one token"));
+    }
+    if position + tokens.len() > capacity {
+        return Err(args.error(
+            0,
+            format!(
+                "{} tokens at position {position} do not fit a cache of {capacity}",
+                tokens.len()
+            ),
+        ));
+    }
+    // Checked first, so a call that fails leaves the cache as it was; running
+    // from an earlier position replaces what followed it.
     cache.cache.truncate(position);
-    let picked = model
+    let logits = model
         .loaded
         .backend
         .step_one(&tokens, &mut cache.cache, want)
+        .and_then(tl_engine::Picked::into_row)
         .map_err(|e| LangError::at(e.to_string(), args.call))?;
-    let Picked::Row(logits) = picked else {
-        return Err(LangError::at(
-            "a step asked for logits gave a token",
-            args.call,
-        ));
-    };
-    let vocab = model.loaded.backend.config().vocab_size;
     let dims = if all {
         vec![tokens.len(), vocab]
     } else {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tl_engine::chat_template::ChatMessage;
 use tl_engine::sampler::{Sampler, SamplerConfig};
-use tl_engine::{ModelConfig, ModelFile};
+use tl_engine::{BeyondTraining, ModelConfig, ModelFile};
 use tl_gguf::GgufFile;
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
@@ -29,7 +29,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "load_model(path) -> Model",
         min_args: 1,
         max_args: 1,
-        summary: "Loads a GGUF model (weights, tokenizer, chat template); each file is loaded once per run. The weights go on a GPU when one is usable, else the CPU (`tl run --device`); `model.forward` runs there. Fields: `config`, `path`.",
+        summary: "Loads a GGUF model (weights, tokenizer, chat template); each file is loaded once per run. The weights go on a GPU when one is usable, else the CPU (`tl run --device`); `model.forward` runs there, and a program's own `cache.store`/`cache.keys` copy to and from it (`--device cpu` keeps a program that runs its own forward pass on the CPU). Fields: `config`, `path`.",
         call: load_model,
     },
     Builtin {
@@ -115,7 +115,8 @@ fn load_model(ctx: &mut Context, args: &Args) -> Result<Value> {
     let fail =
         |e: &dyn std::fmt::Display| args.error(0, format!("cannot load {}: {e}", path.display()));
     let file = ModelFile::open(&path).map_err(|e| fail(&e))?;
-    let context = file.config.context_length.clamp(1, MAX_CONTEXT);
+    let (context, _) = file.context_for(None, MAX_CONTEXT, BeyondTraining::Cut);
+    let context = context.max(1);
     let loaded = file
         .load(context, ctx.device, &ctx.gpu_options)
         .map_err(|e| fail(&e))?;
