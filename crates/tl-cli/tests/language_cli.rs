@@ -124,23 +124,29 @@ fn benches_print_timings() {
     assert!(text.contains("median"), "{text}");
 }
 
-#[test]
-fn repl_evaluates_piped_input() {
+/// `tl repl` with `args`, `input` piped in; its output once it has ended.
+fn repl(args: &[&str], input: &str) -> std::process::Output {
     let mut child = tl()
         .arg("repl")
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start tl repl");
-    let input = "let x = ones([2, 3]);\nx.sum()\n:type x @ transpose(x)\nfn f(a) {\n    a + 1\n}\nf(41)\n:vars\nnope\n:quit\n";
     child
         .stdin
         .take()
         .expect("stdin")
         .write_all(input.as_bytes())
         .expect("write input");
-    let out = child.wait_with_output().expect("repl output");
+    child.wait_with_output().expect("repl output")
+}
+
+#[test]
+fn repl_evaluates_piped_input() {
+    let input = "let x = ones([2, 3]);\nx.sum()\n:type x @ transpose(x)\nfn f(a) {\n    a + 1\n}\nf(41)\n:vars\nnope\n:quit\n";
+    let out = repl(&[], input);
     let (text, errors) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{errors}");
     assert!(text.contains("6.0"), "{text}");
@@ -155,26 +161,13 @@ fn repl_evaluates_piped_input() {
 /// the program goes on after the error.
 #[test]
 fn a_failed_forward_leaves_the_cache_as_it_was() {
-    let mut child = tl()
-        .args(["repl", "--device", "cpu"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tl repl");
     let model = default_model().display().to_string();
     let input = format!(
         "let m = load_model(\"{model}\");\nlet c = new_cache(m, 8);\nlet l = m.forward([1, 2, 3, 4], 0, c);\n\
          m.forward([], 1, c)\nm.forward([99999999], 1, c)\nm.forward([1, 2, 3, 4, 5, 6, 7, 8], 1, c)\n\
          c.len()\n:quit\n"
     );
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write input");
-    let out = child.wait_with_output().expect("repl output");
+    let out = repl(&["--device", "cpu"], &input);
     let (text, errors) = (stdout(&out), stderr(&out));
     assert!(errors.contains("at least one token"), "{errors}");
     assert!(errors.contains("outside the vocabulary"), "{errors}");
