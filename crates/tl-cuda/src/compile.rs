@@ -24,6 +24,7 @@ const COMMON: &[(&str, &str)] = &[
     ("rows.cu", include_str!("../kernels/rows.cu")),
     ("sample.cu", include_str!("../kernels/sample.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
+    ("program.cu", include_str!("../kernels/program.cu")),
     (
         "flash_attention.cu",
         include_str!("../kernels/flash_attention.cu"),

@@ -60,6 +60,7 @@ impl DeviceInfo {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Arg {
     Ptr(u64),
+    U64(u64),
     I32(i32),
     F32(f32),
 }
@@ -375,7 +376,7 @@ impl Gpu {
         let mut slots: Vec<u64> = args
             .iter()
             .map(|arg| match *arg {
-                Arg::Ptr(p) => p,
+                Arg::Ptr(p) | Arg::U64(p) => p,
                 Arg::I32(v) => u64::from(v as u32),
                 Arg::F32(v) => u64::from(v.to_bits()),
             })

@@ -159,6 +159,15 @@ impl Backend {
         }
     }
 
+    /// The public ops on this model's GPU, for programs that run their own
+    /// forward pass there; none on the CPU.
+    pub fn gpu_ops(&self) -> Option<crate::ops::GpuOps> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::Cuda(m) => Some(crate::ops::GpuOps::new(m.gpu().clone())),
+        }
+    }
+
     /// Whether this runs on the CPU.
     pub fn is_cpu(&self) -> bool {
         matches!(self, Backend::Cpu(_))

@@ -752,3 +752,167 @@ fn sampler_config(setting: Setting, repeat_last_n: usize, seed: u64) -> SamplerC
         seed,
     }
 }
+
+/// Deterministic values in about [-2, 2), not all representable in f16.
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n as u32)
+        .map(|i| {
+            let h = (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 40_000;
+            h as f32 / 10_000.0 - 2.0 + 1e-4 / 3.0
+        })
+        .collect()
+}
+
+/// A GPU tensor's f32 values.
+fn host(ops: &tl_engine::ops::GpuOps, t: &tl_engine::ops::GpuTensor) -> Vec<f32> {
+    match ops.download(t).unwrap() {
+        tl_engine::ops::HostValues::F32(v) => v,
+        tl_engine::ops::HostValues::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+    }
+}
+
+/// The public ops on the GPU (what a program's own forward pass runs there)
+/// give the CPU ops' bits, one op at a time, on the model's real weights.
+#[test]
+fn program_ops_on_the_gpu_match_the_cpu() {
+    use half::f16;
+    use tl_engine::ops::{self, Elementwise, RopeStyle, RopeTable, WeightLoader};
+    for path in gpu_models() {
+        if !quantized_blocks(&path) {
+            continue; // float weights sum in another order on the GPU
+        }
+        let Some(cuda) = load(&path, DeviceChoice::Cuda) else {
+            return;
+        };
+        let gpu = cuda.gpu_ops().expect("a CUDA backend has GPU ops");
+        let c = cuda.config().clone();
+        let file = GgufFile::open(&path).unwrap();
+        let (rows, d, hd) = (5, c.embedding_length, c.head_dim);
+        let x = values(rows * d, 1);
+        let x_gpu = gpu.upload(&x, vec![rows, d]).unwrap();
+        let what = |op: &str| format!("{}: {op}", path.display());
+
+        // rms_norm with the model's first norm weight.
+        let cpu = candle_core::Device::Cpu;
+        let norm = WeightLoader::new(&file, &cpu)
+            .vector("blk.0.attn_norm.weight", d)
+            .unwrap();
+        let mut want = vec![0.0; x.len()];
+        ops::rms_norm(&x, &norm, c.rms_norm_eps, &mut want);
+        let norm_gpu = gpu.upload(&norm, vec![d]).unwrap();
+        let normed = gpu.rms_norm(&x_gpu, &norm_gpu, c.rms_norm_eps).unwrap();
+        assert_same_bits(&host(&gpu, &normed), &want, &what("rms_norm"));
+
+        // linear with the model's query matrix, on the normed rows.
+        let q_rows = c.head_count * hd;
+        let name = "blk.0.attn_q.weight";
+        let linear = WeightLoader::new(&file, &cpu)
+            .linear(name, q_rows, d)
+            .unwrap();
+        let mut want_q = vec![0.0; rows * q_rows];
+        linear.forward(&want, &mut want_q).unwrap();
+        let matrix = gpu.matrix(&file, name, q_rows, d).unwrap();
+        let q = gpu.linear(&normed, &matrix).unwrap();
+        assert_same_bits(&host(&gpu, &q), &want_q, &what("linear"));
+
+        // RoPE in both styles at position 7.
+        let q = q.reshape(vec![rows, c.head_count, hd]).unwrap();
+        for style in [RopeStyle::Adjacent, RopeStyle::Halves] {
+            let table = RopeTable::for_positions(hd, c.rope_freq_base, None, 7, rows)
+                .unwrap()
+                .with_style(style);
+            let mut want = want_q.clone();
+            for (i, row) in want.chunks_exact_mut(q_rows).enumerate() {
+                table.rotate(row, 7 + i);
+            }
+            let got = gpu.rope(&q, &table, 7).unwrap();
+            assert_same_bits(&host(&gpu, &got), &want, &what(&format!("rope {style:?}")));
+        }
+
+        // silu (a length with a scalar tail), + and *.
+        let n = 8 * 37 + 5;
+        let (a, b) = (values(n, 2), values(n, 3));
+        let (a_gpu, b_gpu) = (
+            gpu.upload(&a, vec![n]).unwrap(),
+            gpu.upload(&b, vec![n]).unwrap(),
+        );
+        let mut want = a.clone();
+        ops::silu_in_place(&mut want);
+        assert_same_bits(
+            &host(&gpu, &gpu.silu(&a_gpu).unwrap()),
+            &want,
+            &what("silu"),
+        );
+        let sum: fn(f32, f32) -> f32 = |x, y| x + y;
+        let product: fn(f32, f32) -> f32 = |x, y| x * y;
+        for (op, f) in [(Elementwise::Add, sum), (Elementwise::Mul, product)] {
+            let want: Vec<f32> = a.iter().zip(&b).map(|(&x, &y)| f(x, y)).collect();
+            let got = gpu.elementwise(op, &a_gpu, &b_gpu).unwrap();
+            assert_same_bits(&host(&gpu, &got), &want, &what(&format!("{op:?}")));
+        }
+
+        // transpose of [2, 3, 4] axes 0 and 2.
+        let t = values(24, 4);
+        let got = gpu
+            .transpose(&gpu.upload(&t, vec![2, 3, 4]).unwrap(), 0, 2)
+            .unwrap();
+        assert_eq!(got.dims(), [4, 3, 2]);
+        let want: Vec<f32> = (0..24)
+            .map(|i| {
+                let (k, j, l) = (i / 6, (i / 2) % 3, i % 2);
+                t[l * 12 + j * 4 + k]
+            })
+            .collect();
+        assert_same_bits(&host(&gpu, &got), &want, &what("transpose"));
+
+        // The cache: store rows at 3.., read 0..8 back, attend over them.
+        let kv = c.head_count_kv;
+        let mut cache = cuda.new_cache(16).unwrap();
+        let keys = values(rows * kv * hd, 5);
+        let vals = values(rows * kv * hd, 6);
+        let (k_gpu, v_gpu) = (
+            gpu.upload(&keys, vec![rows, kv, hd]).unwrap(),
+            gpu.upload(&vals, vec![rows, kv, hd]).unwrap(),
+        );
+        gpu.store_kv(&mut cache, 0, 3, &k_gpu, &v_gpu).unwrap();
+        let end = 3 + rows;
+        let read = |half| gpu.read_kv(&cache, 0, half, end).unwrap();
+        let (k_read, v_read) = (
+            read(tl_engine::KvHalf::Keys),
+            read(tl_engine::KvHalf::Values),
+        );
+        let k_host: Vec<f16> = host(&gpu, &k_read).into_iter().map(f16::from_f32).collect();
+        let v_host: Vec<f16> = host(&gpu, &v_read).into_iter().map(f16::from_f32).collect();
+        for (got, stored) in [(&k_host, &keys), (&v_host, &vals)] {
+            for (h, p, i) in
+                (0..kv).flat_map(|h| (3..end).flat_map(move |p| (0..hd).map(move |i| (h, p, i))))
+            {
+                let want = f16::from_f32(stored[((p - 3) * kv + h) * hd + i]);
+                assert_eq!(got[(h * end + p) * hd + i], want, "{}", what("cache.store"));
+            }
+        }
+        let heads = c.head_count;
+        let query = values(heads * rows * hd, 7);
+        let q_gpu = gpu.upload(&query, vec![heads, rows, hd]).unwrap();
+        let got = gpu.attention(&q_gpu, &k_read, &v_read, 3).unwrap();
+        let scale = 1.0 / (hd as f32).sqrt();
+        let group = heads / kv;
+        let mut want = vec![0.0; heads * rows * hd];
+        for (i, out) in want.chunks_exact_mut(hd).enumerate() {
+            let (head, row) = (i / rows, i % rows);
+            let visible = 3 + row + 1;
+            let at = (head / group) * end * hd;
+            let q = &query[i * hd..(i + 1) * hd];
+            let (k, v) = (
+                &k_host[at..at + visible * hd],
+                &v_host[at..at + visible * hd],
+            );
+            ops::attend_head(q, k, v, scale, rows, out);
+        }
+        assert_same_bits(&host(&gpu, &got), &want, &what("attention"));
+        eprintln!(
+            "{}: every program op on the GPU gave the CPU's bits",
+            path.display()
+        );
+    }
+}

@@ -13,7 +13,7 @@ use candle_core::Tensor as CandleTensor;
 use crate::error::{LangError, Result};
 use crate::ops::dtype::{cast, literal_as};
 use crate::ops::shapes::{broadcasts_to, format_shape};
-use crate::tensor::{lang_dtype, Tensor};
+use crate::tensor::{lang_dtype, GpuValue, Tensor};
 use crate::value::Value;
 
 /// One index inside `[...]`, evaluated.
@@ -30,7 +30,10 @@ pub enum IndexValue {
 /// `base[indices]`.
 pub fn index(base: &Value, indices: &[IndexValue]) -> Result<Value> {
     match base {
-        Value::Tensor(t) => index_tensor(t, indices).map(Value::tensor),
+        Value::Tensor(t) => match t.as_gpu().map(|g| gpu_row(g, indices)).transpose()? {
+            Some(Some(row)) => Ok(row),
+            _ => index_tensor(t, indices).map(Value::tensor),
+        },
         Value::List(items) => {
             let items = items.borrow();
             let axis = format!("a list of length {}", items.len());
@@ -158,6 +161,18 @@ fn check_count(t: &CandleTensor, indices: &[IndexValue]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// `x[i]` of a GPU tensor: row i, still on the GPU (other indexing reads the
+/// tensor back).
+fn gpu_row(g: &GpuValue, indices: &[IndexValue]) -> Result<Option<Value>> {
+    let ([IndexValue::At(i)], Some(&count)) = (indices, g.tensor.dims().first()) else {
+        return Ok(None);
+    };
+    let row = g
+        .tensor
+        .index_first(resolve_index(*i, count, &dim_axis(0, count))?)?;
+    Ok(Some(Value::Tensor(GpuValue::tensor(&g.ops, row))))
 }
 
 fn index_tensor(t: &Tensor, indices: &[IndexValue]) -> Result<CandleTensor> {

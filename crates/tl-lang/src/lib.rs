@@ -6,6 +6,7 @@ pub mod check;
 pub mod convert;
 pub mod display;
 pub mod error;
+pub mod gpu;
 pub mod handles;
 pub mod tensor;
 pub mod value;

@@ -1,7 +1,10 @@
-//! The language's tensor value: a dense candle tensor, or a model weight kept in
-//! its GGUF quantized layout. Quantized weights are multiplied by the engine's own
-//! kernels (so a script's `linear` gives the engine's numbers exactly); every other
-//! operation sees them dequantized to f32.
+//! The language's tensor value: a dense candle tensor, a model weight kept in
+//! its GGUF quantized layout, or a tensor on the GPU of the model a program
+//! loaded. Quantized weights are multiplied by the engine's own kernels (so a
+//! script's `linear` gives the engine's numbers exactly); every other
+//! operation sees them dequantized to f32. GPU tensors come from ops on a GPU
+//! model's weights and cache and stay on the device through the ops the GPU
+//! runs (see `gpu.rs`); any other operation reads them back first.
 
 use std::cell::OnceCell;
 use std::rc::Rc;
@@ -9,7 +12,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::QTensor;
 use candle_core::{DType as CandleDType, Device};
-use tl_engine::ops::{Linear, WeightLoader};
+use tl_engine::ops::{GpuMatrix, GpuOps, GpuTensor, HostValues, Linear, WeightLoader};
 use tl_gguf::GgufFile;
 use tl_syntax::DType;
 
@@ -20,6 +23,30 @@ use crate::error::{LangError, Result};
 pub enum Tensor {
     Dense(candle_core::Tensor),
     Quantized(Rc<QuantizedWeight>),
+    Gpu(GpuValue),
+}
+
+/// A tensor on a GPU, and that GPU's ops.
+#[derive(Clone)]
+pub struct GpuValue {
+    pub ops: GpuOps,
+    pub tensor: GpuTensor,
+}
+
+impl std::fmt::Debug for GpuValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuTensor({:?})", self.tensor.dims())
+    }
+}
+
+impl GpuValue {
+    /// A result of `ops`.
+    pub fn tensor(ops: &GpuOps, tensor: GpuTensor) -> Tensor {
+        Tensor::Gpu(GpuValue {
+            ops: ops.clone(),
+            tensor,
+        })
+    }
 }
 
 /// A weight tensor straight from a GGUF file, read on first use.
@@ -31,6 +58,9 @@ pub struct QuantizedWeight {
     file: Arc<GgufFile>,
     qtensor: OnceCell<Arc<QTensor>>,
     linear: OnceCell<Linear>,
+    /// The GPU of the model it came from, if it was loaded on one.
+    gpu: Option<GpuOps>,
+    gpu_matrix: OnceCell<GpuMatrix>,
 }
 
 impl std::fmt::Debug for QuantizedWeight {
@@ -40,15 +70,34 @@ impl std::fmt::Debug for QuantizedWeight {
 }
 
 impl QuantizedWeight {
-    /// The weight `name` of `file` (which must have it).
-    pub fn new(file: Arc<GgufFile>, name: &str, shape: Vec<usize>) -> Self {
+    /// The weight `name` of `file` (which must have it), of a model on the
+    /// GPU of `gpu` when given.
+    pub fn new(file: Arc<GgufFile>, name: &str, shape: Vec<usize>, gpu: Option<GpuOps>) -> Self {
         QuantizedWeight {
             name: name.to_string(),
             shape,
             file,
             qtensor: OnceCell::new(),
             linear: OnceCell::new(),
+            gpu,
+            gpu_matrix: OnceCell::new(),
         }
+    }
+
+    /// The weight on its model's GPU (uploaded on first use), or none when
+    /// the model is on the CPU.
+    pub fn on_gpu(&self) -> Result<Option<(&GpuOps, &GpuMatrix)>> {
+        let Some(ops) = &self.gpu else {
+            return Ok(None);
+        };
+        if let Some(m) = self.gpu_matrix.get() {
+            return Ok(Some((ops, m)));
+        }
+        let [rows, cols] = self.shape[..] else {
+            return Ok(None);
+        };
+        let matrix = ops.matrix(&self.file, &self.name, rows, cols)?;
+        Ok(Some((ops, self.gpu_matrix.get_or_init(|| matrix))))
     }
 
     /// The weight in candle's quantized form (embedding lookups, dequantizing).
@@ -92,6 +141,7 @@ impl Tensor {
         match self {
             Tensor::Dense(t) => t.dims().to_vec(),
             Tensor::Quantized(q) => q.shape.clone(),
+            Tensor::Gpu(g) => g.tensor.dims().to_vec(),
         }
     }
 
@@ -100,14 +150,32 @@ impl Tensor {
         match self {
             Tensor::Dense(t) => lang_dtype(t.dtype()),
             Tensor::Quantized(_) => DType::F32,
+            Tensor::Gpu(g) if g.tensor.is_f16() => DType::F16,
+            Tensor::Gpu(_) => DType::F32,
         }
     }
 
-    /// The tensor as a dense candle tensor, dequantizing a quantized weight.
+    /// The tensor as a dense candle tensor, dequantizing a quantized weight
+    /// and reading a GPU tensor back.
     pub fn to_dense(&self) -> Result<candle_core::Tensor> {
         match self {
             Tensor::Dense(t) => Ok(t.clone()),
             Tensor::Quantized(q) => Ok(q.qtensor()?.dequantize(&Device::Cpu)?),
+            Tensor::Gpu(g) => {
+                let dims = g.tensor.dims();
+                Ok(match g.ops.download(&g.tensor)? {
+                    HostValues::F32(v) => candle_core::Tensor::from_vec(v, dims, &Device::Cpu)?,
+                    HostValues::F16(v) => candle_core::Tensor::from_vec(v, dims, &Device::Cpu)?,
+                })
+            }
+        }
+    }
+
+    /// The GPU tensor, if this is one.
+    pub fn as_gpu(&self) -> Option<&GpuValue> {
+        match self {
+            Tensor::Gpu(g) => Some(g),
+            _ => None,
         }
     }
 

@@ -5,6 +5,7 @@ pub mod attention;
 pub mod blas;
 pub mod gemv;
 pub mod gemv_tile;
+pub mod program;
 pub mod rows;
 pub mod sample;
 
@@ -18,6 +19,15 @@ pub(crate) fn l2_prefetch_level(gpu: &crate::Gpu) -> i32 {
 /// Blocks of `threads` needed to cover `items`, at least one.
 pub(crate) fn blocks_for(items: usize, per_block: usize) -> u32 {
     items.div_ceil(per_block).clamp(1, i32::MAX as usize) as u32
+}
+
+/// Threads per block of the grid-stride kernels.
+pub(crate) const STRIDE_THREADS: u32 = 256;
+
+/// Grid size for grid-stride loops over `n` items, blocks of
+/// [`STRIDE_THREADS`]: enough to fill the GPU, no more.
+pub(crate) fn stride_blocks(gpu: &crate::Gpu, n: usize) -> u32 {
+    blocks_for(n, STRIDE_THREADS as usize).min((gpu.info().multiprocessors * 16) as u32)
 }
 
 /// An int kernel argument, or an error when the size does not fit in one.

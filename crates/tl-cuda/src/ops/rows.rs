@@ -5,14 +5,9 @@ use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
 use crate::matrix::DeviceMatrix;
-use crate::ops::{blocks_for, int};
+use crate::ops::{int, stride_blocks, STRIDE_THREADS};
 
-const THREADS: u32 = 256;
-
-/// Grid size for grid-stride loops over `n` items.
-fn stride_blocks(gpu: &Gpu, n: usize) -> u32 {
-    blocks_for(n, THREADS as usize).min((gpu.info().multiprocessors * 16) as u32)
-}
+const THREADS: u32 = STRIDE_THREADS;
 
 /// The f16 input of a prefill GEMM: `rows` rows of `cols` values of x, each
 /// normalised first when `norm` gives (weight, eps), and passed through

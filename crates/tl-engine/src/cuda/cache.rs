@@ -78,6 +78,14 @@ impl CudaCache {
         self.capacity
     }
 
+    pub(crate) fn kv_heads(&self) -> usize {
+        self.kv_heads
+    }
+
+    pub(crate) fn head_dim(&self) -> usize {
+        self.head_dim
+    }
+
     /// Positions filled.
     pub fn len(&self) -> usize {
         self.len

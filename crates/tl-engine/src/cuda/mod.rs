@@ -20,6 +20,7 @@ mod batch;
 mod cache;
 mod pass;
 mod prefill;
+pub mod program;
 mod weights;
 
 use std::sync::{Arc, Mutex};

@@ -112,6 +112,28 @@ impl RopeTable {
         self.cos_sin.iter().flat_map(|&(c, s)| [c, s]).collect()
     }
 
+    /// Positions `start..start + count` of the table as [`cos_sin_flat`] lays
+    /// them out (for a program's rows on the GPU).
+    ///
+    /// [`cos_sin_flat`]: RopeTable::cos_sin_flat
+    pub fn cos_sin_rows(&self, start: usize, count: usize) -> Result<Vec<f32>> {
+        let end = start + count;
+        if start < self.first || end > self.max_positions {
+            return Err(Error::InvalidRequest(format!(
+                "positions {start}..{end} are outside the RoPE table's {}..{}",
+                self.first, self.max_positions
+            )));
+        }
+        let rows =
+            &self.cos_sin[(start - self.first) * self.pairs..(end - self.first) * self.pairs];
+        Ok(rows.iter().flat_map(|&(c, s)| [c, s]).collect())
+    }
+
+    /// How elements pair up.
+    pub fn style(&self) -> RopeStyle {
+        self.style
+    }
+
     /// One past the last position the table holds.
     pub fn max_positions(&self) -> usize {
         self.max_positions

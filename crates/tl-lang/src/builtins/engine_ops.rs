@@ -13,8 +13,9 @@ use super::tensor_args::at_call;
 use super::{Args, Builtin, Context};
 use crate::convert::to_f32_vec;
 use crate::error::{LangError, Result};
+use crate::gpu::{f16_on, f32_gpu, f32_on};
 use crate::ops::shapes::checked_numel;
-use crate::tensor::Tensor;
+use crate::tensor::{GpuValue, Tensor};
 use crate::value::Value;
 
 pub const TABLE: &[Builtin] = &[
@@ -100,6 +101,11 @@ fn linear(_: &mut Context, args: &Args) -> Result<Value> {
     let mut out_dims = x_dims.clone();
     *out_dims.last_mut().unwrap_or(&mut 0) = out_features;
     checked_numel(&out_dims).map_err(at_call(args))?;
+    if !args.has(2) {
+        if let Some(product) = linear_on_gpu(&x, &weight)? {
+            return Ok(Value::Tensor(product));
+        }
+    }
     let product = match &weight {
         Tensor::Quantized(q) => {
             let (values, _) = dense_f32(&x)?;
@@ -108,7 +114,8 @@ fn linear(_: &mut Context, args: &Args) -> Result<Value> {
             q.linear()?.forward(&values, &mut out)?;
             CandleTensor::from_vec(out, out_dims, &Device::Cpu)?
         }
-        Tensor::Dense(w) => {
+        Tensor::Dense(_) | Tensor::Gpu(_) => {
+            let w = weight.to_dense()?;
             let x = x.to_dense()?;
             if x.dtype() != w.dtype() {
                 return Err(args.error(
@@ -133,10 +140,22 @@ fn linear(_: &mut Context, args: &Args) -> Result<Value> {
     Ok(Value::tensor(product))
 }
 
+/// `linear` of a weight of a model on a GPU, there.
+fn linear_on_gpu(x: &Tensor, weight: &Tensor) -> Result<Option<Tensor>> {
+    let Tensor::Quantized(q) = weight else {
+        return Ok(None);
+    };
+    let Some((ops, matrix)) = q.on_gpu()? else {
+        return Ok(None);
+    };
+    let input = f32_on(ops, x)?;
+    Ok(Some(GpuValue::tensor(ops, ops.linear(&input, matrix)?)))
+}
+
 fn rms_norm(_: &mut Context, args: &Args) -> Result<Value> {
     let x = args.tensor(0)?;
-    let (values, dims) = dense_f32(&x)?;
-    let (weight, w_dims) = dense_f32(&args.tensor(1)?)?;
+    let weight_arg = args.tensor(1)?;
+    let (dims, w_dims) = (x.dims(), weight_arg.dims());
     let eps = args.opt_float(2)?.unwrap_or(1e-5) as f32;
     if w_dims.len() != 1 || dims.last() != w_dims.first() {
         return Err(args.error(1, format!(
@@ -145,6 +164,13 @@ fn rms_norm(_: &mut Context, args: &Args) -> Result<Value> {
             w_dims
         )));
     }
+    if let Some(g) = f32_gpu(&x) {
+        let weight = f32_on(&g.ops, &weight_arg)?;
+        let out = g.ops.rms_norm(&g.tensor, &weight, eps)?;
+        return Ok(Value::Tensor(GpuValue::tensor(&g.ops, out)));
+    }
+    let (values, _) = dense_f32(&x)?;
+    let (weight, _) = dense_f32(&weight_arg)?;
     let mut out = vec![0.0f32; values.len()];
     // Rows of no values have nothing to normalise (and no row length to cut by).
     if !weight.is_empty() {
@@ -169,7 +195,7 @@ fn restore_dtype(value: Value, like: &Tensor) -> Result<Value> {
 
 fn rope(_: &mut Context, args: &Args) -> Result<Value> {
     let x = args.tensor(0)?;
-    let (mut values, dims) = dense_f32(&x)?;
+    let dims = x.dims();
     let start = args.usize(1)?;
     let theta = args.opt_float(2)?.unwrap_or(10_000.0) as f32;
     let factors = if args.has(3) {
@@ -191,6 +217,11 @@ fn rope(_: &mut Context, args: &Args) -> Result<Value> {
     }
     let table = RopeTable::for_positions(head_dim, theta, factors.as_deref(), start, seq)
         .map_err(|e| args.error(3, e.to_string()))?;
+    if let Some(g) = f32_gpu(&x) {
+        let out = g.ops.rope(&g.tensor, &table, start)?;
+        return Ok(Value::Tensor(GpuValue::tensor(&g.ops, out)));
+    }
+    let (mut values, _) = dense_f32(&x)?;
     let row_len = values.len() / seq.max(1);
     for (i, row) in values.chunks_exact_mut(row_len.max(1)).enumerate() {
         table.rotate(row, start + i);
@@ -245,6 +276,9 @@ fn attention(_: &mut Context, args: &Args) -> Result<Value> {
             ),
         ));
     }
+    if let Some(out) = attention_on_gpu(args, start)? {
+        return Ok(Value::Tensor(out));
+    }
     let (query, _) = dense_f32(&args.tensor(0)?)?;
     let pair = KeysValues::new(&args.dense(1)?, &args.dense(2)?)?;
     let scale = 1.0 / (dim as f32).sqrt();
@@ -269,6 +303,20 @@ fn attention(_: &mut Context, args: &Args) -> Result<Value> {
             }
         });
     from_f32(out, &[heads, seq, dim])
+}
+
+/// `attention` of float32 queries on a GPU over float16 keys and values, there.
+fn attention_on_gpu(args: &Args, start: usize) -> Result<Option<Tensor>> {
+    let q = args.tensor(0)?;
+    let Some(g) = f32_gpu(&q) else {
+        return Ok(None);
+    };
+    let (k, v) = (args.tensor(1)?, args.tensor(2)?);
+    let (Some(keys), Some(values)) = (f16_on(&g.ops, &k)?, f16_on(&g.ops, &v)?) else {
+        return Ok(None);
+    };
+    let out = g.ops.attention(&g.tensor, &keys, &values, start)?;
+    Ok(Some(GpuValue::tensor(&g.ops, out)))
 }
 
 /// Keys and values: float16 stays float16 (the engine's cache type, computed
@@ -327,10 +375,16 @@ fn embedding(_: &mut Context, args: &Args) -> Result<Value> {
         ));
     }
     checked_numel(&[ids.len(), width]).map_err(at_call(args))?;
+    if let Tensor::Quantized(q) = &table {
+        if let Some((ops, matrix)) = q.on_gpu()? {
+            let rows = ops.embedding(matrix, &ids)?;
+            return Ok(Value::Tensor(GpuValue::tensor(ops, rows)));
+        }
+    }
     let ids = CandleTensor::new(ids.as_slice(), &Device::Cpu)?;
     let rows = match &table {
         Tensor::Quantized(q) => q.qtensor()?.embedding(&ids)?,
-        Tensor::Dense(t) => t.index_select(&ids, 0)?,
+        Tensor::Dense(_) | Tensor::Gpu(_) => table.to_dense()?.index_select(&ids, 0)?,
     };
     Ok(Value::tensor(rows))
 }

@@ -186,6 +186,12 @@ fn gelu(_: &mut Context, args: &Args) -> Result<Value> {
 }
 
 fn silu(_: &mut Context, args: &Args) -> Result<Value> {
+    if let Value::Tensor(t) = args.value(0)? {
+        if let Some(g) = crate::gpu::f32_gpu(t) {
+            let out = g.ops.silu(&g.tensor)?;
+            return Ok(Value::Tensor(crate::tensor::GpuValue::tensor(&g.ops, out)));
+        }
+    }
     float_elementwise(args, engine_silu)
 }
 

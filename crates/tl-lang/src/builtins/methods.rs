@@ -16,8 +16,9 @@ use super::model::logits_arg;
 use super::{Args, Context};
 use crate::convert::to_f32_vec;
 use crate::error::{LangError, Result};
+use crate::gpu::f32_on;
 use crate::handles::{CacheHandle, Handle, ModelHandle};
-use crate::tensor::{QuantizedWeight, Tensor};
+use crate::tensor::{GpuValue, QuantizedWeight, Tensor};
 use crate::value::Value;
 
 /// One method call on a built-in value.
@@ -128,6 +129,7 @@ fn model_tensor(model: &Rc<ModelHandle>, args: &Args) -> Result<Value> {
         model.file.clone(),
         name,
         shape.clone(),
+        model.loaded.backend.gpu_ops(),
     ));
     let tensor = if shape.len() >= 2 {
         Tensor::Quantized(weight)
@@ -274,10 +276,9 @@ fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
                 ),
             ));
         }
-        rows.push((dims[0], to_f32_vec(&t.to_dense()?)?));
+        rows.push((dims[0], t));
     }
-    let (seq, keys) = &rows[0];
-    let (v_seq, values) = &rows[1];
+    let (seq, v_seq) = (rows[0].0, rows[1].0);
     if seq != v_seq {
         return Err(args.error(3, format!("k has {seq} rows but v has {v_seq}")));
     }
@@ -292,14 +293,26 @@ fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
         ));
     }
     let backend = &cache.model.loaded.backend;
-    for (row, (k, v)) in keys
-        .chunks_exact(width)
-        .zip(values.chunks_exact(width))
-        .enumerate()
-    {
-        backend
-            .store_kv(&mut cache.cache, layer, position + row, k, v)
-            .map_err(|e| LangError::at(e.to_string(), args.call))?;
+    let (keys, values) = (&rows[0].1, &rows[1].1);
+    let fail = |e: tl_engine::Error| LangError::at(e.to_string(), args.call);
+    if let Some(ops) = backend.gpu_ops() {
+        let (k, v) = (f32_on(&ops, keys)?, f32_on(&ops, values)?);
+        ops.store_kv(&mut cache.cache, layer, position, &k, &v)
+            .map_err(fail)?;
+    } else {
+        let (keys, values) = (
+            to_f32_vec(&keys.to_dense()?)?,
+            to_f32_vec(&values.to_dense()?)?,
+        );
+        for (row, (k, v)) in keys
+            .chunks_exact(width)
+            .zip(values.chunks_exact(width))
+            .enumerate()
+        {
+            backend
+                .store_kv(&mut cache.cache, layer, position + row, k, v)
+                .map_err(fail)?;
+        }
     }
     if layer + 1 == cache.layers {
         cache.cache.commit(position + seq);
@@ -308,7 +321,7 @@ fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
 }
 
 /// `cache.keys(layer, end)` / `cache.values(layer, end)`: positions 0..end as
-/// float16[kv_heads, end, head_dim].
+/// float16[kv_heads, end, head_dim] (on the GPU when the cache is).
 fn cache_read(cache: &CacheHandle, args: &Args) -> Result<Value> {
     let layer = check_layer(cache, args)?;
     let end = args.usize(1)?;
@@ -326,10 +339,14 @@ fn cache_read(cache: &CacheHandle, args: &Args) -> Result<Value> {
     } else {
         KvHalf::Values
     };
-    let data = cache
-        .model
-        .loaded
-        .backend
+    let backend = &cache.model.loaded.backend;
+    if let Some(ops) = backend.gpu_ops() {
+        let data = ops
+            .read_kv(&cache.cache, layer, half, end)
+            .map_err(|e| LangError::at(e.to_string(), args.call))?;
+        return Ok(Value::Tensor(GpuValue::tensor(&ops, data)));
+    }
+    let data = backend
         .read_kv(&cache.cache, layer, half, end)
         .map_err(|e| LangError::at(e.to_string(), args.call))?;
     Ok(Value::tensor(CandleTensor::from_vec(

@@ -29,7 +29,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "load_model(path) -> Model",
         min_args: 1,
         max_args: 1,
-        summary: "Loads a GGUF model (weights, tokenizer, chat template); each file is loaded once per run. The weights go on a GPU when one is usable, else the CPU (`tl run --device`); `model.forward` runs there, and a program's own `cache.store`/`cache.keys` copy to and from it (`--device cpu` keeps a program that runs its own forward pass on the CPU). Fields: `config`, `path`.",
+        summary: "Loads a GGUF model (weights, tokenizer, chat template); each file is loaded once per run. The weights go on a GPU when one is usable, else the CPU (`tl run --device`); `model.forward` runs there, and so does a program's own forward pass: `linear` and `embedding` of the model's weights and `cache.keys`/`cache.values` give tensors on the GPU, which `linear`, `rms_norm`, `rope`, `attention`, `silu`, `+` and `*` of one shape, `reshape`, `transpose` and `x[i]` keep there, with the CPU's bits; any other operation reads them back. Fields: `config`, `path`.",
         call: load_model,
     },
     Builtin {

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::ops::dtype::cast;
 use crate::ops::shapes::{broadcasts_to, checked_numel, format_shape, MAX_RANK};
 use crate::ops::type_of;
+use crate::tensor::{GpuValue, Tensor};
 use crate::value::Value;
 
 pub const TABLE: &[Builtin] = &[
@@ -169,7 +170,7 @@ fn numel(_: &mut Context, args: &Args) -> Result<Value> {
 }
 
 fn reshape(_: &mut Context, args: &Args) -> Result<Value> {
-    let x = args.dense(0)?;
+    let x = args.tensor(0)?;
     let wanted = args.ints(1)?;
     let written = format!(
         "[{}]",
@@ -182,7 +183,7 @@ fn reshape(_: &mut Context, args: &Args) -> Result<Value> {
     let fail = |why: String| {
         args.error(
             1,
-            format!("cannot reshape {} to {written}: {why}", type_of(&x)),
+            format!("cannot reshape {} to {written}: {why}", x.type_string()),
         )
     };
     if let Some(bad) = wanted.iter().find(|&&d| d < -1) {
@@ -197,11 +198,11 @@ fn reshape(_: &mut Context, args: &Args) -> Result<Value> {
         .filter(|&&d| d >= 0)
         .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
         .ok_or_else(|| fail("the shape is too large".into()))?;
-    let total = x.elem_count();
+    let total: usize = x.dims().iter().product();
     let inferred = match (holes, known) {
         (0, _) => None,
         (_, 0) => return Err(fail("-1 cannot be inferred next to a size 0".into())),
-        _ if total % known != 0 => {
+        _ if !total.is_multiple_of(known) => {
             return Err(fail(format!(
                 "{total} elements do not divide into parts of {known}"
             )))
@@ -224,18 +225,24 @@ fn reshape(_: &mut Context, args: &Args) -> Result<Value> {
             "{total} elements do not fit a shape of {fitted}"
         )));
     }
-    Ok(Value::tensor(x.reshape(dims)?))
+    if let Tensor::Gpu(g) = &x {
+        return Ok(Value::Tensor(GpuValue::tensor(
+            &g.ops,
+            g.tensor.reshape(dims)?,
+        )));
+    }
+    Ok(Value::tensor(x.to_dense()?.reshape(dims)?))
 }
 
 fn transpose(_: &mut Context, args: &Args) -> Result<Value> {
-    let x = args.dense(0)?;
-    let rank = x.rank();
+    let x = args.tensor(0)?;
+    let rank = x.dims().len();
     if rank < 2 && !(args.has(1) && args.has(2)) {
         return Err(args.error(
             0,
             format!(
                 "transpose needs a tensor of rank 2 or more, found {}",
-                type_of(&x)
+                x.type_string()
             ),
         ));
     }
@@ -249,7 +256,13 @@ fn transpose(_: &mut Context, args: &Args) -> Result<Value> {
     } else {
         rank - 1
     };
-    Ok(Value::tensor(x.transpose(d0, d1)?))
+    if let Tensor::Gpu(g) = &x {
+        return Ok(Value::Tensor(GpuValue::tensor(
+            &g.ops,
+            g.ops.transpose(&g.tensor, d0, d1)?,
+        )));
+    }
+    Ok(Value::tensor(x.to_dense()?.transpose(d0, d1)?))
 }
 
 fn permute(_: &mut Context, args: &Args) -> Result<Value> {

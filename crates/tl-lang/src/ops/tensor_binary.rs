@@ -11,11 +11,16 @@ use super::dtype::literal_as;
 use super::shapes::{broadcast_shapes, checked_numel};
 use super::{dtype_mismatch, int_tensor, matmul, phrase};
 use crate::error::{LangError, Result};
-use crate::tensor::lang_dtype;
+use crate::gpu::f32_gpu;
+use crate::tensor::{lang_dtype, GpuValue};
 use crate::value::Value;
+use tl_engine::ops::Elementwise;
 
 /// `lhs op rhs` where `lhs` or `rhs` is a tensor.
 pub fn apply(op: BinaryOp, lhs: &Value, rhs: &Value) -> Result<Value> {
+    if let Some(out) = on_gpu(op, lhs, rhs)? {
+        return Ok(out);
+    }
     let what = phrase(op, &lhs.type_name(), &rhs.type_name());
     let (a, b) = operands(lhs, rhs, &what)?;
     if op == BinaryOp::MatMul {
@@ -49,6 +54,27 @@ pub fn apply(op: BinaryOp, lhs: &Value, rhs: &Value) -> Result<Value> {
         BinaryOp::MatMul => matmul::matmul(&a, &b)?,
     };
     Ok(Value::tensor(out))
+}
+
+/// `+` and `*` of two float32 GPU tensors of one shape, on the GPU (with the
+/// host's arithmetic: one rounding each); anything else runs on the host.
+fn on_gpu(op: BinaryOp, lhs: &Value, rhs: &Value) -> Result<Option<Value>> {
+    let kind = match op {
+        BinaryOp::Add => Elementwise::Add,
+        BinaryOp::Mul => Elementwise::Mul,
+        _ => return Ok(None),
+    };
+    let (Value::Tensor(a), Value::Tensor(b)) = (lhs, rhs) else {
+        return Ok(None);
+    };
+    let (Some(a), Some(b)) = (f32_gpu(a), f32_gpu(b)) else {
+        return Ok(None);
+    };
+    if a.tensor.dims() != b.tensor.dims() {
+        return Ok(None);
+    }
+    let out = a.ops.elementwise(kind, &a.tensor, &b.tensor)?;
+    Ok(Some(Value::Tensor(GpuValue::tensor(&a.ops, out))))
 }
 
 /// Both sides as dense tensors of the tensor side's element type.
