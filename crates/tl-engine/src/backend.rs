@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::model::step::Logits;
 pub use crate::model::step::{Picked, Wanted};
 use crate::model::ModelConfig;
+use crate::ops::{GpuOps, GpuTensor};
 use crate::sampler::argmax;
 
 /// The device a user asked for.
@@ -161,10 +162,10 @@ impl Backend {
 
     /// The public ops on this model's GPU, for programs that run their own
     /// forward pass there; none on the CPU.
-    pub fn gpu_ops(&self) -> Option<crate::ops::GpuOps> {
+    pub fn gpu_ops(&self) -> Option<GpuOps> {
         match self {
             Backend::Cpu(_) => None,
-            Backend::Cuda(m) => Some(crate::ops::GpuOps::new(m.gpu().clone())),
+            Backend::Cuda(m) => Some(GpuOps::new(m.gpu().clone())),
         }
     }
 
@@ -431,6 +432,42 @@ impl Backend {
                 cache.read_to_host(m.gpu(), layer, half == KvHalf::Keys, end)
             }
             _ => Err(mismatch()),
+        }
+    }
+}
+
+/// The cache ops of [`GpuOps`], on a cache of the GPU's model.
+impl GpuOps {
+    /// Writes keys and values `[seq, kv_heads, head_dim]` (f32, on this GPU)
+    /// into layer `layer` of `cache`, at positions `start..start + seq`, rounded
+    /// to f16 as the model's passes store them. Call
+    /// [`SequenceCache::commit`] once every layer holds them.
+    pub fn store_kv(
+        &self,
+        cache: &mut SequenceCache,
+        layer: usize,
+        start: usize,
+        keys: &GpuTensor,
+        values: &GpuTensor,
+    ) -> Result<()> {
+        match cache {
+            SequenceCache::Cuda(c) => self.store_kv_rows(c, layer, start, keys, values),
+            SequenceCache::Cpu(_) => Err(mismatch()),
+        }
+    }
+
+    /// Layer `layer`'s cached keys or values of positions `0..end`, as f16
+    /// `[kv_heads, end, head_dim]` on this GPU.
+    pub fn read_kv(
+        &self,
+        cache: &SequenceCache,
+        layer: usize,
+        half: KvHalf,
+        end: usize,
+    ) -> Result<GpuTensor> {
+        match cache {
+            SequenceCache::Cuda(c) => self.read_kv_rows(c, layer, half == KvHalf::Keys, end),
+            SequenceCache::Cpu(_) => Err(mismatch()),
         }
     }
 }

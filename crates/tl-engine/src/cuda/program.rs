@@ -20,8 +20,8 @@ use tl_gguf::GgufFile;
 
 pub use tl_cuda::ops::program::Elementwise;
 
+use super::cache::CudaCache;
 use super::weights::Uploader;
-use crate::backend::{KvHalf, SequenceCache};
 use crate::error::{Error, Result};
 use crate::model::rope::{RopeStyle, RopeTable};
 
@@ -406,18 +406,15 @@ impl GpuOps {
     }
 
     /// Writes keys and values `[seq, kv_heads, head_dim]` into layer `layer`
-    /// of a cache made by this GPU's model, at positions `start..start + seq`.
-    pub fn store_kv(
+    /// of `cache`, at positions `start..start + seq`.
+    pub(crate) fn store_kv_rows(
         &self,
-        cache: &mut SequenceCache,
+        cache: &mut CudaCache,
         layer: usize,
         start: usize,
         keys: &GpuTensor,
         values: &GpuTensor,
     ) -> Result<()> {
-        let SequenceCache::Cuda(cache) = cache else {
-            return Err(not_on_gpu());
-        };
         let layout = cache.rows_layout();
         let layer_cache = cache.layer(layer)?;
         let seq = keys.dims.first().copied().unwrap_or(0);
@@ -437,18 +434,15 @@ impl GpuOps {
         Ok(())
     }
 
-    /// Layer `layer`'s keys or values of positions `0..end`, as f16
+    /// Layer `layer`'s keys (else values) of positions `0..end`, as f16
     /// `[kv_heads, end, head_dim]` (a copy).
-    pub fn read_kv(
+    pub(crate) fn read_kv_rows(
         &self,
-        cache: &SequenceCache,
+        cache: &CudaCache,
         layer: usize,
-        half: KvHalf,
+        keys: bool,
         end: usize,
     ) -> Result<GpuTensor> {
-        let SequenceCache::Cuda(cache) = cache else {
-            return Err(not_on_gpu());
-        };
         let layout = cache.rows_layout();
         if end > layout.capacity {
             return Err(Error::InvalidRequest(format!(
@@ -457,9 +451,10 @@ impl GpuOps {
             )));
         }
         let layer_cache = cache.layer(layer)?;
-        let source = match half {
-            KvHalf::Keys => layer_cache.keys,
-            KvHalf::Values => layer_cache.values,
+        let source = if keys {
+            layer_cache.keys
+        } else {
+            layer_cache.values
         };
         let out = self.alloc_f16(vec![layout.kv_heads, end, layout.head_dim])?;
         let (d, cap) = (layout.head_dim, layout.capacity);
@@ -484,7 +479,7 @@ impl GpuOps {
     }
 }
 
-impl super::cache::CudaCache {
+impl CudaCache {
     /// Where positions go in each layer's caches.
     fn rows_layout(&self) -> CacheRows {
         CacheRows {
@@ -518,8 +513,4 @@ fn check_len(len: usize, dims: &[usize]) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn not_on_gpu() -> Error {
-    Error::InvalidRequest("this cache is not on the GPU".into())
 }
