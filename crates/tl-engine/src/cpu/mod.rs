@@ -32,6 +32,7 @@ mod matrix;
 pub mod model;
 pub(crate) mod norm;
 pub(crate) mod parallel;
+mod pool;
 mod weight_type;
 
 // Compiled on every target: SIMD builds test their kernels against it.

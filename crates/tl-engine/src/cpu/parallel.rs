@@ -1,10 +1,8 @@
-//! Running matmul and attention work on several threads. We use candle's persistent barrier
-//! pool (`candle_core::utils::barrier_pool`): its workers spin for a while before
-//! parking, so a decode step's ~200 back-to-back matmuls each start in well under
-//! a microsecond, where waking rayon's workers measured 10-20 µs a call here. It
-//! is also the pool candle's own CPU ops use, so the two never compete for cores.
-//! The calling thread works too. The output is split by columns (weight rows),
-//! each share writing only its own.
+//! Running matmul and attention work on several threads, on the backend's
+//! persistent [pool](super::pool): a decode step's ~200 back-to-back products
+//! each start in well under a microsecond, where waking rayon's workers
+//! measured 10-20 µs a call here. The calling thread works too. The output is
+//! split by columns (weight rows), each share writing only its own.
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -29,10 +27,10 @@ pub(crate) fn for_each<T: Send>(
     // A poisoned queue means another item's work panicked; the pool re-raises
     // that panic on this thread once every worker has stopped.
     let next = || queue.lock().ok().and_then(|mut items| items.next());
-    let pool = candle_core::utils::barrier_pool();
+    let pool = super::pool::pool();
     // The pool numbers its workers 0.. and the calling thread last.
-    let caller = pool.n_workers();
-    pool.execute(|thread| {
+    let caller = pool.workers();
+    pool.execute(&|thread| {
         if thread == caller || thread + 1 < threads {
             while let Some(item) = next() {
                 work(item);
