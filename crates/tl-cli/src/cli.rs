@@ -16,6 +16,11 @@ pub struct Cli {
     #[arg(short, long, global = true)]
     pub verbose: bool,
 
+    /// CPU threads for the model's arithmetic and the language's tensor ops.
+    /// Default: one per core.
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -87,10 +92,26 @@ pub struct ServeArgs {
     /// differently shaped passes, so outputs could depend on earlier requests.
     #[arg(long)]
     pub prompt_cache: bool,
-    /// Require `Authorization: Bearer KEY` on every route but /health (also
-    /// read from TL_API_KEY, which keeps the key out of the process list).
-    #[arg(long, value_name = "KEY", env = "TL_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
+    /// Require `Authorization: Bearer KEY` on every route but /health; repeat
+    /// for several keys, each its own prompt-cache scope (also read from
+    /// TL_API_KEY, keys separated by commas, which keeps them out of the
+    /// process list).
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "TL_API_KEY",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub api_key: Vec<String>,
+    /// Seconds a request's headers, and then its body, may take to arrive;
+    /// slower clients are dropped (headers) or get 408 (body).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub request_timeout: u64,
+    /// Connections open at once; more wait until one closes. Default: half the
+    /// process's limit on open files, at most 4096.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
     /// Where to run models: cpu, cuda (or gpu), or auto (the GPU when one is
     /// usable).
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
@@ -504,7 +525,8 @@ pub struct PerplexityArgs {
 pub enum ModelCommand {
     /// Show a GGUF file's architecture, hyperparameters, tensors, vocabulary and template.
     Inspect(InspectArgs),
-    /// Fetch the default model into the cache folder (if needed) and print its path.
+    /// Fetch the default model into the cache folder (if it is missing, or
+    /// again if the cached copy fails its sha256) and print its path.
     Pull,
     /// Write a random-weight GGUF model of a real shape (TinyLlama, SmolLM2,
     /// Qwen3-0.6B, Llama-3-8B) for benchmarks and tests.

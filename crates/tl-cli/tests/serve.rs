@@ -152,6 +152,36 @@ fn openai_completions_stop_strings_and_limits() {
     );
 }
 
+/// A request without a seed gets a fresh one, reported in the response;
+/// given back, it reproduces the answer.
+#[test]
+fn requests_without_a_seed_differ_and_report_theirs() {
+    let server = Server::start(&["--ctx", "256"]);
+    let ask = |extra: Value| {
+        let mut body = json!({"model": MODEL, "prompt": "Once upon a time", "max_tokens": 12, "temperature": 1.2});
+        merge(&mut body, extra);
+        let r = server.post("/v1/completions", &body.to_string());
+        assert_eq!(r.status, 200, "{}", r.body);
+        let answer = r.json();
+        let text = answer["choices"][0]["text"].as_str().unwrap().to_owned();
+        (text, answer["seed"].as_u64().expect("a reported seed"))
+    };
+    let answers: Vec<(String, u64)> = (0..4).map(|_| ask(json!({}))).collect();
+    let seeds: std::collections::HashSet<u64> = answers.iter().map(|a| a.1).collect();
+    assert_eq!(
+        seeds.len(),
+        answers.len(),
+        "each request draws its own seed"
+    );
+    let texts: std::collections::HashSet<&String> = answers.iter().map(|a| &a.0).collect();
+    assert!(texts.len() > 1, "four unseeded answers were all {texts:?}");
+    let (text, seed) = &answers[0];
+    assert_eq!(ask(json!({"seed": seed})), (text.clone(), *seed));
+    let ollama = json!({"model": MODEL, "prompt": "hi", "stream": false, "options": {"num_predict": 2, "seed": 5}});
+    let r = server.post("/api/generate", &ollama.to_string());
+    assert_eq!(r.json()["seed"], 5, "{}", r.body);
+}
+
 #[test]
 fn ollama_chat_and_generate_stream_ndjson() {
     let server = Server::start(&["--ctx", "512"]);

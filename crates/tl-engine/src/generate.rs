@@ -294,6 +294,13 @@ impl TextOutput {
 
     /// Takes a sampled token.
     pub fn accept(&mut self, tokenizer: &Tokenizer, token: u32) -> Accepted {
+        if self.max_tokens == 0 {
+            // Asked for nothing: the first token is not taken.
+            return Accepted {
+                text: String::new(),
+                stop: Some(StopReason::MaxTokens),
+            };
+        }
         if tokenizer.is_end_of_generation(token) {
             return Accepted {
                 text: String::new(),

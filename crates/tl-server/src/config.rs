@@ -35,8 +35,13 @@ pub struct ServerConfig {
     /// logits and can change the tokens, so outputs would depend on what ran
     /// before.
     pub prompt_cache: bool,
-    /// Requests must carry `Authorization: Bearer KEY` when set.
-    pub api_key: Option<String>,
+    /// Requests must carry `Authorization: Bearer KEY` with one of these when
+    /// any are given. Each key is its own prompt-cache scope.
+    pub api_keys: Vec<String>,
+    /// Seconds a request's headers, and then its body, may take to arrive.
+    pub request_timeout_seconds: u64,
+    /// Connections open at once; `None`: half the process's open-file limit.
+    pub max_connections: Option<usize>,
     /// Where models run.
     pub device: DeviceChoice,
     /// How a GPU is used, when models run on one.
@@ -55,7 +60,9 @@ impl Default for ServerConfig {
             prefill_chunk_tokens: 512,
             model_memory_budget: None,
             prompt_cache: false,
-            api_key: None,
+            api_keys: Vec::new(),
+            request_timeout_seconds: 30,
+            max_connections: None,
             device: DeviceChoice::Auto,
             gpu_options: GpuOptions::default(),
         }
@@ -74,6 +81,16 @@ impl ServerConfig {
         if self.prefill_chunk_tokens == 0 {
             return Err(crate::Error::Config(
                 "the prefill chunk must be at least 1 token".into(),
+            ));
+        }
+        if self.request_timeout_seconds == 0 {
+            return Err(crate::Error::Config(
+                "--request-timeout must be at least 1 second".into(),
+            ));
+        }
+        if self.max_connections == Some(0) {
+            return Err(crate::Error::Config(
+                "--max-connections must be at least 1".into(),
             ));
         }
         if self.context == Some(0) {

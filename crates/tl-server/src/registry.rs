@@ -29,6 +29,10 @@ pub struct ModelEntry {
     /// Context per sequence.
     pub context: usize,
     pub summary: ModelSummary,
+    /// Bytes of the longest token's text: no token covers more of a prompt,
+    /// so a prompt of more than `context ×` this many bytes cannot fit, and
+    /// is refused before it is tokenized.
+    pub longest_token_bytes: usize,
 }
 
 impl std::fmt::Debug for ModelEntry {
@@ -127,6 +131,12 @@ fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
         head_count_kv: config.head_count_kv,
         vocab_size: config.vocab_size,
     };
+    let tokenizer = &model.tokenizer;
+    let longest_token_bytes = (0..tokenizer.vocab_size() as u32)
+        .filter_map(|id| tokenizer.token_text(id).map(str::len))
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let (context, cut) = model.context_for(context, DEFAULT_CONTEXT, BeyondTraining::Cut);
     if let Some(warning) = cut {
         tracing::warn!("{warning}");
@@ -137,6 +147,7 @@ fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
         file: model,
         context,
         summary,
+        longest_token_bytes,
     })
 }
 

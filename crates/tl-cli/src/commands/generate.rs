@@ -31,7 +31,8 @@ pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let mut write_error = None;
     let generation = generator.generate(&mut session, &prompt, &mut sampler, &mut |text| {
-        // A closed pipe (e.g. `| head`) ends generation instead of panicking.
+        // A closed pipe (e.g. `| head`) or a full disk ends generation, and
+        // the run, with an error.
         match stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush())
@@ -43,9 +44,12 @@ pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
             }
         }
     })?;
-    if write_error.is_none() {
-        let _ = writeln!(stdout);
+    if let Some(e) = write_error {
+        return Err(output_failed(e));
     }
+    writeln!(stdout)
+        .and_then(|()| stdout.flush())
+        .map_err(output_failed)?;
     if args.stats || verbose {
         let s = &generation.stats;
         eprintln!(
@@ -58,6 +62,16 @@ pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The run's error when stdout cannot be written: a closed pipe (`| head`)
+/// ends it quietly, since whoever read the output has gone; anything else
+/// (a full disk) is reported. Either way the exit status is 1.
+fn output_failed(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return super::ReportedFailure.into();
+    }
+    anyhow::anyhow!("cannot write the output: {e}")
 }
 
 /// The prompt's tokens: as is with `--raw`, else as one user message through the

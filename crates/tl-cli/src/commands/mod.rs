@@ -33,7 +33,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
         Command::Model(ModelCommand::Synth(args)) => synth::run(&args),
         Command::Model(ModelCommand::Pull) => {
-            println!("{}", crate::default_model::ensure()?.display());
+            println!("{}", crate::default_model::pull()?.display());
             Ok(())
         }
     }

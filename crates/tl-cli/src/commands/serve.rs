@@ -22,11 +22,13 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         prefill_chunk_tokens: args.prefill_chunk,
         model_memory_budget: args.model_memory_mb.map(|mb| mb * 1_000_000),
         prompt_cache: args.prompt_cache,
-        api_key: args.api_key.clone(),
+        api_keys: args.api_key.clone(),
+        request_timeout_seconds: args.request_timeout,
+        max_connections: args.max_connections,
         device: args.device,
         gpu_options: args.gpu.to_options(),
     };
-    if config.api_key.is_none() && !is_loopback(&config.host) {
+    if config.api_keys.is_empty() && !is_loopback(&config.host) {
         eprintln!(
             "warning: listening on {} without --api-key: anyone who can reach this machine can use the models",
             config.host

@@ -42,7 +42,16 @@ pub struct Job {
     /// The job's place among the requests the engine holds, from
     /// [`EngineHandle::reserve`].
     pub place: Place,
+    /// Whose KV caches the job may reuse (with `--prompt-cache`).
+    pub scope: Scope,
 }
+
+/// Who may reuse whose KV caches: one scope per API key (the same number
+/// for every request made with one key), one for a server without keys. A
+/// request never reuses another scope's cache, so `cached_tokens` and
+/// timing reveal nothing of another key's prompts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scope(pub usize);
 
 /// A job's place among the requests the engine holds, running or waiting;
 /// given back when the job ends, or at the latest when it is dropped.
@@ -89,6 +98,9 @@ pub struct Summary {
     pub prompt_time: Duration,
     pub decode_time: Duration,
     pub total_time: Duration,
+    /// The sampler's seed: the request's, or the one drawn for it (given
+    /// back, it reproduces the tokens).
+    pub seed: u64,
 }
 
 /// Why a job was not accepted.

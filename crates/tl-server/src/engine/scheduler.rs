@@ -28,7 +28,7 @@ use tl_engine::sampler::Sampler;
 use tl_engine::{Backend, Session, StopReason};
 
 use super::pool::{LoadResult, ModelPool, Room};
-use super::{Event, Job, Message, Summary};
+use super::{Event, Job, Message, Scope, Summary};
 use crate::config::ServerConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::registry::ModelEntry;
@@ -57,6 +57,8 @@ enum Phase {
 /// A cache kept after its request ended, for a later prompt with the same prefix.
 struct IdleCache {
     model: String,
+    /// The scope of the job that left it.
+    scope: Scope,
     session: Session,
 }
 
@@ -126,6 +128,7 @@ impl Scheduler {
             })?;
             self.idle.push(IdleCache {
                 model: model.name.clone(),
+                scope: Scope::default(),
                 session,
             });
         }
@@ -421,6 +424,7 @@ impl Scheduler {
         }
         self.idle.push(IdleCache {
             model: sequence.job.model.name.clone(),
+            scope: sequence.job.scope,
             session: sequence.session,
         });
     }
@@ -460,14 +464,23 @@ fn take_cache(
     parallel: usize,
     running: usize,
 ) -> Result<Session, String> {
+    let reusable = |c: &IdleCache| match c.scope == job.scope {
+        true => c.session.reusable_prefix(&job.prompt),
+        false => 0,
+    };
     let best = idle
         .iter()
         .enumerate()
         .filter(|(_, c)| c.model == job.model.name && c.session.capacity() == job.model.context)
-        .max_by_key(|(i, c)| (c.session.reusable_prefix(&job.prompt), *i))
+        .max_by_key(|(i, c)| (reusable(c), *i))
         .map(|(i, _)| i);
     if let Some(i) = best {
-        return Ok(idle.remove(i).session);
+        let cache = idle.remove(i);
+        let mut session = cache.session;
+        if cache.scope != job.scope {
+            session.reset();
+        }
+        return Ok(session);
     }
     while !idle.is_empty() && running + idle.len() >= parallel {
         idle.remove(0);
@@ -594,5 +607,6 @@ fn summarize(sequence: &Sequence, reason: StopReason) -> Summary {
         prompt_time: prompt_done - sequence.admitted,
         decode_time: now - prompt_done,
         total_time: now - sequence.job.arrived,
+        seed: sequence.job.sampler.seed,
     }
 }

@@ -2,6 +2,7 @@
 //! turning messages or a prompt into tokens, checking limits, building the
 //! sampler settings, handing the job to the engine, and reading its events.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::error::{ApiError, Flavor};
 use super::AppState;
-use crate::engine::{Event, Job, Refusal, Summary};
+use crate::engine::{Event, Job, Place, Refusal, Scope, Summary};
 use crate::registry::ModelEntry;
 
 /// What the model is asked to continue.
@@ -50,6 +51,14 @@ pub struct Prepared {
     pub prompt: Vec<u32>,
     pub sampler: SamplerConfig,
     pub generation: GenerationConfig,
+    admitted: Admitted,
+}
+
+/// A request taken in: its place in the engine's queue (taken before its
+/// prompt is templated and tokenized) and whose KV caches it may reuse.
+pub struct Admitted {
+    place: Place,
+    scope: Scope,
 }
 
 /// The model named by a request, or 404.
@@ -67,16 +76,21 @@ pub fn find_model(
 
 /// [`prepare`] on a blocking-task thread: templating and tokenizing a long
 /// prompt takes milliseconds of CPU, which must not stall the async workers
-/// that serve every other connection.
+/// that serve every other connection. The request takes its place in the
+/// queue first, so a full queue refuses it before any of that work, and at
+/// most as many prompts as the queue holds are being tokenized at once.
 pub async fn prepare_blocking(
     state: &AppState,
     flavor: Flavor,
     model: &str,
     source: PromptSource,
     options: Options,
+    scope: Scope,
 ) -> Result<Prepared, ApiError> {
+    let place = state.engine.reserve().map_err(|r| refused(flavor, r))?;
     let (state, model) = (state.clone(), model.to_owned());
-    tokio::task::spawn_blocking(move || prepare(&state, flavor, &model, source, &options))
+    let admitted = Admitted { place, scope };
+    tokio::task::spawn_blocking(move || prepare(&state, flavor, &model, source, &options, admitted))
         .await
         .unwrap_or_else(|e| {
             Err(ApiError::internal(
@@ -93,9 +107,15 @@ fn prepare(
     model: &str,
     source: PromptSource,
     options: &Options,
+    admitted: Admitted,
 ) -> Result<Prepared, ApiError> {
     let model = find_model(state, flavor, model)?;
     let bad = |message: String| ApiError::bad_request(flavor, message);
+    check_stop_strings(&options.stop, flavor).map_err(bad)?;
+    let context = options
+        .context
+        .filter(|&c| c > 0)
+        .map_or(model.context, |c| c.min(model.context));
     let prompt = match source {
         PromptSource::Chat(messages) => {
             if messages.is_empty() {
@@ -106,19 +126,19 @@ fn prepare(
                 .template
                 .render(&messages, true)
                 .map_err(|e| bad(e.to_string()))?;
+            check_fits(&text, &model, context).map_err(bad)?;
             // The template writes any BOS itself, as Hugging Face's does.
             model.file.tokenizer.encode(&text, false, true)
         }
-        PromptSource::Raw(text) => model.file.tokenizer.encode(&text, true, true),
+        PromptSource::Raw(text) => {
+            check_fits(&text, &model, context).map_err(bad)?;
+            model.file.tokenizer.encode(&text, true, true)
+        }
     }
     .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
     if prompt.is_empty() {
         return Err(bad("the prompt is empty".into()));
     }
-    let context = options
-        .context
-        .filter(|&c| c > 0)
-        .map_or(model.context, |c| c.min(model.context));
     if prompt.len() > context {
         return Err(bad(format!(
             "the prompt has {} tokens, more than the context of {context}",
@@ -149,7 +169,49 @@ fn prepare(
             stop_strings: options.stop.clone(),
             prefill_chunk_tokens: 0,
         },
+        admitted,
     })
+}
+
+/// Most stop strings a request may give: OpenAI's limit, and more for Ollama's
+/// clients, whose model files often list several.
+const MAX_STOP_STRINGS: [usize; 2] = [4, 16];
+/// Longest stop string, in bytes.
+const MAX_STOP_BYTES: usize = 256;
+
+/// Stop strings are matched against every piece of text the engine thread
+/// produces, so their number and size are bounded.
+fn check_stop_strings(stop: &[String], flavor: Flavor) -> Result<(), String> {
+    let most = match flavor {
+        Flavor::OpenAi => MAX_STOP_STRINGS[0],
+        Flavor::Ollama => MAX_STOP_STRINGS[1],
+    };
+    if stop.len() > most {
+        return Err(format!("at most {most} stop strings, got {}", stop.len()));
+    }
+    match stop.iter().find(|s| s.len() > MAX_STOP_BYTES) {
+        Some(long) => Err(format!(
+            "a stop string may have at most {MAX_STOP_BYTES} bytes, one has {}",
+            long.len()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Refuses, before tokenizing it, a prompt too long to fit the context
+/// whatever its tokens: no token covers more than the longest token's text
+/// (a margin of 4 allows for tokenizers that fold whitespace).
+pub fn check_fits(text: &str, model: &ModelEntry, context: usize) -> Result<(), String> {
+    let most = context
+        .saturating_mul(model.longest_token_bytes)
+        .saturating_mul(4);
+    if text.len() > most {
+        return Err(format!(
+            "the prompt has {} bytes, more than a context of {context} tokens can hold",
+            text.len()
+        ));
+    }
+    Ok(())
 }
 
 /// llama.cpp's defaults (`SamplerConfig::default`) with the request's values.
@@ -164,8 +226,22 @@ fn sampler_config(options: &Options) -> SamplerConfig {
         repeat_last_n: options.repeat_last_n.unwrap_or(d.repeat_last_n),
         presence_penalty: options.presence_penalty.unwrap_or(d.presence_penalty),
         frequency_penalty: options.frequency_penalty.unwrap_or(d.frequency_penalty),
-        seed: options.seed.map_or(d.seed, |s| s as u64),
+        seed: options.seed.map_or_else(fresh_seed, |s| s as u64),
     }
+}
+
+/// A seed for a request that gave none, different each time (so asking again
+/// gives another answer) and reported in the response (so it can be given
+/// back to reproduce one).
+fn fresh_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    hasher.write_u128(now.map_or(0, |d| d.as_nanos()));
+    // Within JSON's exact integers, so every client reads it back unchanged.
+    hasher.finish() >> 11
 }
 
 /// Hands a prepared request to the engine; its events come back on the
@@ -176,11 +252,6 @@ pub fn submit(
     prepared: Prepared,
     arrived: Instant,
 ) -> Result<UnboundedReceiver<Event>, ApiError> {
-    let refused = |refusal| match refusal {
-        Refusal::QueueFull => ApiError::queue_full(flavor),
-        Refusal::Stopped => ApiError::internal(flavor, "the engine has stopped"),
-    };
-    let place = state.engine.reserve().map_err(refused)?;
     let (events, receiver) = unbounded_channel();
     let job = Job {
         model: prepared.model,
@@ -189,10 +260,18 @@ pub fn submit(
         generation: prepared.generation,
         events,
         arrived,
-        place,
+        place: prepared.admitted.place,
+        scope: prepared.admitted.scope,
     };
-    state.engine.submit(job).map_err(refused)?;
+    state.engine.submit(job).map_err(|r| refused(flavor, r))?;
     Ok(receiver)
+}
+
+fn refused(flavor: Flavor, refusal: Refusal) -> ApiError {
+    match refusal {
+        Refusal::QueueFull => ApiError::queue_full(flavor),
+        Refusal::Stopped => ApiError::internal(flavor, "the engine has stopped"),
+    }
 }
 
 /// Waits for the whole generation (non-streaming responses).

@@ -1,5 +1,6 @@
 //! The HTTP side: routes, shared state, the API-key check, and `serve`.
 
+mod connections;
 mod error;
 mod generation;
 mod ollama;
@@ -19,7 +20,7 @@ use axum::Router;
 pub use error::{ApiError, Flavor};
 
 use crate::config::ServerConfig;
-use crate::engine::{self, EngineHandle};
+use crate::engine::{self, EngineHandle, Scope};
 use crate::error::{Error, Result};
 use crate::metrics::{Metrics, Outcome};
 use crate::registry::Registry;
@@ -33,7 +34,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub engine: EngineHandle,
     pub metrics: Arc<Metrics>,
-    pub api_key: Option<Arc<str>>,
+    /// The accepted API keys (none: no key needed).
+    pub api_keys: Arc<[Box<str>]>,
 }
 
 /// Every route.
@@ -97,17 +99,25 @@ async fn json_errors(request: Request, next: Next) -> Response {
     ApiError::new(flavor, status, message).into_response()
 }
 
-/// With `--api-key`, every route but `/health` needs `Authorization: Bearer KEY`.
-async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(key) = &state.api_key else {
+/// With `--api-key`, every route but `/health` needs `Authorization: Bearer
+/// KEY` with one of the keys. The request carries its key's [`Scope`] (the
+/// key's number; 0 without keys).
+async fn require_api_key(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if state.api_keys.is_empty() {
+        request.extensions_mut().insert(Scope(0));
         return next.run(request).await;
-    };
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
+    if let Some(scope) = given.and_then(|g| key_number(&state.api_keys, g)) {
+        request.extensions_mut().insert(Scope(scope));
         return next.run(request).await;
     }
     ApiError::new(
@@ -116,6 +126,20 @@ async fn require_api_key(State(state): State<AppState>, request: Request, next: 
         "invalid or missing API key",
     )
     .into_response()
+}
+
+/// Which key (numbered from 1) `given` is, comparing with every key in
+/// constant time, so response times reveal neither how much of a guess was
+/// right nor which key matched.
+fn key_number(keys: &[Box<str>], given: &str) -> Option<usize> {
+    keys.iter().enumerate().fold(None, |found, (i, key)| {
+        let same = constant_time_eq(given.as_bytes(), key.as_bytes());
+        if same && found.is_none() {
+            Some(i + 1)
+        } else {
+            found
+        }
+    })
 }
 
 /// Counts generation requests answered with a client error (bad input,
@@ -156,7 +180,7 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
         registry,
         engine,
         metrics,
-        api_key: config.api_key.as_deref().map(Arc::from),
+        api_keys: config.api_keys.iter().map(|k| k.as_str().into()).collect(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -168,23 +192,18 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
             .await
             .map_err(|reason| Error::Bind { address, reason })?;
         on_listening(listener.local_addr()?);
-        let (stopping, stop_requested) = tokio::sync::oneshot::channel::<()>();
-        let server = axum::serve(listener, router(state)).with_graceful_shutdown(async {
-            stop.await;
-            tracing::info!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
-            let _ = stopping.send(());
-        });
-        tokio::select! {
-            served = server => served?,
-            // Streams can run for minutes: after the grace period, returning
-            // drops their connections, which cancels them.
-            () = async {
-                if stop_requested.await.is_ok() {
-                    tokio::time::sleep(SHUTDOWN_GRACE).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            } => tracing::info!("stopped the requests still running"),
+        let timeout = std::time::Duration::from_secs(config.request_timeout_seconds);
+        let limits = connections::Limits::new(config.max_connections, timeout, MAX_BODY_BYTES);
+        let open = connections::serve(listener, router(state), limits, stop).await;
+        tracing::info!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
+        // Streams can run for minutes: after the grace period, returning
+        // drops their connections (the runtime ends their tasks), which
+        // cancels them.
+        if tokio::time::timeout(SHUTDOWN_GRACE, open.closed())
+            .await
+            .is_err()
+        {
+            tracing::info!("stopped the requests still running");
         }
         Ok(())
     })

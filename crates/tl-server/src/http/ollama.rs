@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -19,7 +19,7 @@ use tl_engine::chat_template::ChatMessage;
 use super::error::{parse_json, ApiError, Flavor};
 use super::generation::{self, finish_reason, Options, PromptSource};
 use super::AppState;
-use crate::engine::{Event, Summary};
+use crate::engine::{Event, Scope, Summary};
 use crate::registry::ModelEntry;
 
 const FLAVOR: Flavor = Flavor::Ollama;
@@ -108,7 +108,11 @@ enum Kind {
 }
 
 /// `POST /api/chat`.
-pub async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
+pub async fn chat(
+    State(state): State<AppState>,
+    Extension(scope): Extension<Scope>,
+    body: Bytes,
+) -> Response {
     let arrived = Instant::now();
     let result = async {
         let request: ChatRequest = parse_json(FLAVOR, &body)?;
@@ -130,6 +134,7 @@ pub async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
             model: &model,
             stream,
             arrived,
+            scope,
         };
         run.generate(&state, source, request.options).await
     };
@@ -138,7 +143,11 @@ pub async fn chat(State(state): State<AppState>, body: Bytes) -> Response {
 
 /// `POST /api/generate`: the prompt goes through the chat template as one
 /// user message (after `system`, if given) unless `raw` is set.
-pub async fn generate(State(state): State<AppState>, body: Bytes) -> Response {
+pub async fn generate(
+    State(state): State<AppState>,
+    Extension(scope): Extension<Scope>,
+    body: Bytes,
+) -> Response {
     let arrived = Instant::now();
     let result = async {
         let request: GenerateRequest = parse_json(FLAVOR, &body)?;
@@ -162,6 +171,7 @@ pub async fn generate(State(state): State<AppState>, body: Bytes) -> Response {
             model: &model,
             stream,
             arrived,
+            scope,
         };
         run.generate(&state, source, request.options).await
     };
@@ -174,6 +184,7 @@ struct Run<'a> {
     model: &'a ModelEntry,
     stream: bool,
     arrived: Instant,
+    scope: Scope,
 }
 
 impl Run<'_> {
@@ -185,8 +196,9 @@ impl Run<'_> {
         options: ModelOptions,
     ) -> Result<Response, ApiError> {
         let options = options.into_options(self.model.context);
+        let (name, scope) = (&self.model.name, self.scope);
         let prepared =
-            generation::prepare_blocking(state, FLAVOR, &self.model.name, source, options).await?;
+            generation::prepare_blocking(state, FLAVOR, name, source, options, scope).await?;
         let events = generation::submit(state, FLAVOR, prepared, self.arrived)?;
         respond(self.kind, self.model.name.clone(), events, self.stream).await
     }
@@ -219,6 +231,7 @@ fn line(kind: Kind, model: &str, text: &str, summary: Option<&Summary>) -> Value
         body["prompt_eval_duration"] = json!(nanos(s.prompt_time));
         body["eval_count"] = json!(s.completion_tokens);
         body["eval_duration"] = json!(nanos(s.decode_time));
+        body["seed"] = json!(s.seed);
     }
     body
 }
@@ -326,7 +339,9 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Response {
             info.insert(format!("{arch}.{key}"), json!(value));
         }
         Ok::<_, ApiError>(Json(json!({
-            "modelfile": format!("FROM {}\n", model.path.display()),
+            // The file's name, not its path: where the server keeps its
+            // files is not the client's business.
+            "modelfile": format!("FROM {}\n", file_name(&model.path)),
             "parameters": format!("num_ctx {}", model.context),
             "template": model.file.template.source(),
             "details": details(&model),
@@ -335,6 +350,12 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Response {
         })))
     })();
     result.map_or_else(IntoResponse::into_response, IntoResponse::into_response)
+}
+
+/// The last part of `path` (a file's name).
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
 }
 
 /// `GET /api/version`.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -20,7 +20,7 @@ use tl_engine::chat_template::ChatMessage;
 use super::error::{parse_json, ApiError, Flavor};
 use super::generation::{self, find_model, finish_reason, unix_now, Options, PromptSource};
 use super::AppState;
-use crate::engine::{Event, Summary};
+use crate::engine::{Event, Scope, Summary};
 use crate::registry::ModelEntry;
 
 const FLAVOR: Flavor = Flavor::OpenAi;
@@ -236,6 +236,7 @@ impl Identity {
         };
         let mut body = self.envelope(false, json!([choice]));
         body["usage"] = usage(summary);
+        body["seed"] = json!(summary.seed);
         body
     }
 }
@@ -250,7 +251,11 @@ fn usage(summary: &Summary) -> Value {
 }
 
 /// `POST /v1/chat/completions`.
-pub async fn chat_completions(State(state): State<AppState>, body: Bytes) -> Response {
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    Extension(scope): Extension<Scope>,
+    body: Bytes,
+) -> Response {
     let arrived = Instant::now();
     let result = async {
         let request: ChatRequest = parse_json(FLAVOR, &body)?;
@@ -262,7 +267,7 @@ pub async fn chat_completions(State(state): State<AppState>, body: Bytes) -> Res
             &model,
             source,
             request.sampling,
-            arrived,
+            (arrived, scope),
         )
         .await
     };
@@ -270,7 +275,11 @@ pub async fn chat_completions(State(state): State<AppState>, body: Bytes) -> Res
 }
 
 /// `POST /v1/completions`.
-pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response {
+pub async fn completions(
+    State(state): State<AppState>,
+    Extension(scope): Extension<Scope>,
+    body: Bytes,
+) -> Response {
     let arrived = Instant::now();
     let result = async {
         let request: CompletionRequest = parse_json(FLAVOR, &body)?;
@@ -291,7 +300,7 @@ pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response
             &model,
             source,
             request.sampling,
-            arrived,
+            (arrived, scope),
         )
         .await
     };
@@ -305,10 +314,11 @@ async fn generate(
     model: &str,
     source: PromptSource,
     sampling: Sampling,
-    arrived: Instant,
+    (arrived, scope): (Instant, Scope),
 ) -> Result<Response, ApiError> {
     let (options, stream, include_usage) = sampling.options()?;
-    let prepared = generation::prepare_blocking(state, FLAVOR, model, source, options).await?;
+    let prepared =
+        generation::prepare_blocking(state, FLAVOR, model, source, options, scope).await?;
     let identity = Identity::new(kind, &prepared.model.name);
     let events = generation::submit(state, FLAVOR, prepared, arrived)?;
     respond(identity, events, stream, include_usage).await
@@ -368,10 +378,11 @@ fn sse_events(
                 if st.first && st.identity.kind == Kind::Chat {
                     out.push(st.identity.chunk(Some(""), true, None));
                 }
-                out.push(
-                    st.identity
-                        .chunk(None, false, Some(finish_reason(summary.reason))),
-                );
+                let mut last = st
+                    .identity
+                    .chunk(None, false, Some(finish_reason(summary.reason)));
+                last["seed"] = json!(summary.seed);
+                out.push(last);
                 if st.include_usage {
                     let mut last = st.identity.envelope(true, json!([]));
                     last["usage"] = usage(&summary);

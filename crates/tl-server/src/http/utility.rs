@@ -7,10 +7,10 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::error::{parse_json, ApiError, Flavor};
-use super::generation::find_model;
+use super::generation::{check_fits, find_model};
 use super::AppState;
 use crate::registry::ModelEntry;
 use std::sync::Arc;
@@ -52,26 +52,30 @@ fn model_or_default(state: &AppState, name: Option<&str>) -> Result<Arc<ModelEnt
     }
 }
 
-/// `POST /tokenize`.
+/// `POST /tokenize`: on a blocking-task thread, with a place in the engine's
+/// queue (a long text takes seconds of CPU), for texts that could fit the
+/// model's context.
 pub async fn tokenize(State(state): State<AppState>, body: Bytes) -> Response {
-    let result = (|| {
+    off_the_async_workers(state, move |state| {
         let request: TokenizeRequest = parse_json(FLAVOR, &body)?;
-        let model = model_or_default(&state, request.model.as_deref())?;
+        let model = model_or_default(state, request.model.as_deref())?;
+        check_fits(&request.content, &model, model.context)
+            .map_err(|e| ApiError::bad_request(FLAVOR, e))?;
         let tokens = model
             .file
             .tokenizer
             .encode(&request.content, request.add_special, request.parse_special)
             .map_err(|e| ApiError::bad_request(FLAVOR, e.to_string()))?;
-        Ok::<_, ApiError>(Json(json!({ "tokens": tokens })))
-    })();
-    result.map_or_else(IntoResponse::into_response, IntoResponse::into_response)
+        Ok(Json(json!({ "tokens": tokens })))
+    })
+    .await
 }
 
-/// `POST /detokenize`.
+/// `POST /detokenize`, as `/tokenize` off the async workers.
 pub async fn detokenize(State(state): State<AppState>, body: Bytes) -> Response {
-    let result = (|| {
+    off_the_async_workers(state, move |state| {
         let request: DetokenizeRequest = parse_json(FLAVOR, &body)?;
-        let model = model_or_default(&state, request.model.as_deref())?;
+        let model = model_or_default(state, request.model.as_deref())?;
         let vocab = model.file.tokenizer.vocab_size();
         if let Some(bad) = request.tokens.iter().find(|&&t| t as usize >= vocab) {
             return Err(ApiError::bad_request(
@@ -85,8 +89,30 @@ pub async fn detokenize(State(state): State<AppState>, body: Bytes) -> Response 
             .decode(&request.tokens, false)
             .map_err(|e| ApiError::bad_request(FLAVOR, e.to_string()))?;
         Ok(Json(json!({ "content": content })))
-    })();
-    result.map_or_else(IntoResponse::into_response, IntoResponse::into_response)
+    })
+    .await
+}
+
+/// Runs `work` on a blocking-task thread once the request has a place in the
+/// engine's queue (429 when it is full).
+async fn off_the_async_workers(
+    state: AppState,
+    work: impl FnOnce(&AppState) -> Result<Json<Value>, ApiError> + Send + 'static,
+) -> Response {
+    let place = match state.engine.reserve() {
+        Ok(place) => place,
+        Err(_) => return ApiError::queue_full(FLAVOR).into_response(),
+    };
+    let done = tokio::task::spawn_blocking(move || {
+        let answer = work(&state);
+        drop(place);
+        answer
+    })
+    .await;
+    match done {
+        Ok(answer) => answer.map_or_else(IntoResponse::into_response, IntoResponse::into_response),
+        Err(e) => ApiError::internal(FLAVOR, format!("the request failed: {e}")).into_response(),
+    }
 }
 
 /// `GET /health`.
