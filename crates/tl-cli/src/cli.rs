@@ -106,10 +106,10 @@ pub struct ServeArgs {
     pub api_key: Vec<String>,
     /// Seconds a request's headers, and then its body, may take to arrive;
     /// slower clients are dropped (headers) or get 408 (body).
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub request_timeout: u64,
-    /// Connections open at once; more wait until one closes. Default: half the
-    /// process's limit on open files, at most 4096.
+    /// Connections open at once; more wait until one closes. Default: the
+    /// process's limit on open files less 100, at most 16384.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
     /// Where to run models: cpu, cuda (or gpu), or auto (the GPU when one is

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -155,4 +155,174 @@ fn one_keys_prompt_cache_is_invisible_to_another() {
         0,
         "and beta's request emptied it for alpha too"
     );
+}
+
+/// Percentile `p` (0 to 100) of `values`.
+fn percentile(values: &mut [Duration], p: usize) -> Duration {
+    values.sort();
+    values[(values.len() - 1) * p / 100]
+}
+
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every fault at once, for a few seconds: half-sent headers and bodies,
+/// streams dropped mid-way, bodies over the limit and garbage, and ten times
+/// the queue in requests. Throughout, /health answers quickly and a stream
+/// that was running keeps running; afterwards memory is back to what it was.
+#[test]
+fn under_load_and_faults_health_stays_fast_and_streams_go_on() {
+    let server = Server::start(&[
+        "--ctx",
+        "256",
+        "--parallel",
+        "2",
+        "--max-queue",
+        "4",
+        "--request-timeout",
+        "2",
+    ]);
+    let address = server.address.clone();
+    let warm = json!({"model": MODEL, "prompt": "Hi", "max_tokens": 8}).to_string();
+    for _ in 0..3 {
+        assert_eq!(server.post("/v1/completions", &warm).status, 200);
+    }
+    let after_warm_up = resident_kib(server.pid());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (latencies, watched) = std::thread::scope(|scope| {
+        let health = scope.spawn(|| {
+            let mut latencies = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                let r = request(&address, "GET", "/health", None, &[]);
+                assert_eq!(r.status, 200);
+                latencies.push(started.elapsed());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            latencies
+        });
+        let watched = scope.spawn(|| {
+            let body = json!({"model": MODEL, "prompt": "1, 2, 3,", "max_tokens": 120,
+                "temperature": 0, "stream": true});
+            let (status, mut lines) =
+                common::server::open_stream(&address, "/v1/completions", &body.to_string());
+            assert_eq!(status, 200);
+            let (mut chunks, mut longest_gap, mut last) = (0, Duration::ZERO, Instant::now());
+            let mut line = String::new();
+            while lines.read_line(&mut line).unwrap_or(0) > 0 {
+                if line.starts_with("data: {") {
+                    chunks += 1;
+                    longest_gap = longest_gap.max(last.elapsed());
+                    last = Instant::now();
+                }
+                line.clear();
+            }
+            (chunks, longest_gap)
+        });
+        let faults: Vec<_> = (0..4)
+            .map(|kind| {
+                let address = address.clone();
+                scope.spawn(move || faults_of_kind(&address, kind))
+            })
+            .collect();
+        for fault in faults {
+            fault.join().expect("a fault thread failed");
+        }
+        let watched = watched.join().expect("the watched stream failed");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (health.join().expect("the health prober failed"), watched)
+    });
+    let mut latencies = latencies;
+    let p99 = percentile(&mut latencies, 99);
+    assert!(
+        p99 <= Duration::from_millis(100),
+        "/health p99 {p99:?} over {} probes",
+        latencies.len()
+    );
+    let (chunks, longest_gap) = watched;
+    assert!(
+        chunks >= 100,
+        "the watched stream ended after {chunks} chunks"
+    );
+    assert!(
+        longest_gap < Duration::from_secs(5),
+        "the watched stream stalled for {longest_gap:?}"
+    );
+    for name in ["tl_active_sequences", "tl_queue_depth", "tl_kv_tokens"] {
+        server.wait_for_metric(name, 0.0, Duration::from_secs(60));
+    }
+    let after = resident_kib(server.pid());
+    assert!(
+        after <= after_warm_up + after_warm_up / 10,
+        "resident memory {after} KiB after the faults, {after_warm_up} KiB after warm-up"
+    );
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
+
+/// A few seconds of one kind of fault.
+fn faults_of_kind(address: &str, kind: usize) {
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut round = 0;
+    while Instant::now() < until {
+        round += 1;
+        match kind {
+            0 => {
+                let held: Vec<TcpStream> = (0..20)
+                    .map(|_| half_sent(address, "POST /api/chat HTTP/1.1\r\nHost: x\r\n"))
+                    .collect();
+                std::thread::sleep(Duration::from_millis(500));
+                drop(held);
+            }
+            1 => {
+                let body = json!({"model": MODEL, "prompt": "Tell me a story.", "max_tokens": 40, "stream": true});
+                let (_, mut lines) =
+                    common::server::open_stream(address, "/v1/completions", &body.to_string());
+                let mut line = String::new();
+                let _ = lines.read_line(&mut line);
+                // Dropped: the client hangs up mid-stream.
+            }
+            2 => {
+                if round % 3 == 0 {
+                    let head = "POST /api/generate HTTP/1.1\r\nHost: x\r\nContent-Length: 41943040\r\n\r\n{";
+                    let mut stream = half_sent(address, head);
+                    let answer =
+                        closed_within(&mut stream, Duration::from_secs(5)).unwrap_or_default();
+                    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+                } else {
+                    let body = ["{", "\u{0}"][round % 2];
+                    let r = request(address, "POST", "/api/generate", Some(body), &[]);
+                    assert!((400..500).contains(&r.status), "{}: {}", r.status, r.body);
+                }
+            }
+            _ => {
+                // Ten times what the queue holds, at once.
+                std::thread::scope(|scope| {
+                    for _ in 0..60 {
+                        scope.spawn(|| {
+                            let body = json!({"model": MODEL, "prompt": "Hi", "max_tokens": 4});
+                            let r = request(
+                                address,
+                                "POST",
+                                "/v1/completions",
+                                Some(&body.to_string()),
+                                &[],
+                            );
+                            assert!(
+                                r.status == 200 || r.status == 429,
+                                "{}: {}",
+                                r.status,
+                                r.body
+                            );
+                        });
+                    }
+                });
+            }
+        }
+    }
 }

@@ -40,7 +40,7 @@ pub struct ServerConfig {
     pub api_keys: Vec<String>,
     /// Seconds a request's headers, and then its body, may take to arrive.
     pub request_timeout_seconds: u64,
-    /// Connections open at once; `None`: half the process's open-file limit.
+    /// Connections open at once; `None`: the process's open-file limit less 100.
     pub max_connections: Option<usize>,
     /// Where models run.
     pub device: DeviceChoice,
@@ -61,7 +61,7 @@ impl Default for ServerConfig {
             model_memory_budget: None,
             prompt_cache: false,
             api_keys: Vec::new(),
-            request_timeout_seconds: 30,
+            request_timeout_seconds: 10,
             max_connections: None,
             device: DeviceChoice::Auto,
             gpu_options: GpuOptions::default(),

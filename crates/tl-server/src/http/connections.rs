@@ -1,7 +1,8 @@
 //! Accepting and serving connections, with the bounds a public server needs:
 //! - at most `max_connections` open at once (below the process's limit on
 //!   open files, so accepting never fails for want of one); further clients
-//!   wait in the listen backlog until one closes;
+//!   wait in the listen backlog until one closes (so a flood of connections
+//!   that send nothing delays others by at most `header_timeout`);
 //! - a request's headers must arrive within `header_timeout` (a client that
 //!   sends them a byte at a time is dropped, and so is a kept-alive
 //!   connection that sends nothing), and its body within `body_timeout`
@@ -39,10 +40,12 @@ pub struct Limits {
 
 impl Limits {
     /// The server's settings: `timeout` for headers and again for a body, and
-    /// `max_connections` or else half of the open-file limit (at most 4096).
+    /// `max_connections` or else the open-file limit less 100 (for model
+    /// files, logs and the runtime's own descriptors), at most 16384.
     pub fn new(max_connections: Option<usize>, timeout: Duration, max_body_bytes: usize) -> Limits {
+        let fitting = open_file_limit().saturating_sub(100).clamp(16, 16_384);
         Limits {
-            max_connections: max_connections.unwrap_or((open_file_limit() / 2).clamp(16, 4096)),
+            max_connections: max_connections.unwrap_or(fitting),
             header_timeout: timeout,
             body_timeout: timeout,
             max_body_bytes,
