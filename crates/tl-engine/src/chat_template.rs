@@ -19,26 +19,54 @@
 //!
 //! When this was written, every template in `testdata/templates`
 //! rendered byte-identical to Jinja2 3.1 set up the same way.
+//!
+//! Templates are untrusted code (they come with the model file), so every
+//! render runs within [`TemplateLimits`]: fuel bounds the instructions, and the
+//! size of everything the template builds, writes, compares or sorts is
+//! charged to a budget before it is done (`limits`, `guard`, `bounded`). A
+//! template only reaches the builtins registered in `bounded`; `include`,
+//! `import` and `extends` find no other template.
 
+mod bounded;
+mod constants;
 pub mod date;
 mod functions;
+mod guard;
+mod limits;
 mod message;
 mod python_json;
 
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod tests;
 
+pub use limits::TemplateLimits;
 pub use message::ChatMessage;
 
+use std::io;
+use std::sync::Arc;
+
+use minijinja::machinery::{self, CompiledTemplate, TemplateConfig};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Serde, Value};
-use minijinja::{context, Environment};
+use minijinja::{context, AutoEscape, Environment, ErrorKind};
 
 use crate::{Error, Result};
+use bounded::BudgetHandle;
+use limits::RenderBudget;
 
-/// The name the template is stored under; it shows in error locations
+/// The name the template is compiled under; it shows in error locations
 /// ("in chat_template:12").
 const TEMPLATE_NAME: &str = "chat_template";
+
+/// The largest template accepted. Real ones have a few kilobytes; this keeps
+/// parsing and compiling (done for every render) cheap.
+const MAX_SOURCE_BYTES: usize = 1 << 20;
+
+/// The template global holding the render's budget (not an identifier, so
+/// templates cannot name it).
+const BUDGET_GLOBAL: &str = "tl render budget";
 
 /// ChatML, for models whose file carries no template.
 const CHATML_SOURCE: &str = "{% for message in messages %}\
@@ -47,29 +75,41 @@ const CHATML_SOURCE: &str = "{% for message in messages %}\
 {% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 /// A parsed chat template, ready to render conversations.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ChatTemplate {
-    environment: Environment<'static>,
     source: String,
     bos_token: String,
     eos_token: String,
+    limits: TemplateLimits,
 }
 
 impl ChatTemplate {
     /// Parses `source`; syntax errors become [`Error::Template`] with
     /// minijinja's message and line. The tokens are the model's BOS/EOS
-    /// strings, which many templates print themselves.
+    /// strings, which many templates print themselves. Renders run within
+    /// the default [`TemplateLimits`] (see [`with_limits`](Self::with_limits)).
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self> {
-        let mut environment = hugging_face_environment()?;
-        environment
-            .add_template_owned(TEMPLATE_NAME, source.to_owned())
-            .map_err(|err| Error::Template(format!("cannot parse the template: {err}")))?;
+        // Compiled once here to report syntax errors at load time; each render
+        // compiles again (tens of microseconds), as the guarded bytecode
+        // borrows the source.
+        compile(source)?;
         Ok(Self {
-            environment,
             source: source.to_owned(),
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
+            limits: TemplateLimits::default(),
         })
+    }
+
+    /// The same template, rendering within `limits`.
+    pub fn with_limits(mut self, limits: TemplateLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits each render runs within.
+    pub fn limits(&self) -> &TemplateLimits {
+        &self.limits
     }
 
     /// The template stored in a GGUF file (`tokenizer.chat_template`), with the
@@ -120,6 +160,18 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         extras: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<String> {
+        self.render_measured(messages, add_generation_prompt, extras)
+            .map(|rendered| rendered.text)
+    }
+
+    /// [`render_with_extras`](Self::render_with_extras), also reporting what
+    /// the render spent.
+    fn render_measured(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        extras: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Rendered> {
         if let Some(name) = extras
             .keys()
             .find(|name| RESERVED_VARIABLES.contains(&name.as_str()))
@@ -128,20 +180,180 @@ impl ChatTemplate {
                 "chat template extra `{name}` would replace a variable the renderer sets"
             )));
         }
-        let template = self
-            .environment
-            .get_template(TEMPLATE_NAME)
-            .map_err(|err| Error::Template(format!("template missing: {err}")))?;
-        template
-            .render(context! {
-                messages => Value::from(Serde(messages)),
-                add_generation_prompt => add_generation_prompt,
-                bos_token => &self.bos_token,
-                eos_token => &self.eos_token,
-                ..Value::from(Serde(extras))
-            })
-            .map_err(|err| Error::Template(format!("cannot render: {err}")))
+        check_extras_depth(extras, self.limits.depth)?;
+        let input_bytes = messages
+            .iter()
+            .map(|message| message.role.len() + message.content.len())
+            .sum::<usize>()
+            .saturating_add(json_len(extras))
+            .saturating_add(self.bos_token.len() + self.eos_token.len());
+        let context = context! {
+            messages => Value::from(Serde(messages)),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => &self.bos_token,
+            eos_token => &self.eos_token,
+            ..Value::from(Serde(extras))
+        };
+        self.render_context(context, input_bytes)
     }
+
+    /// Renders with a fresh budget scaled to `input_bytes`.
+    fn render_context(&self, context: Value, input_bytes: usize) -> Result<Rendered> {
+        let budget = Arc::new(RenderBudget::new(&self.limits, input_bytes));
+        let environment = render_environment(&budget);
+        let compiled = compile(&self.source)?;
+        let mut text = String::new();
+        let outcome = machinery::eval(
+            &environment,
+            &compiled.instructions,
+            context,
+            &compiled.blocks,
+            &mut machinery::make_string_output(&mut text),
+            AutoEscape::None,
+        );
+        match outcome {
+            Ok((_, state)) => {
+                let fuel = state.fuel_levels().map_or(0, |(used, _)| used);
+                let (work, output) = budget.spent();
+                Ok(Rendered {
+                    text,
+                    cost: RenderCost { fuel, work, output },
+                    input_bytes,
+                })
+            }
+            Err(err) => Err(render_error(&err, &budget)),
+        }
+    }
+}
+
+/// A rendered prompt and what rendering it cost.
+#[derive(Debug)]
+struct Rendered {
+    text: String,
+    #[cfg_attr(not(test), allow(dead_code))]
+    cost: RenderCost,
+    /// The input size the limits were scaled to.
+    #[cfg_attr(not(test), allow(dead_code))]
+    input_bytes: usize,
+}
+
+/// What one render spent of its [`TemplateLimits`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RenderCost {
+    /// Instructions executed.
+    fuel: u64,
+    /// Work units charged.
+    work: u64,
+    /// Bytes written, captured text included.
+    output: u64,
+}
+
+/// Compiles `source` the way transformers' Jinja2 parses it, with the
+/// guards in place.
+fn compile(source: &str) -> Result<CompiledTemplate<'_>> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(Error::Template(format!(
+            "the template has {} bytes, more than the {MAX_SOURCE_BYTES} allowed",
+            source.len()
+        )));
+    }
+    let syntax = hugging_face_syntax()?;
+    constants::check_constant_folding(source, TEMPLATE_NAME, syntax.clone())
+        .map_err(|why| Error::Template(format!("unsupported template: {why}")))?;
+    let config = TemplateConfig {
+        syntax_config: syntax,
+        default_auto_escape: Arc::new(|_: &str| AutoEscape::None),
+    };
+    let mut compiled = CompiledTemplate::new(TEMPLATE_NAME, source, &config)
+        .map_err(|err| Error::Template(format!("cannot parse the template: {err}")))?;
+    let unsupported = |why| Error::Template(format!("unsupported template: {why}"));
+    guard::guard_instructions(&mut compiled.instructions).map_err(unsupported)?;
+    for block in compiled.blocks.values_mut() {
+        guard::guard_instructions(block).map_err(unsupported)?;
+    }
+    Ok(compiled)
+}
+
+/// The environment of one render: nothing but the bounded builtins and the
+/// guards, all charging `budget`.
+fn render_environment(budget: &Arc<RenderBudget>) -> Environment<'static> {
+    let mut environment = Environment::empty();
+    environment.set_fuel(Some(budget.fuel()));
+    environment.set_recursion_limit(budget.depth_limit());
+    environment.add_global(
+        BUDGET_GLOBAL,
+        Value::from_object(BudgetHandle(Arc::clone(budget))),
+    );
+    guard::register_guards(&mut environment, budget);
+    bounded::register_builtins(&mut environment, budget);
+    environment
+}
+
+/// A render error, naming the limit when minijinja stopped the template at
+/// one of its own (fuel, recursion).
+fn render_error(err: &minijinja::Error, budget: &RenderBudget) -> Error {
+    let location = err
+        .line()
+        .map(|line| format!(" (in {TEMPLATE_NAME}:{line})"))
+        .unwrap_or_default();
+    let message = if err.kind() == ErrorKind::OutOfFuel {
+        format!(
+            "the template exceeded its fuel limit of {} instructions{location}",
+            budget.fuel()
+        )
+    } else if err.detail() == Some("recursion limit exceeded") {
+        format!(
+            "the template exceeded its depth limit of {} (it recursed too deeply){location}",
+            budget.depth_limit()
+        )
+    } else {
+        err.to_string()
+    };
+    Error::Template(format!("cannot render: {message}"))
+}
+
+/// Refuses extras nested deeper than `depth`: converting and printing them
+/// recurses once per level.
+fn check_extras_depth(
+    extras: &serde_json::Map<String, serde_json::Value>,
+    depth: usize,
+) -> Result<()> {
+    let mut pending: Vec<(&serde_json::Value, usize)> = extras.values().map(|v| (v, 2)).collect();
+    while let Some((value, level)) = pending.pop() {
+        if level > depth {
+            return Err(Error::InvalidRequest(format!(
+                "chat template extras nest deeper than {depth} levels"
+            )));
+        }
+        match value {
+            serde_json::Value::Array(items) => {
+                pending.extend(items.iter().map(|item| (item, level + 1)));
+            }
+            serde_json::Value::Object(map) => {
+                pending.extend(map.values().map(|item| (item, level + 1)));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of `value` as JSON, without building the text.
+fn json_len(value: &serde_json::Map<String, serde_json::Value>) -> usize {
+    struct Counter(usize);
+    impl io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail, and a JSON map always serializes.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
 }
 
 /// The variables [`ChatTemplate::render_with_extras`] always sets.
@@ -152,19 +364,12 @@ const RESERVED_VARIABLES: [&str; 4] = [
     "eos_token",
 ];
 
-/// A minijinja environment that behaves like transformers' Jinja2 sandbox.
-fn hugging_face_environment() -> Result<Environment<'static>> {
-    let syntax = SyntaxConfig::builder()
+/// Whitespace handling as in transformers' Jinja2 environment.
+fn hugging_face_syntax() -> Result<SyntaxConfig> {
+    SyntaxConfig::builder()
         .trim_blocks(true)
         .lstrip_blocks(true)
         .keep_trailing_newline(false)
         .build()
-        .map_err(|err| Error::Template(format!("invalid syntax configuration: {err}")))?;
-    let mut environment = Environment::new();
-    environment.set_syntax(syntax);
-    environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    environment.add_function("raise_exception", functions::raise_exception);
-    environment.add_function("strftime_now", functions::strftime_now);
-    environment.add_filter("tojson", python_json::tojson);
-    Ok(environment)
+        .map_err(|err| Error::Template(format!("invalid syntax configuration: {err}")))
 }

@@ -308,3 +308,150 @@ fn templates_can_be_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ChatTemplate>();
 }
+
+/// A long conversation: `turns` user/assistant exchanges of about 500 bytes
+/// each, ending with a user message.
+fn long_conversation(turns: usize) -> Vec<ChatMessage> {
+    let sentence = "The quick brown fox jumps over the lazy dog; ";
+    let mut messages = Vec::new();
+    for turn in 0..turns {
+        messages.push(ChatMessage::user(format!(
+            "{turn}: {}",
+            sentence.repeat(11)
+        )));
+        messages.push(ChatMessage::assistant(format!(
+            "{turn}: {}",
+            sentence.repeat(11)
+        )));
+    }
+    messages.push(ChatMessage::user("What is the capital of France?"));
+    messages
+}
+
+/// Tools as OpenAI clients send them, with nested parameter schemas.
+fn tools() -> serde_json::Value {
+    let tool = |name: &str| {
+        serde_json::json!({
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": "Looks something up, with several options.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "What to look for"},
+                        "limit": {"type": "integer", "description": "At most this many"},
+                        "filters": {
+                            "type": "object",
+                            "properties": {
+                                "since": {"type": "string", "description": "ISO date"},
+                                "tags": {"type": "array", "items": {"type": "string"}}
+                            }
+                        }
+                    },
+                    "required": ["query"]
+                }
+            }
+        })
+    };
+    serde_json::Value::Array(vec![tool("search"), tool("lookup"), tool("fetch")])
+}
+
+/// The default limits leave every template of the test data ample room:
+/// with a long conversation and tools each render uses at most an eighth of
+/// its fuel and work, and half of its output allowance.
+#[test]
+fn testdata_templates_render_long_conversations_well_within_the_limits() {
+    let limits = TemplateLimits::default();
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for path in testdata_template_files() {
+        let name = file_name(&path);
+        let template = load_testdata_template(&name, "<s>", "</s>");
+        let mut extras = extras_for(&name);
+        // Command R+ describes tools in Cohere's own format
+        // (`parameter_definitions`), which OpenAI-style tools do not fill.
+        if !name.starts_with("CohereForAI-c4ai-command-r-plus") {
+            extras.insert("tools".into(), tools());
+        }
+        let started = std::time::Instant::now();
+        let rendered = match template.render_measured(&long_conversation(100), true, &extras) {
+            Ok(rendered) => rendered,
+            Err(err) => {
+                failures.push(format!("{name}: {err}"));
+                continue;
+            }
+        };
+        let elapsed = started.elapsed();
+        let budget = RenderBudget::new(&limits, rendered.input_bytes);
+        let cost = rendered.cost;
+        report.push(format!(
+            "{name}: {} bytes from {} input bytes in {elapsed:?}; fuel {}/{}, work {}/{}, output {}/{}",
+            rendered.text.len(),
+            rendered.input_bytes,
+            cost.fuel,
+            budget.fuel(),
+            cost.work,
+            budget.work_limit(),
+            cost.output,
+            budget.output_limit()
+        ));
+        if cost.fuel * 8 > budget.fuel()
+            || cost.work * 8 > budget.work_limit()
+            || cost.output * 2 > budget.output_limit()
+        {
+            failures.push(format!("{name}: too close to a limit: {cost:?}"));
+        }
+    }
+    println!("{}", report.join("\n"));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Renders `source` the way this module did before templates were bounded:
+/// a plain minijinja environment with the Hugging Face additions.
+fn render_unguarded(
+    source: &str,
+    messages: &[ChatMessage],
+    extras: &serde_json::Map<String, serde_json::Value>,
+) -> std::result::Result<String, minijinja::Error> {
+    let mut environment = Environment::new();
+    environment.set_syntax(hugging_face_syntax().unwrap());
+    environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    environment.add_function("raise_exception", functions::raise_exception);
+    environment.add_function("strftime_now", functions::strftime_now);
+    environment.add_filter("tojson", python_json::tojson);
+    environment.render_str(
+        source,
+        context! {
+            messages => Value::from(Serde(messages)),
+            add_generation_prompt => true,
+            bos_token => "<s>",
+            eos_token => "</s>",
+            ..Value::from(Serde(extras))
+        },
+    )
+}
+
+/// The guards and bounded builtins change nothing a real template writes.
+#[test]
+fn bounded_rendering_matches_unguarded_rendering() {
+    for path in testdata_template_files() {
+        let name = file_name(&path);
+        let source = fs::read_to_string(&path).unwrap();
+        let template = load_testdata_template(&name, "<s>", "</s>");
+        let mut extras = extras_for(&name);
+        if !name.starts_with("CohereForAI-c4ai-command-r-plus") {
+            extras.insert("tools".into(), tools());
+        }
+        let mut messages = long_conversation(3);
+        if !REJECTS_SYSTEM_ROLE.contains(&name.as_str()) {
+            messages.insert(0, ChatMessage::system("Be brief."));
+        }
+        let bounded = template.render_with_extras(&messages, true, &extras);
+        let unguarded = render_unguarded(&source, &messages, &extras);
+        match (bounded, unguarded) {
+            (Ok(bounded), Ok(unguarded)) => assert_eq!(bounded, unguarded, "{name}"),
+            (bounded, unguarded) => panic!("{name}: {bounded:?} vs {unguarded:?}"),
+        }
+    }
+}
