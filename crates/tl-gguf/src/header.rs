@@ -6,9 +6,9 @@
 //! checked to lie inside the file, aligned, and not to overlap another. Every error
 //! names the field and the byte offset where it starts.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use crate::cursor::Cursor;
+use crate::cursor::{heap_bytes, Cursor};
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
 use crate::reader::{DEFAULT_ALIGNMENT, MAGIC};
@@ -19,7 +19,11 @@ use crate::value::Value;
 pub(crate) struct Header {
     pub(crate) version: u32,
     pub(crate) metadata: Vec<(String, Value)>,
+    /// Each key's place in `metadata`.
+    pub(crate) metadata_index: HashMap<String, usize>,
     pub(crate) tensors: Vec<TensorInfo>,
+    /// Each name's place in `tensors`.
+    pub(crate) tensor_index: HashMap<String, usize>,
     pub(crate) alignment: u64,
     pub(crate) data_offset: u64,
 }
@@ -41,9 +45,9 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     }
     let tensor_count = DeclaredCount::read(&mut cur, "tensor_count")?;
     let metadata_count = DeclaredCount::read(&mut cur, "metadata_kv_count")?;
-    let entries = parse_metadata(&mut cur, metadata_count)?;
+    let (entries, metadata_index) = parse_metadata(&mut cur, metadata_count)?;
     let alignment = alignment_of(&entries)?;
-    let raw_tensors = parse_tensor_infos(&mut cur, tensor_count)?;
+    let (raw_tensors, tensor_index) = parse_tensor_infos(&mut cur, tensor_count)?;
     let data_offset = cur
         .position()
         .checked_next_multiple_of(alignment)
@@ -52,7 +56,9 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     Ok(Header {
         version,
         metadata: entries.into_iter().map(|e| (e.key, e.value)).collect(),
+        metadata_index,
         tensors,
+        tensor_index,
         alignment,
         data_offset,
     })
@@ -126,22 +132,39 @@ struct MetadataEntry {
     offset: u64,
 }
 
-fn parse_metadata(cur: &mut Cursor, count: DeclaredCount) -> Result<Vec<MetadataEntry>> {
+/// Memory one entry of a name index takes: the slot (a hash table keeps up to
+/// twice the slots it holds) and the control byte.
+const INDEX_ENTRY_BYTES: u64 = 2 * (size_of::<(String, usize)>() as u64 + 1);
+
+/// The metadata pairs and each key's place among them.
+fn parse_metadata(
+    cur: &mut Cursor,
+    count: DeclaredCount,
+) -> Result<(Vec<MetadataEntry>, HashMap<String, usize>)> {
     let n = count.checked(cur, MIN_KV_BYTES)?;
+    // Each entry is in the list as it is read, then as the file's `(key, value)`
+    // pair, and its key a second time in the index.
+    let entry_bytes = (size_of::<MetadataEntry>() + size_of::<(String, Value)>()) as u64;
+    cur.charge(
+        (n as u64).saturating_mul(entry_bytes + INDEX_ENTRY_BYTES),
+        count.offset,
+        count.field,
+    )?;
     let mut entries = Vec::with_capacity(n);
-    let mut seen = HashSet::with_capacity(n);
+    let mut index = HashMap::with_capacity(n);
     for i in 0..n {
         let offset = cur.position();
         let key = cur.string(&format!("metadata[{i}].key"))?;
         let field = format!("metadata '{key}'");
-        if !seen.insert(key.clone()) {
+        cur.charge(heap_bytes(key.len() as u64), offset, &field)?;
+        if index.insert(key.clone(), i).is_some() {
             return Err(cur.malformed(offset, &field, "key appears twice"));
         }
         let ty = cur.value_type(&field)?;
         let value = cur.value(ty, &field)?;
         entries.push(MetadataEntry { key, value, offset });
     }
-    Ok(entries)
+    Ok((entries, index))
 }
 
 fn alignment_of(entries: &[MetadataEntry]) -> Result<u64> {
@@ -165,21 +188,36 @@ struct RawTensorInfo {
     offset_field_at: u64,
 }
 
-fn parse_tensor_infos(cur: &mut Cursor, count: DeclaredCount) -> Result<Vec<RawTensorInfo>> {
+/// The tensor descriptors and each name's place among them.
+fn parse_tensor_infos(
+    cur: &mut Cursor,
+    count: DeclaredCount,
+) -> Result<(Vec<RawTensorInfo>, HashMap<String, usize>)> {
     let n = count.checked(cur, MIN_TENSOR_INFO_BYTES)?;
+    // Each descriptor is read raw, then kept; the overlap check sorts references
+    // to them; the dimensions and the name's copy in the index are on the heap.
+    let info_bytes = (size_of::<RawTensorInfo>() + size_of::<TensorInfo>() + size_of::<usize>())
+        as u64
+        + heap_bytes((MAX_DIMS * size_of::<u64>()) as u64);
+    cur.charge(
+        (n as u64).saturating_mul(info_bytes + INDEX_ENTRY_BYTES),
+        count.offset,
+        count.field,
+    )?;
     let mut tensors = Vec::with_capacity(n);
-    let mut seen = HashSet::with_capacity(n);
+    let mut index = HashMap::with_capacity(n);
     for i in 0..n {
         let name_at = cur.position();
-        let name = cur.string(&format!("tensor_info[{i}].name"))?;
-        if !seen.insert(name.clone()) {
-            let field = format!("tensor_info[{i}].name");
+        let field = format!("tensor_info[{i}].name");
+        let name = cur.string(&field)?;
+        cur.charge(heap_bytes(name.len() as u64), name_at, &field)?;
+        if index.insert(name.clone(), i).is_some() {
             let reason = format!("tensor name '{name}' appears twice");
             return Err(cur.malformed(name_at, &field, reason));
         }
         tensors.push(parse_tensor_info_after_name(cur, name)?);
     }
-    Ok(tensors)
+    Ok((tensors, index))
 }
 
 fn parse_tensor_info_after_name(cur: &mut Cursor, name: String) -> Result<RawTensorInfo> {

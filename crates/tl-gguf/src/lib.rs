@@ -20,5 +20,5 @@ pub use error::{Error, Result};
 pub use ggml_type::GgmlType;
 pub use reader::GgufFile;
 pub use tensor_info::TensorInfo;
-pub use value::{Array, Value, ValueType};
+pub use value::{Array, StringArray, Value, ValueType};
 pub use writer::{DataGenerator, GgufWriter, TensorData};

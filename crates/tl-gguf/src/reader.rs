@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::header::parse_header;
 use crate::tensor_info::TensorInfo;
-use crate::value::{Array, Value};
+use crate::value::{Array, StringArray, Value};
 
 /// The four magic bytes at the start of every GGUF file.
 pub const MAGIC: &[u8; 4] = b"GGUF";
@@ -82,9 +82,9 @@ impl GgufFile {
         Ok(GgufFile {
             bytes,
             version: header.version,
-            metadata_index: index_by_name(header.metadata.iter().map(|(k, _)| k.as_str())),
+            metadata_index: header.metadata_index,
             metadata: header.metadata,
-            tensor_index: index_by_name(header.tensors.iter().map(|t| t.name.as_str())),
+            tensor_index: header.tensor_index,
             tensors: header.tensors,
             alignment: header.alignment,
             data_offset: header.data_offset,
@@ -158,7 +158,7 @@ impl GgufFile {
     }
 
     /// An array of strings.
-    pub fn get_string_array(&self, key: &str) -> Result<Option<&[String]>> {
+    pub fn get_string_array(&self, key: &str) -> Result<Option<&StringArray>> {
         match self.get_array(key)? {
             None => Ok(None),
             Some(Array::String(items)) => Ok(Some(items)),
@@ -218,11 +218,4 @@ impl GgufFile {
         let start = (self.data_offset + info.offset) as usize;
         &self.bytes[start..start + info.size_bytes as usize]
     }
-}
-
-fn index_by_name<'a>(names: impl Iterator<Item = &'a str>) -> HashMap<String, usize> {
-    names
-        .enumerate()
-        .map(|(i, name)| (name.to_string(), i))
-        .collect()
 }

@@ -1,5 +1,6 @@
 //! Metadata values: the thirteen GGUF value types, with arrays kept typed so a
-//! vocabulary's scores stay a `Vec<f32>` rather than a vector of enums.
+//! vocabulary's scores stay a `Vec<f32>` rather than a vector of enums, and its
+//! tokens one buffer of text rather than a `String` each ([`StringArray`]).
 
 use std::fmt;
 
@@ -108,7 +109,7 @@ pub enum Array {
     I32(Vec<i32>),
     F32(Vec<f32>),
     Bool(Vec<bool>),
-    String(Vec<String>),
+    String(StringArray),
     Array(Vec<Array>),
     U64(Vec<u64>),
     I64(Vec<i64>),
@@ -300,5 +301,122 @@ impl fmt::Display for Value {
             Self::F64(v) => write!(f, "{v}"),
             Self::Bool(v) => write!(f, "{v}"),
         }
+    }
+}
+
+/// An array of strings kept as one buffer of text and where each string ends:
+/// 8 bytes a string beyond its text, where a `Vec<String>` takes 24 and an
+/// allocation each (a vocabulary of millions of short or empty tokens would
+/// otherwise cost several times the file that holds it).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StringArray {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl StringArray {
+    /// An empty array.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty array with room for `strings` strings of `bytes` bytes in all.
+    pub fn with_capacity(strings: usize, bytes: usize) -> Self {
+        Self {
+            text: String::with_capacity(bytes),
+            ends: Vec::with_capacity(strings),
+        }
+    }
+
+    /// Appends a string.
+    pub fn push(&mut self, item: &str) {
+        self.text.push_str(item);
+        self.ends.push(self.text.len());
+    }
+
+    /// The number of strings.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether the array holds no string.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The string at `index`, if there is one.
+    pub fn get(&self, index: usize) -> Option<&str> {
+        let end = *self.ends.get(index)?;
+        let start = match index {
+            0 => 0,
+            _ => self.ends[index - 1],
+        };
+        Some(&self.text[start..end])
+    }
+
+    /// The strings in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|index| {
+            let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+            &self.text[start..self.ends[index]]
+        })
+    }
+
+    /// Bytes of all the strings together.
+    pub fn text_bytes(&self) -> usize {
+        self.text.len()
+    }
+}
+
+impl fmt::Debug for StringArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for StringArray {
+    fn from_iter<I: IntoIterator<Item = S>>(items: I) -> Self {
+        let mut array = Self::new();
+        for item in items {
+            array.push(item.as_ref());
+        }
+        array
+    }
+}
+
+impl<S: AsRef<str>> From<Vec<S>> for StringArray {
+    fn from(items: Vec<S>) -> Self {
+        items.iter().collect()
+    }
+}
+
+impl std::ops::Index<usize> for StringArray {
+    type Output = str;
+
+    /// The string at `index`; panics past the end, as slices do.
+    fn index(&self, index: usize) -> &str {
+        match self.get(index) {
+            Some(item) => item,
+            None => panic!(
+                "index {index} is past the end of an array of {} strings",
+                self.len()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_come_back_in_order() {
+        let array = StringArray::from(vec!["a", "", "bc"]);
+        assert_eq!(array.len(), 3);
+        assert_eq!(array.iter().collect::<Vec<_>>(), ["a", "", "bc"]);
+        assert_eq!((array.get(1), array.get(3)), (Some(""), None));
+        assert_eq!(&array[2], "bc");
+        assert_eq!(format!("{array:?}"), r#"["a", "", "bc"]"#);
+        assert_eq!(array.text_bytes(), 3);
     }
 }

@@ -182,6 +182,60 @@ fn huge_counts_are_rejected_before_allocating() {
     }
 }
 
+// --- Memory the header takes ----------------------------------------------------------
+//
+// Counts that fit the file can still cost many times its size in memory; the
+// reader charges each entry its in-memory size before allocating it and refuses
+// more than twice the file's size plus 64 MiB.
+
+/// A header declaring `tensors` descriptors and `keys` metadata pairs, followed
+/// by `filler` zero bytes (enough that the counts pass the size check).
+fn declared(tensors: u64, keys: u64, filler: usize) -> RawGguf {
+    let mut raw = RawGguf::header(3, tensors, keys);
+    raw.raw(&vec![0; filler]);
+    raw
+}
+
+#[test]
+fn millions_of_metadata_pairs_are_refused_for_their_memory() {
+    // 2M pairs fill 26 MB of file at 13 bytes each, but take about 200 each.
+    let raw = declared(0, 2_000_000, 26_000_000);
+    assert_malformed(&raw, METADATA_COUNT_AT, "metadata_kv_count", "of memory");
+}
+
+#[test]
+fn hundreds_of_thousands_of_tensors_are_refused_for_their_memory() {
+    // 500k descriptors of at least 32 bytes; each takes about 270 in memory.
+    let raw = declared(500_000, 0, 16_000_000);
+    assert_malformed(&raw, TENSOR_COUNT_AT, "tensor_count", "of memory");
+}
+
+#[test]
+fn millions_of_nested_empty_arrays_are_refused_for_their_memory() {
+    // 4M empty arrays of 12 bytes each (48 MB) would be 4M `Array`s.
+    let count = 4_000_000u64;
+    let mut raw = RawGguf::header(3, 0, 1);
+    raw.string("nested").u32(9).u32(9);
+    let count_at = raw.pos();
+    raw.u64(count);
+    for _ in 0..count {
+        raw.u32(0).u64(0);
+    }
+    assert_malformed(&raw, count_at, "metadata 'nested'", "of memory");
+}
+
+#[test]
+fn millions_of_empty_strings_cost_a_few_bytes_each() {
+    let count = 4_000_000u64;
+    let mut raw = RawGguf::header(3, 0, 1);
+    raw.string("tokens").u32(9).u32(8).u64(count);
+    raw.raw(&vec![0; 8 * count as usize]);
+    let file = open(&raw).expect("4M empty strings fit the budget");
+    let tokens = file.get_string_array("tokens").unwrap().unwrap();
+    assert_eq!(tokens.len(), count as usize);
+    assert_eq!(tokens.get(3_999_999), Some(""));
+}
+
 // --- Metadata -----------------------------------------------------------------------
 
 #[test]

@@ -5,7 +5,7 @@
 mod common;
 
 use common::pseudo_random_bytes;
-use tl_gguf::{Array, GgmlType, GgufFile, GgufWriter, TensorData, Value};
+use tl_gguf::{Array, GgmlType, GgufFile, GgufWriter, StringArray, TensorData, Value};
 
 /// One metadata entry of every value type and array kind the format has.
 fn every_kind_of_metadata() -> Vec<(String, Value)> {
@@ -40,11 +40,7 @@ fn every_kind_of_metadata() -> Vec<(String, Value)> {
         ),
         (
             "array.string",
-            Value::Array(Array::String(vec![
-                "<s>".into(),
-                String::new(),
-                "Ġthe".into(),
-            ])),
+            Value::Array(Array::String(vec!["<s>", "", "Ġthe"].into())),
         ),
         ("array.u64", Value::Array(Array::U64(vec![u64::MAX, 0]))),
         (
@@ -53,13 +49,16 @@ fn every_kind_of_metadata() -> Vec<(String, Value)> {
         ),
         ("array.f64", Value::Array(Array::F64(vec![f64::MAX, -2.5]))),
         ("array.empty.u32", Value::Array(Array::U32(vec![]))),
-        ("array.empty.string", Value::Array(Array::String(vec![]))),
+        (
+            "array.empty.string",
+            Value::Array(Array::String(StringArray::new())),
+        ),
         ("array.empty.array", Value::Array(Array::Array(vec![]))),
         (
             "array.nested",
             Value::Array(Array::Array(vec![
                 Array::U8(vec![1, 2]),
-                Array::String(vec!["x".into()]),
+                Array::String(vec!["x"].into()),
                 Array::Array(vec![Array::F32(vec![0.5]), Array::Bool(vec![])]),
                 Array::I64(vec![]),
             ])),

@@ -9,6 +9,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use tl_gguf::StringArray;
+
 use crate::byte_encoding::ByteEncoding;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastHashMap;
@@ -39,10 +41,10 @@ fn pair_key(left: u32, right: u32) -> u64 {
 
 impl BpeMerges {
     /// Parses `"left right"` merge lines; earlier lines rank higher.
-    pub(crate) fn new(merges: &[String], vocab: &Vocab) -> Result<Self> {
+    pub(crate) fn new(merges: &StringArray, vocab: &Vocab) -> Result<Self> {
         let mut by_pair = FastHashMap::with_capacity_and_hasher(merges.len(), Default::default());
         let mut merged_text = String::new();
-        for (rank, line) in (0u32..).zip(merges) {
+        for (rank, line) in (0u32..).zip(merges.iter()) {
             let (left, right) = split_merge_line(line).ok_or_else(|| {
                 Error::InvalidVocab(format!(
                     "{KEY_MERGES}[{rank}] = {line:?} is not two tokens separated by a space"
@@ -218,7 +220,7 @@ mod tests {
     #[test]
     fn merges_by_rank_leftmost_first() {
         let v = vocab(&["a", "b", "ab", "aa", "aab"]);
-        let merges = BpeMerges::new(&["a a".into(), "a b".into(), "aa b".into()], &v).unwrap();
+        let merges = BpeMerges::new(&vec!["a a", "a b", "aa b"].into(), &v).unwrap();
         let mut out = Vec::new();
         merges.encode_word(b"aab", &v, false, &mut out);
         assert_eq!(out, [4]);
@@ -230,9 +232,9 @@ mod tests {
     #[test]
     fn merge_naming_unknown_token_is_an_error() {
         let v = vocab(&["a", "b"]);
-        let err = BpeMerges::new(&["a c".into()], &v).unwrap_err();
+        let err = BpeMerges::new(&vec!["a c"].into(), &v).unwrap_err();
         assert!(err.to_string().contains(KEY_MERGES), "{err}");
-        let err = BpeMerges::new(&["ab".into()], &v).unwrap_err();
+        let err = BpeMerges::new(&vec!["ab"].into(), &v).unwrap_err();
         assert!(err.to_string().contains("separated by a space"), "{err}");
     }
 }

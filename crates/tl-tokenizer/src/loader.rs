@@ -48,7 +48,7 @@ pub(crate) fn load(file: &GgufFile) -> Result<Tokenizer> {
     let special_order = special_token_order(&vocab);
     let model_name = file.get_str("general.name").ok().flatten().unwrap_or("");
     apply_phi3_rstrip(model_name, &special_order, &mut vocab);
-    let pieces = PieceTable::new(&vocab, kind);
+    let pieces = PieceTable::new(&vocab, kind)?;
 
     Ok(Tokenizer {
         vocab,

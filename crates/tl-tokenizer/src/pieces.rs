@@ -7,9 +7,16 @@
 //! - anything else (unused, undefined type): nothing.
 
 use crate::byte_encoding::char_to_byte;
+use crate::error::{Error, Result};
 use crate::token_attr::TokenAttr;
 use crate::vocab::Vocab;
 use crate::TokenizerKind;
+
+/// Bytes the pieces may take beyond four times the tokens' text: a real
+/// vocabulary's pieces are about its text, but llama.cpp's rendering of a
+/// character outside the byte-level alphabet repeats the whole token, so a
+/// crafted token of many such characters would grow quadratically.
+const PIECE_ALLOWANCE: usize = 1 << 20;
 
 /// All pieces in one buffer; piece `id` is `bytes[ends[id-1]..ends[id]]`.
 #[derive(Debug, Clone)]
@@ -19,14 +26,29 @@ pub(crate) struct PieceTable {
 }
 
 impl PieceTable {
-    pub(crate) fn new(vocab: &Vocab, kind: TokenizerKind) -> Self {
-        let mut bytes = Vec::new();
+    /// The pieces of every token, or an error when they would take more than
+    /// four times the vocabulary's text (plus 1 MiB).
+    pub(crate) fn new(vocab: &Vocab, kind: TokenizerKind) -> Result<Self> {
+        let limit = vocab
+            .text_bytes()
+            .saturating_mul(4)
+            .saturating_add(PIECE_ALLOWANCE);
+        let mut bytes = Vec::with_capacity(vocab.text_bytes());
         let mut ends = Vec::with_capacity(vocab.len());
         for (id, text) in vocab.iter() {
+            let room = limit - bytes.len();
+            if piece_bound(text, vocab.attr(id), kind) > room {
+                return Err(Error::InvalidVocab(format!(
+                    "token {id} ({} bytes) has characters outside the byte-level alphabet, \
+                     each of which repeats the token in its piece: the vocabulary's pieces \
+                     would exceed {limit} bytes",
+                    text.len()
+                )));
+            }
             append_piece(text, vocab.attr(id), kind, &mut bytes);
             ends.push(bytes.len());
         }
-        Self { bytes, ends }
+        Ok(Self { bytes, ends })
     }
 
     /// The piece of a token, special tokens included; empty for unknown ids.
@@ -57,6 +79,26 @@ fn append_piece(text: &str, attr: TokenAttr, kind: TokenizerKind, out: &mut Vec<
     } else if attr.has_any(TokenAttr::BYTE) {
         out.push(byte_of_byte_token(text));
     }
+}
+
+/// At least the bytes [`append_piece`] writes for a token, counted without
+/// writing them: its text, plus, for each character outside GPT-2's byte
+/// mapping in a byte-level token, the `[UNK_BYTE_0x…]` wrapper and the text again.
+fn piece_bound(text: &str, attr: TokenAttr, kind: TokenizerKind) -> usize {
+    let repeats_text = kind == TokenizerKind::Bpe
+        && attr.has_any(TokenAttr::NORMAL)
+        && !attr.has_any(
+            TokenAttr::CONTROL
+                .with(TokenAttr::UNKNOWN)
+                .with(TokenAttr::USER_DEFINED),
+        );
+    if !repeats_text {
+        return text.len();
+    }
+    let unmapped = text.chars().filter(|&c| char_to_byte(c).is_none()).count();
+    // "[UNK_BYTE_0x", two hex digits per byte (at most 4), the text, "]".
+    let each = 12 + 8 + text.len() + 1;
+    text.len().saturating_add(unmapped.saturating_mul(each))
 }
 
 /// Reverses GPT-2's byte mapping. A character outside it is written the way
@@ -104,13 +146,24 @@ mod tests {
             attrs.to_vec(),
         )
         .unwrap();
-        let spm = PieceTable::new(&vocab, TokenizerKind::Spm);
+        let spm = PieceTable::new(&vocab, TokenizerKind::Spm).unwrap();
         assert_eq!(spm.piece(0), b"<s>");
         assert_eq!(spm.piece(1), b" Hello");
         assert_eq!(spm.piece(2), b"\n");
         assert_eq!(spm.piece(4), b"");
         assert_eq!(spm.piece(99), b"");
-        let bpe = PieceTable::new(&vocab, TokenizerKind::Bpe);
+        let bpe = PieceTable::new(&vocab, TokenizerKind::Bpe).unwrap();
         assert_eq!(bpe.piece(3), b" Hi");
+    }
+
+    #[test]
+    fn a_token_that_would_grow_quadratically_is_refused() {
+        // Each of the 1000 characters outside the byte alphabet repeats the
+        // whole 3000-byte token: 3 MB of pieces from 3 kB of text.
+        let texts = vec!["\u{4e00}".repeat(1000), "\u{4e00}".repeat(2)];
+        let vocab = Vocab::new(texts, vec![0.0; 2], vec![TokenAttr::NORMAL; 2]).unwrap();
+        assert!(PieceTable::new(&vocab, TokenizerKind::Bpe).is_err());
+        // As SPM text, the same token is just its bytes.
+        assert!(PieceTable::new(&vocab, TokenizerKind::Spm).is_ok());
     }
 }

@@ -19,17 +19,19 @@ impl TokenAttr {
     pub(crate) const LSTRIP: Self = Self(1 << 7);
     pub(crate) const RSTRIP: Self = Self(1 << 8);
 
-    /// The attribute of a GGUF `tokenizer.ggml.token_type` value.
-    pub(crate) fn from_gguf_type(token_type: i64) -> Self {
-        match token_type {
+    /// The attribute of a GGUF `tokenizer.ggml.token_type` value, or `None` for
+    /// a value outside llama.cpp's `llama_token_type` (0 to 6).
+    pub(crate) fn from_gguf_type(token_type: i64) -> Option<Self> {
+        Some(match token_type {
+            0 => Self::UNDEFINED,
             1 => Self::NORMAL,
             2 => Self::UNKNOWN,
             3 => Self::CONTROL,
             4 => Self::USER_DEFINED,
             5 => Self::UNUSED,
             6 => Self::BYTE,
-            _ => Self::UNDEFINED,
-        }
+            _ => return None,
+        })
     }
 
     /// True when any bit of `other` is set.

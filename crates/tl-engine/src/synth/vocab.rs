@@ -74,7 +74,7 @@ impl Vocabulary {
             string("tokenizer.ggml.model", "llama"),
             (
                 "tokenizer.ggml.tokens".into(),
-                Value::Array(Array::String(tokens)),
+                Value::Array(Array::String(tokens.into())),
             ),
             (
                 "tokenizer.ggml.scores".into(),

@@ -106,7 +106,7 @@ pub fn small_valid_file() -> Vec<u8> {
         .set_metadata("llama.block_count", Value::U32(2))
         .set_metadata(
             "tokenizer.ggml.tokens",
-            Value::Array(tl_gguf::Array::String(vec!["a".into(), "bc".into()])),
+            Value::Array(tl_gguf::Array::String(vec!["a", "bc"].into())),
         )
         .set_metadata("llama.rope.freq_base", Value::F32(10000.0));
     let tensors = [
