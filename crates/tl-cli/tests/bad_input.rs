@@ -197,3 +197,57 @@ fn asking_for_no_tokens_generates_none_and_threads_are_checked() {
     let out = run(&["model", "pull", "--threads", "0"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// Asserts exit code 1, no panic or abort, and a last line that is the error
+/// (a warning about the context may come before it).
+fn assert_fails_cleanly(args: &[&str], expected: &str) {
+    let out = run(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{args:?}; stderr: {err}");
+    assert!(!err.contains("panicked"), "panic for {args:?}: {err}");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: "), "{err}");
+    assert!(last.contains(expected), "{last:?} lacks {expected:?}");
+}
+
+#[test]
+fn contexts_too_large_for_memory_are_errors_before_loading() {
+    let model = common::default_model().to_string_lossy().into_owned();
+    // 10^8 positions of the default model's KV cache: 2.3 TB.
+    assert_fails_cleanly(
+        &[
+            "generate", "-m", &model, "--device", "cpu", "--ctx", "99999999", "-p", "hi",
+        ],
+        "not enough memory",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = write(
+        &dir,
+        "text.txt",
+        "a few words to score\n".repeat(50).as_bytes(),
+    );
+    let max = u64::MAX.to_string();
+    assert_fails_cleanly(
+        &[
+            "perplexity",
+            "-m",
+            &model,
+            "--device",
+            "cpu",
+            "-f",
+            &text,
+            "-c",
+            &max,
+        ],
+        "not enough memory",
+    );
+}
+
+#[test]
+fn perplexity_windows_that_score_nothing_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = write(&dir, "text.txt", b"some text\n");
+    for window in ["0", "1", "2"] {
+        assert_one_line_error(&["perplexity", "-f", &text, "-c", window], "scores nothing");
+    }
+}

@@ -35,6 +35,11 @@ pub enum Error {
     #[error(transparent)]
     Cuda(#[from] tl_cuda::CudaError),
 
+    /// What a model or a request needs is more memory than there is (or than
+    /// sizes can express): refused before allocating, or an allocation failed.
+    #[error("not enough memory: {0}")]
+    Memory(String),
+
     /// A request asked for something impossible (e.g. more tokens than the context).
     #[error("{0}")]
     InvalidRequest(String),

@@ -1,7 +1,7 @@
 //! The TensorLogic engine: the loaded-model bundle (`loaded`), one step API
 //! over the CPU and CUDA backends (`backend`; the model schedule and the
 //! backends themselves are private), sessions, chat templates, sampling, the
-//! generation loop, perplexity, the arithmetic programs build on (`ops`), and
+//! generation loop, perplexity, host memory checks (`memory`), the arithmetic programs build on (`ops`), and
 //! random-weight models of real shapes for benchmarks (`synth`).
 
 pub mod backend;
@@ -11,6 +11,7 @@ mod cuda;
 pub mod error;
 pub mod generate;
 pub mod loaded;
+pub mod memory;
 mod model;
 pub mod ops;
 pub mod perplexity;

@@ -7,6 +7,7 @@
 
 use crate::backend::{Backend, Wanted};
 use crate::error::{Error, Result};
+use crate::memory;
 
 /// The outcome of a perplexity run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,11 +40,7 @@ pub fn perplexity(
     bos: Option<u32>,
     on_window: &mut dyn FnMut(usize, usize, &PerplexityReport),
 ) -> Result<PerplexityReport> {
-    if window < 2 {
-        return Err(Error::InvalidRequest(format!(
-            "a window of {window} tokens scores nothing"
-        )));
-    }
+    check_window(window)?;
     let windows = tokens.len() / window;
     if windows == 0 {
         return Err(Error::InvalidRequest(format!(
@@ -51,6 +48,7 @@ pub fn perplexity(
             tokens.len()
         )));
     }
+    check_logits_memory(window, model.config().vocab_size)?;
     let mut cache = model.new_cache(window)?;
     let mut report = PerplexityReport {
         windows: 0,
@@ -82,6 +80,36 @@ pub fn perplexity(
     Ok(report)
 }
 
+/// Errors unless a window of `window` tokens scores at least one: the second
+/// half of a window, less its last token (whose target is in the next
+/// window), must hold a token, so windows start at 3 tokens. Callers can
+/// check before loading a model.
+pub fn check_window(window: usize) -> Result<()> {
+    if window / 2 >= window.saturating_sub(1) {
+        return Err(Error::InvalidRequest(format!(
+            "a window of {window} tokens scores nothing: perplexity needs windows of at least 3 tokens"
+        )));
+    }
+    Ok(())
+}
+
+/// Errors unless the logits of every row of a window (`window × vocab` f32
+/// values, which a pass returns at once) fit in memory.
+fn check_logits_memory(window: usize, vocab: usize) -> Result<()> {
+    let bytes = (window as u64)
+        .checked_mul(vocab as u64)
+        .and_then(|n| n.checked_mul(size_of::<f32>() as u64));
+    let bytes = bytes.ok_or_else(|| {
+        Error::Memory(format!(
+            "the logits of a window of {window} tokens over {vocab} are too large"
+        ))
+    })?;
+    memory::check_available(
+        &format!("a window of {window} tokens"),
+        &[("its logits", bytes)],
+    )
+}
+
 /// `-log softmax(logits)[target]`, computed stably in f64.
 fn negative_log_likelihood(logits: &[f32], target: u32) -> f64 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
@@ -92,7 +120,16 @@ fn negative_log_likelihood(logits: &[f32], target: u32) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::negative_log_likelihood;
+    use super::{check_window, negative_log_likelihood};
+
+    #[test]
+    fn windows_that_score_nothing_are_refused() {
+        for window in [0, 1, 2] {
+            assert!(check_window(window).is_err(), "window {window}");
+        }
+        assert!(check_window(3).is_ok());
+        assert!(check_window(usize::MAX).is_ok());
+    }
 
     #[test]
     fn uniform_logits_give_log_vocab() {

@@ -2,13 +2,16 @@
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use tl_engine::perplexity::perplexity;
+use tl_engine::perplexity::{check_window, perplexity};
 use tl_engine::ModelFile;
 
 use crate::cli::PerplexityArgs;
 use crate::loaded_model;
 
 pub fn run(args: &PerplexityArgs, verbose: bool) -> Result<()> {
+    // Before the model is loaded: a window that scores nothing would only
+    // waste the load.
+    check_window(args.ctx)?;
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let path = loaded_model::resolve_path(args.model.as_ref())?;

@@ -8,6 +8,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use crate::error::Result;
+use crate::memory;
 use crate::model::config::ModelConfig;
 
 /// Keys and values of every layer for one sequence.
@@ -21,18 +22,29 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// A cache for `capacity` positions.
-    pub fn new(config: &ModelConfig, capacity: usize) -> Self {
+    /// A cache for `capacity` positions, or an error when the memory is not
+    /// there (checked before any layer is allocated).
+    pub fn new(config: &ModelConfig, capacity: usize) -> Result<Self> {
+        let bytes = config.kv_cache_bytes(capacity)?;
+        if bytes >= memory::CHECKED_ALLOCATION_BYTES {
+            let purpose = format!("a KV cache of {capacity} positions");
+            memory::check_available(&purpose, &[("keys and values", bytes)])?;
+        }
+        // `kv_cache_bytes` did not overflow, so neither does this.
         let layer_len = config.key_value_width() * capacity;
-        let layer = || vec![f16::ZERO; layer_len];
-        KvCache {
-            keys: (0..config.block_count).map(|_| layer()).collect(),
-            values: (0..config.block_count).map(|_| layer()).collect(),
+        let layer = || memory::filled_vec(layer_len, f16::ZERO, "KV cache");
+        Ok(KvCache {
+            keys: (0..config.block_count)
+                .map(|_| layer())
+                .collect::<Result<_>>()?,
+            values: (0..config.block_count)
+                .map(|_| layer())
+                .collect::<Result<_>>()?,
             kv_heads: config.head_count_kv,
             head_dim: config.head_dim,
             capacity,
             len: 0,
-        }
+        })
     }
 
     /// Positions the cache can hold.

@@ -21,6 +21,7 @@ use crate::cpu::linear::Linear;
 use crate::cpu::norm::{rms_norm, rms_norm_in_place};
 use crate::cpu::parallel;
 use crate::error::{Error, Result};
+use crate::memory;
 use crate::model::config::ModelConfig;
 use crate::model::rope::RopeTable;
 use crate::model::schedule::{self, Stages};
@@ -65,6 +66,7 @@ impl Model {
     /// positions any cache of this model may hold (the RoPE table's length).
     pub fn load(file: &GgufFile, max_positions: usize) -> Result<Self> {
         let config = ModelConfig::from_gguf(file)?;
+        check_host_memory(file, &config, max_positions)?;
         let device = Device::Cpu;
         let mut loader = WeightLoader::new(file, &device);
         let hidden = config.embedding_length;
@@ -110,7 +112,7 @@ impl Model {
     /// A fresh cache for up to `capacity` positions.
     pub fn new_cache(&self, capacity: usize) -> Result<KvCache> {
         crate::model::step::check_capacity(capacity, self.max_positions())?;
-        Ok(KvCache::new(&self.config, capacity))
+        KvCache::new(&self.config, capacity)
     }
 
     /// Runs `tokens` at positions `index_pos..`, appending their keys and values to
@@ -171,7 +173,7 @@ impl Model {
             tokens,
             rows,
             x: Vec::new(),
-            scratch: Scratch::new(&self.config, tokens.len()),
+            scratch: Scratch::new(&self.config, tokens.len())?,
             logit_rows,
             logits: Vec::new(),
         };
@@ -227,19 +229,46 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn new(c: &ModelConfig, rows: usize) -> Self {
+    /// Buffers for `rows` rows, or an error when the memory is not there (a
+    /// prompt of a whole long context in one pass can need gigabytes).
+    fn new(c: &ModelConfig, rows: usize) -> Result<Self> {
         let (q_width, kv_width) = (c.query_width(), c.key_value_width());
-        Scratch {
-            normed: vec![0.0; rows * c.embedding_length],
-            query: vec![0.0; rows * q_width],
-            key: vec![0.0; rows * kv_width],
-            value: vec![0.0; rows * kv_width],
-            attention: vec![0.0; rows * q_width],
-            projected: vec![0.0; rows * c.embedding_length],
-            gate: vec![0.0; rows * c.feed_forward_length],
-            up: vec![0.0; rows * c.feed_forward_length],
-        }
+        let buffer = |width: usize| {
+            let len = rows.checked_mul(width).ok_or_else(|| {
+                Error::Memory(format!("{rows} rows of {width} values overflow a buffer"))
+            })?;
+            memory::filled_vec(len, 0.0, "forward pass's activations")
+        };
+        Ok(Scratch {
+            normed: buffer(c.embedding_length)?,
+            query: buffer(q_width)?,
+            key: buffer(kv_width)?,
+            value: buffer(kv_width)?,
+            attention: buffer(q_width)?,
+            projected: buffer(c.embedding_length)?,
+            gate: buffer(c.feed_forward_length)?,
+            up: buffer(c.feed_forward_length)?,
+        })
     }
+}
+
+/// Errors unless the weights, the RoPE table and one sequence's KV cache for
+/// `max_positions` fit in the memory available: checked before the first
+/// weight is copied, so an impossible context fails at once.
+fn check_host_memory(file: &GgufFile, config: &ModelConfig, max_positions: usize) -> Result<()> {
+    // Each tensor lies inside the file, so the sum does not overflow.
+    let weights: u64 = file.tensors().iter().map(|t| t.size_bytes).sum();
+    memory::check_available(
+        &format!("loading the model for a context of {max_positions} positions"),
+        &[
+            ("weights", weights),
+            ("the RoPE table", config.rope_table_bytes(max_positions)?),
+            (
+                "one sequence's KV cache",
+                config.kv_cache_bytes(max_positions)?,
+            ),
+        ],
+    )
 }
 
 impl Block {
@@ -400,7 +429,8 @@ impl Stages for CpuPass<'_, '_, '_> {
             model.config.rms_norm_eps,
             &mut normed,
         );
-        self.logits = vec![0.0; rows.len() * model.output.out_features()];
+        let len = rows.len().saturating_mul(model.output.out_features());
+        self.logits = memory::filled_vec(len, 0.0, "logits")?;
         model.output.forward(&normed, &mut self.logits)?;
         Ok(())
     }

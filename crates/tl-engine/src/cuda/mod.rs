@@ -41,6 +41,7 @@ use weights::{BlockWeights, Uploader};
 use crate::model::step::{check_tokens, Picked};
 
 use crate::error::{Error, Result};
+use crate::memory;
 use crate::model::config::ModelConfig;
 use crate::model::rope::RopeStyle;
 use crate::model::schedule;
@@ -71,11 +72,36 @@ pub struct CudaModel {
     use_graphs: bool,
 }
 
+/// Errors unless the RoPE table for `max_positions` (made on the host, then
+/// copied flat for the upload) fits in host memory and one sequence's KV
+/// cache fits on the GPU: checked before anything is uploaded.
+fn check_memory(gpu: &Gpu, config: &ModelConfig, max_positions: usize) -> Result<()> {
+    let rope = config.rope_table_bytes(max_positions)?;
+    memory::check_available(
+        &format!("a context of {max_positions} positions"),
+        &[(
+            "the RoPE table and its copy for the GPU",
+            rope.saturating_mul(2),
+        )],
+    )?;
+    let kv_cache = config.kv_cache_bytes(max_positions)?;
+    let total = gpu.info().total_memory as u64;
+    if kv_cache > total {
+        return Err(Error::Memory(format!(
+            "one sequence's KV cache of {max_positions} positions needs {}, but the GPU has {}",
+            memory::format_bytes(kv_cache),
+            memory::format_bytes(total)
+        )));
+    }
+    Ok(())
+}
+
 impl CudaModel {
     /// Uploads the model in `file` to `gpu`, for caches of up to `max_positions`.
     pub fn load(file: &GgufFile, max_positions: usize, gpu: Arc<Gpu>) -> Result<Self> {
         let config = ModelConfig::from_gguf(file)?;
         heads_of(&config).check()?;
+        check_memory(&gpu, &config, max_positions)?;
         let cpu = Device::Cpu;
         let mut up = Uploader::new(file, &gpu, &cpu);
         let embedding = up.matrix(

@@ -1,12 +1,14 @@
 //! Hyperparameters of a llama-family model, read from GGUF metadata
 //! (`{arch}.block_count`, `{arch}.attention.head_count`, ...) and validated into
-//! one struct, so the forward pass never has to second-guess them.
+//! one struct, so the forward pass never has to second-guess them: each value in
+//! range, every width derived from them computable without overflow, and every
+//! tensor of the file in the shape they give it (see [`consistency`]).
 
 use tl_gguf::GgufFile;
 
 use crate::error::{Error, Result};
-use crate::model::arch;
 use crate::model::rope::RopeStyle;
+use crate::model::{arch, consistency};
 
 /// The validated hyperparameters of a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +95,7 @@ impl ModelConfig {
             head_dim,
         };
         config.validate()?;
+        consistency::check_file(&config, file)?;
         Ok(config)
     }
 
@@ -131,6 +134,16 @@ impl ModelConfig {
                 self.head_dim
             ));
         }
+        self.check_widths()?;
+        if self.context_length == 0 {
+            return invalid("context_length 0: the model was trained on no positions".into());
+        }
+        if u32::try_from(self.vocab_size).is_err() {
+            return invalid(format!(
+                "a vocabulary of {} tokens is more than u32 token ids can address",
+                self.vocab_size
+            ));
+        }
         if self.rope_dimension_count != self.head_dim {
             return Err(Error::Unsupported(format!(
                 "partial rotary embeddings (rope.dimension_count {} of head dimension {})",
@@ -151,6 +164,54 @@ impl ModelConfig {
         }
         Ok(())
     }
+}
+
+impl ModelConfig {
+    /// Errors unless the widths derived from the head counts and sizes
+    /// ([`query_width`](Self::query_width), [`key_value_width`](Self::key_value_width)
+    /// and the fused QKV width) are computable: a wrapped product would pass
+    /// every shape check with small tensors while the loops run over the huge
+    /// head counts.
+    fn check_widths(&self) -> Result<()> {
+        let widths = || {
+            let query = self.head_count.checked_mul(self.head_dim)?;
+            let key_value = self.head_count_kv.checked_mul(self.head_dim)?;
+            query.checked_add(key_value.checked_mul(2)?)
+        };
+        if widths().is_none() {
+            return Err(Error::InvalidModel(format!(
+                "{} query and {} key/value heads of {} values overflow the size of a row",
+                self.head_count, self.head_count_kv, self.head_dim
+            )));
+        }
+        Ok(())
+    }
+
+    /// Bytes one sequence's KV cache of `positions` positions takes (keys and
+    /// values of every layer, f16), or an error when it overflows.
+    pub fn kv_cache_bytes(&self, positions: usize) -> Result<u64> {
+        let bytes = (self.key_value_width() as u64)
+            .checked_mul(positions as u64)
+            .and_then(|n| n.checked_mul(self.block_count as u64))
+            .and_then(|n| n.checked_mul(2 * size_of::<half::f16>() as u64));
+        bytes.ok_or_else(|| too_many_positions(positions, "KV cache"))
+    }
+
+    /// Bytes of the RoPE table for positions `0..positions` (a cosine and a
+    /// sine for each pair of a head), or an error when it overflows.
+    pub fn rope_table_bytes(&self, positions: usize) -> Result<u64> {
+        let pairs = (self.head_dim / 2) as u64;
+        let bytes = (positions as u64)
+            .checked_mul(pairs)
+            .and_then(|n| n.checked_mul(2 * size_of::<f32>() as u64));
+        bytes.ok_or_else(|| too_many_positions(positions, "RoPE table"))
+    }
+}
+
+fn too_many_positions(positions: usize, what: &str) -> Error {
+    Error::Memory(format!(
+        "a context of {positions} positions is too large: the size of its {what} overflows"
+    ))
 }
 
 /// Looks up `{arch}.{name}` keys.

@@ -1,9 +1,11 @@
 //! What every backend shares about a model: its configuration from GGUF
 //! metadata, the architecture table, the schedule of a forward pass, the step
-//! types and checks, tensor names, weight loading and RoPE tables.
+//! types and checks, the file's tensors checked against the configuration,
+//! tensor names, weight loading and RoPE tables.
 
 pub mod arch;
 pub mod config;
+pub mod consistency;
 pub mod rope;
 pub mod schedule;
 pub mod step;

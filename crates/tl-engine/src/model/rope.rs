@@ -4,6 +4,7 @@
 //! Which elements form a pair depends on the architecture (see [`RopeStyle`]).
 
 use crate::error::{Error, Result};
+use crate::memory;
 
 /// Which two elements of a head RoPE rotates together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,8 +82,14 @@ impl RopeTable {
             }
         }
         let theta_scale = base.powf(-2.0 / head_dim as f32);
-        let mut cos_sin = Vec::with_capacity(count * pairs);
-        for position in first..first + count {
+        let end = first.checked_add(count).ok_or_else(|| {
+            Error::InvalidRequest(format!("RoPE positions {first} + {count} overflow"))
+        })?;
+        let len = count.checked_mul(pairs).ok_or_else(|| {
+            Error::Memory(format!("a RoPE table of {count} positions is too large"))
+        })?;
+        let mut cos_sin = memory::reserved_vec(len, "RoPE table")?;
+        for position in first..end {
             let mut theta = position as f32;
             for pair in 0..pairs {
                 let factor = freq_factors.map_or(1.0, |f| f[pair]);
@@ -95,7 +102,7 @@ impl RopeTable {
             cos_sin,
             pairs,
             first,
-            max_positions: first + count,
+            max_positions: end,
             style: RopeStyle::Adjacent,
         })
     }
@@ -117,7 +124,7 @@ impl RopeTable {
     ///
     /// [`cos_sin_flat`]: RopeTable::cos_sin_flat
     pub fn cos_sin_rows(&self, start: usize, count: usize) -> Result<Vec<f32>> {
-        let end = start + count;
+        let end = start.saturating_add(count);
         if start < self.first || end > self.max_positions {
             return Err(Error::InvalidRequest(format!(
                 "positions {start}..{end} are outside the RoPE table's {}..{}",

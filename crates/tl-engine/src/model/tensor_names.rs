@@ -1,6 +1,8 @@
 //! The one table mapping the weights of the llama architecture (and of Qwen3,
 //! llama plus per-head query/key norms) to GGUF tensor names, as llama.cpp's
-//! converter writes them.
+//! converter writes them, and to the shapes a configuration gives them.
+
+use crate::model::config::ModelConfig;
 
 /// Token embedding table `[vocab, hidden]`.
 pub const TOKEN_EMBEDDING: &str = "token_embd.weight";
@@ -30,6 +32,39 @@ pub enum BlockTensor {
 }
 
 impl BlockTensor {
+    /// Every tensor of a block, in file order.
+    pub const ALL: [BlockTensor; 11] = [
+        Self::AttentionNorm,
+        Self::Query,
+        Self::Key,
+        Self::Value,
+        Self::AttentionOutput,
+        Self::QueryNorm,
+        Self::KeyNorm,
+        Self::FeedForwardNorm,
+        Self::Gate,
+        Self::Up,
+        Self::Down,
+    ];
+
+    /// The tensor's row-major shape (`[rows, cols]` for a matrix) in a model of
+    /// configuration `c`, or `None` when its architecture has no such tensor.
+    pub fn shape(self, c: &ModelConfig) -> Option<Vec<usize>> {
+        let hidden = c.embedding_length;
+        let ffn = c.feed_forward_length;
+        let (q_width, kv_width) = (c.query_width(), c.key_value_width());
+        Some(match self {
+            Self::AttentionNorm | Self::FeedForwardNorm => vec![hidden],
+            Self::Query => vec![q_width, hidden],
+            Self::Key | Self::Value => vec![kv_width, hidden],
+            Self::AttentionOutput => vec![hidden, q_width],
+            Self::QueryNorm | Self::KeyNorm if c.qk_norm => vec![c.head_dim],
+            Self::QueryNorm | Self::KeyNorm => return None,
+            Self::Gate | Self::Up => vec![ffn, hidden],
+            Self::Down => vec![hidden, ffn],
+        })
+    }
+
     /// The GGUF name of this tensor in block `block`.
     pub fn name(self, block: usize) -> String {
         let suffix = match self {
@@ -47,4 +82,11 @@ impl BlockTensor {
         };
         format!("blk.{block}.{suffix}.weight")
     }
+}
+
+/// The block a tensor name belongs to (`blk.{block}.…`), if it names one.
+pub fn block_of(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("blk.")?;
+    let (block, _) = rest.split_once('.')?;
+    block.parse().ok()
 }
