@@ -10,7 +10,7 @@ use super::{Args, Builtin, Context};
 use crate::convert::scalar_of;
 use crate::error::{LangError, Result};
 use crate::interp::format_template;
-use crate::ops::shapes::checked_list_len;
+use crate::ops::shapes::{checked_list_len, MAX_STRING_BYTES};
 use crate::value::Value;
 
 const VARIADIC: usize = usize::MAX;
@@ -427,9 +427,35 @@ fn env(_: &mut Context, args: &Args) -> Result<Value> {
 
 fn read_file(ctx: &mut Context, args: &Args) -> Result<Value> {
     let path = ctx.resolve(args.str(0)?);
-    std::fs::read_to_string(&path)
-        .map(Value::str)
-        .map_err(|e| args.error(0, format!("cannot read {}: {e}", path.display())))
+    let cannot_read =
+        |e: std::io::Error| args.error(0, format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(&path).map_err(cannot_read)?;
+    let text = read_within(file, MAX_STRING_BYTES).map_err(cannot_read)?;
+    text.map(Value::str).ok_or_else(|| {
+        args.error(
+            0,
+            format!(
+                "{} is larger than a string may be ({MAX_STRING_BYTES} bytes)",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// The text `source` holds, or `None` when it is longer than `limit` bytes:
+/// the limit holds while reading (a file that grows, or `/dev/zero`, stops
+/// there), not after reading everything.
+fn read_within(source: impl std::io::Read, limit: usize) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file of exactly `limit` bytes from a longer one.
+    source.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Ok(None);
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 fn input(ctx: &mut Context, args: &Args) -> Result<Value> {
@@ -460,6 +486,14 @@ fn clock(_: &mut Context, _: &Args) -> Result<Value> {
 mod tests {
     use super::super::test_util::{call, error, ints};
     use crate::value::Value;
+
+    #[test]
+    fn read_file_stops_at_its_limit_while_reading() {
+        let source = std::io::repeat(b'a');
+        assert_eq!(super::read_within(source, 16).ok(), Some(None));
+        let exact = super::read_within(&b"abcd"[..], 4).ok().flatten();
+        assert_eq!(exact.as_deref(), Some("abcd"));
+    }
 
     #[test]
     fn ranges_at_the_ends_of_int_neither_overflow_nor_allocate_without_bound() {

@@ -87,6 +87,7 @@ pub const TABLE: &[Builtin] = &[
 fn zeros(_: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let dtype = dtype_arg(args, 1, DType::F32)?;
+    check_memory(checked_numel(&shape)?, dtype)?;
     Ok(Value::tensor(CandleTensor::zeros(
         shape,
         candle_dtype(dtype),
@@ -97,6 +98,7 @@ fn zeros(_: &mut Context, args: &Args) -> Result<Value> {
 fn ones(_: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let dtype = dtype_arg(args, 1, DType::F32)?;
+    check_memory(checked_numel(&shape)?, dtype)?;
     Ok(Value::tensor(CandleTensor::ones(
         shape,
         candle_dtype(dtype),
@@ -107,6 +109,7 @@ fn ones(_: &mut Context, args: &Args) -> Result<Value> {
 fn full(_: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let dtype = dtype_arg(args, 2, DType::F32)?;
+    check_memory(checked_numel(&shape)?, dtype)?;
     let value = literal_as(args.value(1)?, dtype).map_err(|e| LangError {
         message: format!("cannot fill a {} tensor: {}", dtype.keyword(), e.message),
         span: Some(span(args, 1)),
@@ -150,6 +153,19 @@ fn arange(_: &mut Context, args: &Args) -> Result<Value> {
     }
 }
 
+/// Errors unless `count` values of `dtype` fit in the memory available, for
+/// tensors large enough to matter (see `tl_engine::memory`): candle's
+/// allocation would abort the process, or the OOM killer end it, instead.
+fn check_memory(count: usize, dtype: DType) -> Result<()> {
+    // `count` is at most MAX_ELEMENTS and a value at most 8 bytes: no overflow.
+    let bytes = count as u64 * candle_dtype(dtype).size_in_bytes() as u64;
+    if bytes < tl_engine::memory::CHECKED_ALLOCATION_BYTES {
+        return Ok(());
+    }
+    tl_engine::memory::check_available("making the tensor", &[("its values", bytes)])
+        .map_err(|e| LangError::user(e.to_string()))
+}
+
 fn as_f64(v: &Value) -> f64 {
     match v {
         Value::Int(i) => *i as f64,
@@ -170,6 +186,7 @@ fn int_range(start: i64, end: i64, step: i64) -> Result<CandleTensor> {
         0
     };
     let count = element_count(count as f64)?;
+    check_memory(count, DType::I64)?;
     let values: Vec<i64> = (0..count as i128)
         .map(|k| (start as i128 + k * step as i128) as i64)
         .collect();
@@ -182,6 +199,7 @@ fn float_range(start: f64, end: f64, step: f64) -> Result<CandleTensor> {
     }
     let count = ((end - start) / step).ceil();
     let count = element_count(if count.is_nan() { 0.0 } else { count.max(0.0) })?;
+    check_memory(count, DType::F32)?;
     let values: Vec<f32> = (0..count)
         .map(|k| (start + k as f64 * step) as f32)
         .collect();
@@ -201,6 +219,7 @@ fn rand(_: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let mut rng = seeded(args, 1)?;
     let count = checked_numel(&shape)?;
+    check_memory(count, DType::F32)?;
     // The largest f32 below 1: an f64 just under 1 would round up to 1.0.
     let below_one = 1.0 - f32::EPSILON / 2.0;
     let values: Vec<f32> = (0..count)
@@ -218,6 +237,7 @@ fn randn(_: &mut Context, args: &Args) -> Result<Value> {
     let mut rng = seeded(args, 1)?;
     let std = args.opt_float(2)?.unwrap_or(1.0);
     let count = checked_numel(&shape)?;
+    check_memory(count, DType::F32)?;
     let mut values = Vec::with_capacity(count + 1);
     // Box–Muller: two uniforms give two independent normals.
     while values.len() < count {
@@ -269,8 +289,9 @@ fn tensor(_: &mut Context, args: &Args) -> Result<Value> {
 
 fn eye(_: &mut Context, args: &Args) -> Result<Value> {
     let n = args.usize(0)?;
-    checked_numel(&[n, n]).map_err(at_arg(args, 0))?;
+    let count = checked_numel(&[n, n]).map_err(at_arg(args, 0))?;
     let dtype = dtype_arg(args, 1, DType::F32)?;
+    check_memory(count, dtype)?;
     let identity = CandleTensor::eye(n, CandleDType::U8, &Device::Cpu)?;
     Ok(Value::tensor(cast(&identity, dtype)?))
 }
