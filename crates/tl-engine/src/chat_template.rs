@@ -47,7 +47,7 @@ pub use message::ChatMessage;
 use std::io;
 use std::sync::Arc;
 
-use minijinja::machinery::{self, CompiledTemplate, TemplateConfig};
+use minijinja::machinery;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Serde, Value};
 use minijinja::{context, AutoEscape, Environment, ErrorKind};
@@ -60,8 +60,7 @@ use limits::RenderBudget;
 /// ("in chat_template:12").
 const TEMPLATE_NAME: &str = "chat_template";
 
-/// The largest template accepted. Real ones have a few kilobytes; this keeps
-/// parsing and compiling (done for every render) cheap.
+/// The largest template accepted. Real ones have a few kilobytes.
 const MAX_SOURCE_BYTES: usize = 1 << 20;
 
 /// The template global holding the render's budget (not an identifier, so
@@ -77,6 +76,9 @@ const CHATML_SOURCE: &str = "{% for message in messages %}\
 /// A parsed chat template, ready to render conversations.
 #[derive(Debug, Clone)]
 pub struct ChatTemplate {
+    /// Holds the compiled template, whose bytecode each render copies and
+    /// guards (the guarded copy borrows it, so it cannot be kept here).
+    compiled: Environment<'static>,
     source: String,
     bos_token: String,
     eos_token: String,
@@ -89,11 +91,8 @@ impl ChatTemplate {
     /// strings, which many templates print themselves. Renders run within
     /// the default [`TemplateLimits`] (see [`with_limits`](Self::with_limits)).
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self> {
-        // Compiled once here to report syntax errors at load time; each render
-        // compiles again (tens of microseconds), as the guarded bytecode
-        // borrows the source.
-        compile(source)?;
         Ok(Self {
+            compiled: compile(source)?,
             source: source.to_owned(),
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
@@ -201,13 +200,13 @@ impl ChatTemplate {
     fn render_context(&self, context: Value, input_bytes: usize) -> Result<Rendered> {
         let budget = Arc::new(RenderBudget::new(&self.limits, input_bytes));
         let environment = render_environment(&budget);
-        let compiled = compile(&self.source)?;
+        let (instructions, blocks) = self.program()?;
         let mut text = String::new();
         let outcome = machinery::eval(
             &environment,
-            &compiled.instructions,
+            &instructions,
             context,
-            &compiled.blocks,
+            &blocks,
             &mut machinery::make_string_output(&mut text),
             AutoEscape::None,
         );
@@ -248,9 +247,21 @@ struct RenderCost {
     output: u64,
 }
 
-/// Compiles `source` the way transformers' Jinja2 parses it, with the
-/// guards in place.
-fn compile(source: &str) -> Result<CompiledTemplate<'_>> {
+impl ChatTemplate {
+    /// The guarded bytecode of one render.
+    fn program(&self) -> Result<guard::Program<'_>> {
+        let template = self
+            .compiled
+            .get_template(TEMPLATE_NAME)
+            .map_err(|err| Error::Template(format!("template missing: {err}")))?;
+        guard::guarded_program(machinery::get_compiled_template(&template))
+            .map_err(|why| Error::Template(format!("unsupported template: {why}")))
+    }
+}
+
+/// Compiles `source` the way transformers' Jinja2 parses it, into an
+/// environment that only holds it (renders use their own, bounded one).
+fn compile(source: &str) -> Result<Environment<'static>> {
     if source.len() > MAX_SOURCE_BYTES {
         return Err(Error::Template(format!(
             "the template has {} bytes, more than the {MAX_SOURCE_BYTES} allowed",
@@ -258,20 +269,21 @@ fn compile(source: &str) -> Result<CompiledTemplate<'_>> {
         )));
     }
     let syntax = hugging_face_syntax()?;
+    // Before compiling: minijinja folds constants while it compiles.
     constants::check_constant_folding(source, TEMPLATE_NAME, syntax.clone())
         .map_err(|why| Error::Template(format!("unsupported template: {why}")))?;
-    let config = TemplateConfig {
-        syntax_config: syntax,
-        default_auto_escape: Arc::new(|_: &str| AutoEscape::None),
-    };
-    let mut compiled = CompiledTemplate::new(TEMPLATE_NAME, source, &config)
+    let mut environment = Environment::empty();
+    environment.set_syntax(syntax);
+    environment
+        .add_template_owned(TEMPLATE_NAME, source.to_owned())
         .map_err(|err| Error::Template(format!("cannot parse the template: {err}")))?;
-    let unsupported = |why| Error::Template(format!("unsupported template: {why}"));
-    guard::guard_instructions(&mut compiled.instructions).map_err(unsupported)?;
-    for block in compiled.blocks.values_mut() {
-        guard::guard_instructions(block).map_err(unsupported)?;
-    }
-    Ok(compiled)
+    // Guard once now, so that unsupported templates fail at load time.
+    let template = environment
+        .get_template(TEMPLATE_NAME)
+        .map_err(|err| Error::Template(format!("template missing: {err}")))?;
+    guard::guarded_program(machinery::get_compiled_template(&template))
+        .map_err(|why| Error::Template(format!("unsupported template: {why}")))?;
+    Ok(environment)
 }
 
 /// The environment of one render: nothing but the bounded builtins and the

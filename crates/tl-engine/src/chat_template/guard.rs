@@ -12,13 +12,21 @@
 //! render first when the budget would run out. Guard names are not
 //! identifiers, so a template cannot shadow them.
 //!
+//! Not guarded: a comparison, lookup or `in` whose other operand is a short
+//! constant pushed just before it (`role == 'user'`, `message['content']`,
+//! `x in ['a', 'b']`), which costs little whatever the first operand is;
+//! about half of a real template's operations. `loop.changed(…)`, which
+//! compares its arguments with the last call's, is guarded like `==`.
+//!
 //! The stubs keep the original instruction, so rendering is unchanged: the
 //! test data renders byte-identical with and without them. This code knows
 //! minijinja 3.0.5's instruction set, which is why the workspace pins it.
+//! Each render guards a fresh copy of the bytecode compiled at load time.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use minijinja::machinery::{Instruction, Instructions};
+use minijinja::machinery::{CompiledTemplate, Instruction, Instructions};
 use minijinja::value::{Rest, Value, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error};
 
@@ -33,6 +41,7 @@ const ITEM: &str = "tl guard item";
 const SLICE: &str = "tl guard slice";
 const BUILD: &str = "tl guard build";
 const ASSIGN: &str = "tl guard assign";
+const WALK: &str = "tl guard walk";
 const EMIT: &str = "tl guard emit";
 
 /// What a stub does before the original instruction.
@@ -46,15 +55,49 @@ enum Stub {
     RawText(String),
 }
 
+/// The bytecode of a template and its blocks.
+pub(crate) type Program<'source> = (
+    Instructions<'source>,
+    BTreeMap<&'source str, Instructions<'source>>,
+);
+
+/// A guarded copy of `compiled`'s bytecode (the original stays as it is, to
+/// be copied for the next render).
+pub(crate) fn guarded_program<'source>(
+    compiled: &CompiledTemplate<'source>,
+) -> Result<Program<'source>, String> {
+    let mut instructions = copy(&compiled.instructions);
+    guard_instructions(&mut instructions)?;
+    let mut blocks = BTreeMap::new();
+    for (name, block) in &compiled.blocks {
+        let mut block = copy(block);
+        guard_instructions(&mut block)?;
+        blocks.insert(*name, block);
+    }
+    Ok((instructions, blocks))
+}
+
+/// A copy of `instructions`, with their lines.
+fn copy<'source>(instructions: &Instructions<'source>) -> Instructions<'source> {
+    let mut copy = Instructions::new(instructions.name(), instructions.source());
+    let mut pc = 0;
+    while let Some(instruction) = instructions.get(pc) {
+        copy.add_with_line(instruction.clone(), line_of(instructions, pc));
+        pc += 1;
+    }
+    copy
+}
+
 /// Rewrites `instructions` so that every costly instruction passes its guard;
 /// refuses templates using call splats (`f(*args)`, `f(**kwargs)`), whose
 /// argument copies are not worth guarding in chat templates.
-pub(crate) fn guard_instructions(instructions: &mut Instructions<'_>) -> Result<(), String> {
+fn guard_instructions(instructions: &mut Instructions<'_>) -> Result<(), String> {
     let end = program_len(instructions);
     let end_line = line_of(instructions, end.saturating_sub(1));
     // Jumps to the old end (out of a final loop or `if`) must still end the
     // program, not run the first stub.
     instructions.add_with_line(Instruction::Jump(u32::MAX), end_line);
+    let targets = jump_targets(instructions, end);
     for pc in 0..end {
         let Some(original) = instructions.get(pc).cloned() else {
             break;
@@ -62,6 +105,14 @@ pub(crate) fn guard_instructions(instructions: &mut Instructions<'_>) -> Result<
         let Some(stub) = stub_for(&original)? else {
             continue;
         };
+        // The operand pushed just before, when no jump lands between.
+        let operand = pc
+            .checked_sub(1)
+            .filter(|_| !targets.contains(&pc))
+            .and_then(|before| instructions.get(before));
+        if operand.is_some_and(|operand| bounded_by_constant(&original, operand)) {
+            continue;
+        }
         let line = line_of(instructions, pc);
         let start = emit_stub(instructions, stub, original, line);
         instructions.add_with_line(Instruction::Jump(pc + 1), line);
@@ -70,6 +121,75 @@ pub(crate) fn guard_instructions(instructions: &mut Instructions<'_>) -> Result<
         }
     }
     Ok(())
+}
+
+/// Instructions that control can reach other than from the one before: jump
+/// targets, macro bodies, and what follows a call (recursive loops resume
+/// there).
+fn jump_targets(instructions: &Instructions<'_>, end: u32) -> HashSet<u32> {
+    let mut targets = HashSet::new();
+    for pc in 0..end {
+        match instructions.get(pc) {
+            Some(
+                Instruction::Jump(target)
+                | Instruction::JumpIfFalse(target)
+                | Instruction::JumpIfFalseOrPop(target)
+                | Instruction::JumpIfTrueOrPop(target)
+                | Instruction::Iterate(target)
+                | Instruction::BuildMacro(_, target, _),
+            ) => {
+                targets.insert(*target);
+            }
+            Some(
+                Instruction::CallFunction(..)
+                | Instruction::CallMethod(..)
+                | Instruction::CallObject(..)
+                | Instruction::FastRecurse
+                | Instruction::PushLoop(_),
+            ) => {
+                targets.insert(pc + 1);
+            }
+            _ => {}
+        }
+    }
+    targets
+}
+
+/// Whether `instruction` costs little whatever its other operand, because
+/// `operand`, the constant pushed right before it, is small: comparing with
+/// a short string or a number, looking up a short key or a small index, or
+/// searching a short literal list.
+fn bounded_by_constant(instruction: &Instruction<'_>, operand: &Instruction<'_>) -> bool {
+    const SHORT: usize = 1024;
+    const FEW: usize = 64;
+    let Instruction::LoadConst(constant) = operand else {
+        return false;
+    };
+    let short_text = constant.as_str().is_some_and(|text| text.len() <= SHORT);
+    let small =
+        short_text || is_scalar(constant) && !matches!(constant.kind(), ValueKind::Undefined);
+    match instruction {
+        Instruction::Eq
+        | Instruction::Ne
+        | Instruction::Lt
+        | Instruction::Lte
+        | Instruction::Gt
+        | Instruction::Gte
+        | Instruction::CompareAndPreserve(_) => small,
+        Instruction::GetItem => {
+            short_text || constant.as_usize().is_some_and(|index| index <= SHORT)
+        }
+        Instruction::In => {
+            matches!(constant.kind(), ValueKind::Seq | ValueKind::Map)
+                && constant.len().is_some_and(|len| len <= FEW)
+                && constant.try_iter().is_ok_and(|mut items| {
+                    items.all(|item| {
+                        is_scalar(&item) || item.as_str().is_some_and(|text| text.len() <= SHORT)
+                    })
+                })
+        }
+        _ => false,
+    }
 }
 
 fn stub_for(instruction: &Instruction<'_>) -> Result<Option<Stub>, String> {
@@ -101,6 +221,8 @@ fn stub_for(instruction: &Instruction<'_>) -> Result<Option<Stub>, String> {
             operands(BUILD, pairs.saturating_mul(2))
         }
         Instruction::SetAttr(_) => operands(ASSIGN, 2),
+        // `loop.changed(values)` compares them with the last call's.
+        Instruction::CallMethod("changed", Some(count)) => operands(WALK, usize::from(*count)),
         Instruction::Emit => Ok(Some(Stub::Emit)),
         Instruction::EmitRaw(text) => Ok(Some(Stub::RawText((*text).to_owned()))),
         Instruction::UnpackLists(_) | Instruction::MergeKwargs(_) => {
@@ -157,7 +279,7 @@ fn line_of(instructions: &Instructions<'_>, pc: u32) -> u16 {
 /// Registers the guards of one render, each charging `budget`.
 pub(crate) fn register_guards(environment: &mut Environment<'_>, budget: &Arc<RenderBudget>) {
     type Check = fn(&RenderBudget, &[Value]) -> Result<(), Error>;
-    let passes: [(&'static str, Check); 9] = [
+    let passes: [(&'static str, Check); 10] = [
         (CONCAT, check_concat),
         (ADD, check_add),
         (MUL, check_mul),
@@ -167,6 +289,7 @@ pub(crate) fn register_guards(environment: &mut Environment<'_>, budget: &Arc<Re
         (SLICE, check_slice),
         (BUILD, check_build),
         (ASSIGN, check_assign),
+        (WALK, check_walk),
     ];
     for (name, check) in passes {
         let budget = Arc::clone(budget);
@@ -372,6 +495,14 @@ fn check_assign(budget: &RenderBudget, operands: &[Value]) -> Result<(), Error> 
         ));
     }
     budget.check_depth(shape.depth + 1)
+}
+
+/// Values an instruction compares or copies in full (charged by `measure`).
+fn check_walk(budget: &RenderBudget, operands: &[Value]) -> Result<(), Error> {
+    operands
+        .iter()
+        .filter(|operand| !is_scalar(operand))
+        .try_for_each(|operand| budget.measure(operand).map(drop))
 }
 
 fn is_sequence(value: &Value) -> bool {

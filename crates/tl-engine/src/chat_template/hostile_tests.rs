@@ -246,6 +246,18 @@ fn comparing_shared_structures_is_stopped() {
     let source = "{% set a = range(100000)|list %}\
                   {% for i in range(100000) %}{% if -1 in a %}{% endif %}{% endfor %}";
     assert_stopped(source, "work limit");
+    // `loop.changed` compares with the previous call's values.
+    let source = "{% set a = range(100000)|list %}{% set b = range(100000)|list %}\
+                  {% for i in range(100000) %}{% if loop.changed(a if i is odd else b) %}\
+                  {% endif %}{% endfor %}";
+    assert_stopped(source, "work limit");
+    // Comparing with a short constant stays cheap (and unguarded).
+    let (outcome, elapsed) = render_on_small_stack(
+        "{% set a = range(100000)|list %}{% for i in range(20000) %}\
+         {% if a == 'x' or a[0] == 1 or i in [1, 2] %}{% endif %}{% endfor %}",
+    );
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert!(elapsed < FAST);
 }
 
 #[test]

@@ -455,3 +455,22 @@ fn bounded_rendering_matches_unguarded_rendering() {
         }
     }
 }
+
+/// Rendering costs little beyond the template's own work: compiling happens
+/// once, at load; each render copies and guards the bytecode.
+#[test]
+fn renders_reuse_the_compiled_template() {
+    let template = load_testdata_template("meetkai-functionary-medium-v3.2.jinja", "<s>", "</s>");
+    let messages = conversation_without_system();
+    let start = std::time::Instant::now();
+    for _ in 0..50 {
+        template.render(&messages, true).unwrap();
+    }
+    let per_render = start.elapsed() / 50;
+    // Generous for a loaded two-core test machine; about 0.1 ms unloaded.
+    assert!(
+        per_render < std::time::Duration::from_millis(20),
+        "{per_render:?}"
+    );
+    println!("{per_render:?} per render");
+}
