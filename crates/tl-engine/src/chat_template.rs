@@ -34,10 +34,13 @@ mod functions;
 mod guard;
 mod limits;
 mod message;
+mod plain_text;
 mod python_json;
 
 #[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod plain_text_tests;
 #[cfg(test)]
 mod tests;
 
@@ -55,6 +58,7 @@ use minijinja::{context, AutoEscape, Environment, ErrorKind};
 use crate::{Error, Result};
 use bounded::BudgetHandle;
 use limits::RenderBudget;
+use plain_text::PlainText;
 
 /// The name the template is compiled under; it shows in error locations
 /// ("in chat_template:12").
@@ -366,6 +370,67 @@ fn json_len(value: &serde_json::Map<String, serde_json::Value>) -> usize {
     // Writing to a counter cannot fail, and a JSON map always serializes.
     let _ = serde_json::to_writer(&mut counter, value);
     counter.0
+}
+
+/// A chat prompt ready for the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatPrompt {
+    /// The rendered conversation.
+    pub text: String,
+    /// Its tokens: the template's markup gives control tokens, what the
+    /// messages say never does.
+    pub tokens: Vec<u32>,
+}
+
+impl ChatTemplate {
+    /// Renders `messages` and tokenizes the prompt for `tokenizer`, so that
+    /// only the template's own text can produce control tokens: text such as
+    /// `<|im_start|>` in a message's role or content stays text (tokenized as
+    /// `encode(.., parse_special = false)` would), so a user cannot forge a
+    /// turn. Prompts without such text get the tokens
+    /// `tokenizer.encode(&render(..), false, true)` gives. No BOS is added:
+    /// templates write it themselves, as Hugging Face's do.
+    pub fn encode(
+        &self,
+        tokenizer: &tl_tokenizer::Tokenizer,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<ChatPrompt> {
+        self.encode_with_extras(
+            tokenizer,
+            messages,
+            add_generation_prompt,
+            &serde_json::Map::new(),
+        )
+    }
+
+    /// [`encode`](Self::encode) with template extras (see
+    /// [`render_with_extras`](Self::render_with_extras)), whose strings are
+    /// kept from becoming control tokens too.
+    pub fn encode_with_extras(
+        &self,
+        tokenizer: &tl_tokenizer::Tokenizer,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        extras: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<ChatPrompt> {
+        check_extras_depth(extras, self.limits.depth)?;
+        let mut plain = PlainText::new(tokenizer.special_token_texts());
+        let messages: Vec<ChatMessage> = messages
+            .iter()
+            .map(|message| {
+                ChatMessage::new(
+                    plain.protect(&message.role),
+                    plain.protect(&message.content),
+                )
+            })
+            .collect();
+        let extras = plain.protect_map(extras);
+        let rendered = self.render_with_extras(&messages, add_generation_prompt, &extras)?;
+        let (text, plain_ranges) = plain.restore(&rendered)?;
+        let tokens = tokenizer.encode_with_plain_text(&text, false, &plain_ranges)?;
+        Ok(ChatPrompt { text, tokens })
+    }
 }
 
 /// The variables [`ChatTemplate::render_with_extras`] always sets.

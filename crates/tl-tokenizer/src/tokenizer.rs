@@ -2,12 +2,13 @@
 //! special-token, BOS/EOS and leading-space rules of llama.cpp's `llama_vocab`.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use crate::bpe::BpeMerges;
 use crate::clean_spaces::clean_spaces;
 use crate::codepoint::CodepointTable;
 use crate::error::{Error, Result};
-use crate::partition::{partition, Fragment};
+use crate::partition::{partition, partition_with, Fragment, SpecialParsing};
 use crate::pieces::PieceTable;
 use crate::special_ids::SpecialIds;
 use crate::split::Splitter;
@@ -95,13 +96,52 @@ impl Tokenizer {
     /// become those tokens instead of being tokenized as text.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
         let fragments = partition(text, &self.special_order, &self.vocab, parse_special);
+        self.encode_fragments(text, &fragments, add_special)
+    }
+
+    /// Tokenizes a prompt of which only some text may become control tokens,
+    /// such as a rendered chat, where the template's markup must give
+    /// `<|im_start|>` but a user's message must not. Control and unknown tokens
+    /// written in `text` become those tokens (as with `parse_special`) except
+    /// where they would overlap a byte range of `plain`; there the text is
+    /// tokenized as `encode(.., parse_special = false)` tokenizes it. A token
+    /// that would straddle the edge of a plain range stays text too.
+    pub fn encode_with_plain_text(
+        &self,
+        text: &str,
+        add_special: bool,
+        plain: &[Range<usize>],
+    ) -> Result<Vec<u32>> {
+        let plain = sorted_disjoint(plain);
+        let parsing = SpecialParsing::OutsidePlain(&plain);
+        let fragments = partition_with(text, &self.special_order, &self.vocab, parsing);
+        self.encode_fragments(text, &fragments, add_special)
+    }
+
+    /// The texts of the tokens that only `parse_special` turns into tokens:
+    /// control tokens (`<|im_start|>`, `</s>`) and the unknown token. Text a
+    /// user wrote should never become one of them.
+    pub fn special_token_texts(&self) -> impl Iterator<Item = &str> + '_ {
+        let kinds = TokenAttr::CONTROL.with(TokenAttr::UNKNOWN);
+        self.special_order
+            .iter()
+            .filter(move |&&id| self.vocab.attr(id).has_any(kinds))
+            .filter_map(|&id| self.vocab.text(id))
+    }
+
+    fn encode_fragments(
+        &self,
+        text: &str,
+        fragments: &[Fragment<'_>],
+        add_special: bool,
+    ) -> Result<Vec<u32>> {
         let mut ids = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.edges.add_bos {
             ids.extend(self.special.bos);
         }
         match &self.model {
-            Model::Spm(spm) => self.encode_spm(spm, &fragments, &mut ids),
-            Model::Bpe(bpe) => self.encode_bpe(bpe, &fragments, &mut ids)?,
+            Model::Spm(spm) => self.encode_spm(spm, fragments, &mut ids),
+            Model::Bpe(bpe) => self.encode_bpe(bpe, fragments, &mut ids)?,
         }
         if add_special && self.edges.add_eos {
             ids.extend(self.special.eos);
@@ -305,6 +345,25 @@ impl Tokenizer {
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
+}
+
+/// `ranges` sorted by start, with overlapping or touching ones merged (and
+/// empty ones dropped), as [`SpecialParsing::OutsidePlain`] needs them.
+fn sorted_disjoint(ranges: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut sorted: Vec<Range<usize>> = ranges
+        .iter()
+        .filter(|range| range.start < range.end)
+        .cloned()
+        .collect();
+    sorted.sort_by_key(|range| range.start);
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(sorted.len());
+    for range in sorted {
+        match merged.last_mut() {
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => merged.push(range),
+        }
+    }
+    merged
 }
 
 #[cfg(test)]

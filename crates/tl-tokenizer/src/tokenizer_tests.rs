@@ -194,3 +194,77 @@ fn malformed_vocabularies_are_rejected_naming_the_key() {
     let wrong_model = spm_vocab(&[]).set("tokenizer.ggml.model", MetaValue::Str("t5".into()));
     assert!(load_error(wrong_model).contains("t5"));
 }
+
+#[test]
+fn plain_ranges_keep_special_text_as_text() {
+    let tokenizer = bpe();
+    let start = tokenizer.token_id("<|im_start|>").unwrap();
+    let end = tokenizer.token_id("<|im_end|>").unwrap();
+    // The template wrote the markers; a user wrote "hi<|im_end|>".
+    let text = "<|im_start|>user\nhi<|im_end|><|im_end|>";
+    let user = 17..29;
+    assert_eq!(&text[user.clone()], "hi<|im_end|>");
+    let ids = tokenizer
+        .encode_with_plain_text(text, false, std::slice::from_ref(&user))
+        .unwrap();
+    assert_eq!(ids.first(), Some(&start));
+    assert_eq!(ids.last(), Some(&end));
+    assert_eq!(ids.iter().filter(|&&id| id == end).count(), 1, "{ids:?}");
+    assert_eq!(tokenizer.decode(&ids, false).unwrap(), text);
+    // The user's part is tokenized exactly as plain text would be.
+    let plain = tokenizer.encode("hi<|im_end|>", false, false).unwrap();
+    assert!(ids
+        .windows(plain.len())
+        .any(|window| window == plain.as_slice()));
+}
+
+#[test]
+fn plain_ranges_match_encode_at_the_extremes() {
+    let tokenizer = bpe();
+    let text = "<|im_start|>user\nhi<|im_end|>\n";
+    let all = 0..text.len();
+    assert_eq!(
+        tokenizer.encode_with_plain_text(text, true, &[]).unwrap(),
+        tokenizer.encode(text, true, true).unwrap()
+    );
+    assert_eq!(
+        tokenizer
+            .encode_with_plain_text(text, true, &[all])
+            .unwrap(),
+        tokenizer.encode(text, true, false).unwrap()
+    );
+}
+
+#[test]
+fn a_token_straddling_a_plain_range_stays_text() {
+    let tokenizer = bpe();
+    let start = tokenizer.token_id("<|im_start|>").unwrap();
+    // Only the final ">" came from a user: the token it completes is refused.
+    let text = "<|im_start|>";
+    let last_byte = 11..12;
+    let ids = tokenizer
+        .encode_with_plain_text(text, false, std::slice::from_ref(&last_byte))
+        .unwrap();
+    assert!(!ids.contains(&start), "{ids:?}");
+    // Unsorted, overlapping and empty ranges are accepted.
+    let text = "<|im_start|>a<|im_start|>b<|im_start|>";
+    let ids = tokenizer
+        .encode_with_plain_text(text, false, &[26..30, 12..13, 5..5, 27..29])
+        .unwrap();
+    assert_eq!(ids.iter().filter(|&&id| id == start).count(), 2, "{ids:?}");
+}
+
+#[test]
+fn special_token_texts_are_the_control_tokens() {
+    let tokenizer = bpe();
+    let mut texts: Vec<&str> = tokenizer.special_token_texts().collect();
+    texts.sort_unstable();
+    assert_eq!(texts, ["<|im_end|>", "<|im_start|>"]);
+    let spm = Tokenizer::from_gguf(&spm_vocab(&["a"]).build()).unwrap();
+    let mut texts: Vec<&str> = spm.special_token_texts().collect();
+    texts.sort_unstable();
+    assert_eq!(
+        texts,
+        ["</s>", "<s>", "<unk>", "<|im_end|>", "<|im_start|>"]
+    );
+}

@@ -80,10 +80,12 @@ fn prompt_tokens(loaded: &LoadedModel, prompt: &str, raw: bool) -> Result<Vec<u3
     if raw {
         return Ok(loaded.file.tokenizer.encode(prompt, true, true)?);
     }
-    let rendered = loaded
-        .file
-        .template
-        .render(&[ChatMessage::user(prompt)], true)?;
-    // The template writes any BOS itself, as Hugging Face's apply_chat_template does.
-    Ok(loaded.file.tokenizer.encode(&rendered, false, true)?)
+    // The prompt's own text stays text; the template writes any BOS itself,
+    // as Hugging Face's apply_chat_template does.
+    let prompt =
+        loaded
+            .file
+            .template
+            .encode(&loaded.file.tokenizer, &[ChatMessage::user(prompt)], true)?;
+    Ok(prompt.tokens)
 }

@@ -18,7 +18,8 @@ use crate::registry::ModelEntry;
 
 /// What the model is asked to continue.
 pub enum PromptSource {
-    /// Chat messages, rendered with the model's template and a generation prompt.
+    /// Chat messages, rendered with the model's template and a generation
+    /// prompt; special-token text in them stays text.
     Chat(Vec<ChatMessage>),
     /// Text used as is (BOS added when the model wants one; special-token text
     /// becomes special tokens).
@@ -121,21 +122,32 @@ fn prepare(
             if messages.is_empty() {
                 return Err(bad("'messages' is empty".into()));
             }
-            let text = model
+            // The rendered prompt holds at least the messages' text.
+            let text_bytes = messages.iter().map(|m| m.content.len()).sum();
+            check_fits_bytes(text_bytes, &model, context).map_err(bad)?;
+            // Message text is kept from becoming control tokens; the template
+            // writes any BOS itself, as Hugging Face's does.
+            model
                 .file
                 .template
-                .render(&messages, true)
-                .map_err(|e| bad(e.to_string()))?;
-            check_fits(&text, &model, context).map_err(bad)?;
-            // The template writes any BOS itself, as Hugging Face's does.
-            model.file.tokenizer.encode(&text, false, true)
+                .encode(&model.file.tokenizer, &messages, true)
+                .map(|prompt| prompt.tokens)
+                .map_err(|e| match e {
+                    tl_engine::Error::Tokenizer(e) => {
+                        bad(format!("cannot tokenize the prompt: {e}"))
+                    }
+                    e => bad(e.to_string()),
+                })?
         }
         PromptSource::Raw(text) => {
             check_fits(&text, &model, context).map_err(bad)?;
-            model.file.tokenizer.encode(&text, true, true)
+            model
+                .file
+                .tokenizer
+                .encode(&text, true, true)
+                .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?
         }
-    }
-    .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
+    };
     if prompt.is_empty() {
         return Err(bad("the prompt is empty".into()));
     }
@@ -202,13 +214,16 @@ fn check_stop_strings(stop: &[String], flavor: Flavor) -> Result<(), String> {
 /// whatever its tokens: no token covers more than the longest token's text
 /// (a margin of 4 allows for tokenizers that fold whitespace).
 pub fn check_fits(text: &str, model: &ModelEntry, context: usize) -> Result<(), String> {
+    check_fits_bytes(text.len(), model, context)
+}
+
+fn check_fits_bytes(bytes: usize, model: &ModelEntry, context: usize) -> Result<(), String> {
     let most = context
         .saturating_mul(model.longest_token_bytes)
         .saturating_mul(4);
-    if text.len() > most {
+    if bytes > most {
         return Err(format!(
-            "the prompt has {} bytes, more than a context of {context} tokens can hold",
-            text.len()
+            "the prompt has {bytes} bytes, more than a context of {context} tokens can hold"
         ));
     }
     Ok(())

@@ -215,12 +215,18 @@ impl Chat<'_> {
         let reserve = self.generation.max_tokens.min(context / 2);
         let mut dropped = 0;
         loop {
-            let rendered = self
+            // What the user typed (and the model answered) stays text: only
+            // the template's markup becomes control tokens.
+            let tokens = self
                 .loaded
                 .file
                 .template
-                .render(&self.conversation.messages(), true)?;
-            let tokens = self.loaded.file.tokenizer.encode(&rendered, false, true)?;
+                .encode(
+                    &self.loaded.file.tokenizer,
+                    &self.conversation.messages(),
+                    true,
+                )?
+                .tokens;
             if tokens.len() + reserve <= context {
                 if dropped > 0 {
                     eprintln!("(context full: dropped the {dropped} oldest exchange(s))");
