@@ -9,7 +9,7 @@ mod common;
 use std::io::BufRead;
 use std::time::Duration;
 
-use common::server::{open_stream, request, Server};
+use common::server::{open_stream, request, resident_kib, Server};
 use serde_json::{json, Value};
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1";
@@ -787,15 +787,6 @@ impl Lcg {
             .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
-}
-
-fn resident_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// One request of the load test: most are ordinary, some hang up part way,

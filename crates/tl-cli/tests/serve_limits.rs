@@ -9,7 +9,7 @@ use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::server::{request, Server};
+use common::server::{request, resident_kib, Server};
 use serde_json::json;
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1";
@@ -161,15 +161,6 @@ fn one_keys_prompt_cache_is_invisible_to_another() {
 fn percentile(values: &mut [Duration], p: usize) -> Duration {
     values.sort();
     values[(values.len() - 1) * p / 100]
-}
-
-fn resident_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Every fault at once, for a few seconds: half-sent headers and bodies,

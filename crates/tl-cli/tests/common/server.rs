@@ -329,3 +329,13 @@ impl<R: BufRead> Read for ChunkedBody<R> {
         Ok(n)
     }
 }
+
+/// Resident memory of process `pid` in KiB (Linux; 0 elsewhere).
+pub fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
