@@ -39,6 +39,14 @@ impl<'a> WeightLoader<'a> {
         let info = self.info(name, shape)?;
         let dtype = candle_dtype(info)?;
         let data = self.file.data_of(info);
+        // candle reads the bytes in place as blocks of f16/f32 fields, which
+        // needs them aligned; a file with `general.alignment` below 8 can
+        // place them anywhere (found by fuzzing: undefined behaviour).
+        if !(data.as_ptr() as usize).is_multiple_of(TENSOR_DATA_ALIGNMENT) {
+            return Err(Error::InvalidModel(format!(
+                "tensor '{name}' starts at a byte offset that is not a multiple of {TENSOR_DATA_ALIGNMENT} (general.alignment too small)"
+            )));
+        }
         self.loaded_bytes += data.len();
         Ok(qtensor_from_ggml(dtype, data, info.shape(), self.device)?)
     }
@@ -66,6 +74,10 @@ impl<'a> WeightLoader<'a> {
     }
 }
 
+/// The alignment tensor data must have to be read in place (the largest of
+/// the block types' fields, rounded up; GGUF's default alignment is 32).
+const TENSOR_DATA_ALIGNMENT: usize = 8;
+
 /// The candle type for a GGUF tensor, or an error naming the tensor and type.
 fn candle_dtype(info: &TensorInfo) -> Result<GgmlDType> {
     Ok(match info.ggml_type {
@@ -91,4 +103,43 @@ fn candle_dtype(info: &TensorInfo) -> Result<GgmlDType> {
             )))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WeightLoader;
+    use candle_core::Device;
+    use tl_gguf::{GgmlType, GgufFile, GgufWriter, TensorData, Value};
+
+    /// A file with `general.alignment` 1, where tensor `x` (F32) follows a
+    /// `pad`-element F16 tensor with no padding between them.
+    fn packed(pad: usize) -> GgufFile {
+        let mut w = GgufWriter::new(3);
+        w.set_metadata("general.alignment", Value::U32(1));
+        let f16 = TensorData::Bytes(vec![0; 2 * pad]);
+        w.add_tensor("pad", vec![pad as u64], GgmlType::F16, f16).unwrap();
+        let f32 = TensorData::Bytes(vec![0; 8]);
+        w.add_tensor("x", vec![2], GgmlType::F32, f32).unwrap();
+        GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap()
+    }
+
+    /// Found by fuzzing: tensor bytes that candle would read in place as
+    /// misaligned f32s are refused instead.
+    #[test]
+    fn misaligned_tensor_data_is_refused_not_read() {
+        let mut refused = 0;
+        for pad in 1..=3 {
+            let file = packed(pad);
+            let device = Device::Cpu;
+            match WeightLoader::new(&file, &device).qtensor("x", &[2]) {
+                Ok(_) => {}
+                Err(e) => {
+                    assert!(e.to_string().contains("not a multiple of 8"), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        // Offsets 2, 4 and 6 past one start: at most one is a multiple of 8.
+        assert!(refused >= 2, "only {refused} of 3 misaligned files were refused");
+    }
 }
