@@ -10,6 +10,7 @@ use tl_gguf::{Array, Value};
 
 use crate::child::{Verdict, Workers};
 use crate::mutate::gguf::GgufParts;
+use crate::mutate::gguf_values::with_strings;
 
 /// The smallest input found before `deadline` that fails with `key`.
 pub fn minimize(
@@ -108,7 +109,7 @@ fn halve(value: &mut Value) -> bool {
             true
         }
         Value::Array(Array::String(items)) if items.len() > 1 => {
-            items.truncate(items.len() / 2);
+            with_strings(items, |items| items.truncate(items.len() / 2));
             true
         }
         Value::Array(Array::F32(items)) if items.len() > 1 => {

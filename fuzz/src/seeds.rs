@@ -12,6 +12,7 @@ use anyhow::Context;
 use tl_gguf::{Array, Value};
 
 use crate::mutate::gguf::GgufParts;
+use crate::mutate::gguf_values::with_strings;
 
 /// The real tiny model the engine's tests run (Qwen3 layout, Q8_0, a small
 /// byte-level BPE vocabulary and a chat template).
@@ -69,8 +70,8 @@ pub fn shrink_vocab(bytes: &[u8], keep: usize) -> Option<Vec<u8>> {
     for (key, value) in &mut parts.metadata {
         match (key.as_str(), value) {
             ("tokenizer.ggml.tokens", Value::Array(Array::String(tokens))) => {
-                tokens.truncate(keep);
-                kept_tokens = tokens.iter().cloned().collect();
+                with_strings(tokens, |tokens| tokens.truncate(keep));
+                kept_tokens = tokens.iter().map(str::to_owned).collect();
             }
             ("tokenizer.ggml.scores", Value::Array(Array::F32(scores))) => scores.truncate(keep),
             ("tokenizer.ggml.token_type", Value::Array(Array::I32(types))) => types.truncate(keep),
@@ -86,7 +87,7 @@ pub fn shrink_vocab(bytes: &[u8], keep: usize) -> Option<Vec<u8>> {
     };
     parts.metadata.retain_mut(|(key, value)| match value {
         Value::Array(Array::String(merges)) if key == "tokenizer.ggml.merges" => {
-            merges.retain(keeps_merge);
+            with_strings(merges, |merges| merges.retain(keeps_merge));
             true
         }
         // Special ids past the cut would make the loader refuse the file.

@@ -133,3 +133,32 @@ fn clean_inputs_replay_cleanly() {
     let (passed, report) = replay(dir.path(), &["ok", "fine"]);
     assert!(passed, "{report}");
 }
+
+/// Every input a campaign found and kept in `fuzz/crashes/TARGET/` replays
+/// cleanly: each finding stays fixed.
+#[test]
+fn kept_crashes_stay_fixed() {
+    let crashes = Path::new(env!("CARGO_MANIFEST_DIR")).join("crashes");
+    let mut replayed = 0;
+    for target in std::fs::read_dir(&crashes).expect("fuzz/crashes") {
+        let target = target.expect("a directory entry").path();
+        if !target.is_dir() {
+            continue;
+        }
+        let name = target.file_name().and_then(|n| n.to_str()).expect("a name");
+        let mut inputs: Vec<_> = std::fs::read_dir(&target)
+            .expect("a target's crashes")
+            .map(|entry| entry.expect("a directory entry").path())
+            .collect();
+        inputs.sort();
+        let output = Command::new(FUZZER)
+            .args([name, "--timeout-ms", "20000", "--replay"])
+            .args(&inputs)
+            .output()
+            .expect("tl-fuzz runs");
+        let report = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{name}:\n{report}");
+        replayed += inputs.len();
+    }
+    assert!(replayed >= 2, "only {replayed} kept crashes found");
+}

@@ -104,7 +104,9 @@ impl GgufParts {
             .iter()
             .find(|(key, _)| key == "tokenizer.ggml.tokens")
             .and_then(|(_, value)| match value {
-                Value::Array(tl_gguf::Array::String(tokens)) => Some(tokens.clone()),
+                Value::Array(tl_gguf::Array::String(tokens)) => {
+                    Some(tokens.iter().map(str::to_owned).collect())
+                }
                 _ => None,
             })
             .unwrap_or_default()

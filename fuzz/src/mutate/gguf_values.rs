@@ -4,9 +4,18 @@
 //! an array cut short or grown), and edits that know what a tokenizer's arrays
 //! hold (a merge of two real tokens, a token that duplicates another).
 
-use tl_gguf::{Array, Value};
+use tl_gguf::{Array, StringArray, Value};
 
 use crate::rng::Rng;
+
+/// Runs `edit` on `items` as a `Vec<String>` (what the edits want to index
+/// and grow) and stores the result back in the reader's compact form.
+pub fn with_strings<R>(items: &mut StringArray, edit: impl FnOnce(&mut Vec<String>) -> R) -> R {
+    let mut strings: Vec<String> = items.iter().map(str::to_owned).collect();
+    let result = edit(&mut strings);
+    *items = strings.iter().collect();
+    result
+}
 
 /// Integers at the edges, cast (wrapping) to whatever width is needed.
 const EDGE_INTEGERS: &[i128] = &[
@@ -186,7 +195,7 @@ fn truncate(array: &mut Array, len: usize) {
         Array::I32(v) => v.truncate(len),
         Array::F32(v) => v.truncate(len),
         Array::Bool(v) => v.truncate(len),
-        Array::String(v) => v.truncate(len),
+        Array::String(v) => with_strings(v, |v| v.truncate(len)),
         Array::Array(v) => v.truncate(len),
         Array::U64(v) => v.truncate(len),
         Array::I64(v) => v.truncate(len),
@@ -212,7 +221,7 @@ fn grow(array: &mut Array, rng: &mut Rng) {
         Array::I32(v) => extend(v, at, times),
         Array::F32(v) => extend(v, at, times),
         Array::Bool(v) => extend(v, at, times),
-        Array::String(v) => extend(v, at, times),
+        Array::String(v) => with_strings(v, |v| extend(v, at, times)),
         Array::U64(v) => extend(v, at, times),
         Array::I64(v) => extend(v, at, times),
         Array::F64(v) => extend(v, at, times),
@@ -242,7 +251,7 @@ fn tweak_element(array: &mut Array, strings: &[&str], rng: &mut Rng) {
         Array::F32(v) => v[at] = edge_float(rng) as f32,
         Array::F64(v) => v[at] = edge_float(rng),
         Array::Bool(v) => v[at] = !v[at],
-        Array::String(v) => v[at] = random_string(strings, rng),
+        Array::String(v) => with_strings(v, |v| v[at] = random_string(strings, rng)),
         Array::Array(v) => tweak_array(&mut v[at], strings, rng),
     }
 }
@@ -258,12 +267,14 @@ pub fn tweak_tokenizer_value(
 ) -> bool {
     match (key, value) {
         ("tokenizer.ggml.tokens", Value::Array(Array::String(items))) if !items.is_empty() => {
-            let at = rng.below(items.len());
-            items[at] = match rng.below(3) {
-                // A duplicate: the loader must refuse it, not mix the two up.
-                0 => items[rng.below(items.len())].clone(),
-                _ => random_string(strings, rng),
-            };
+            with_strings(items, |items| {
+                let at = rng.below(items.len());
+                items[at] = match rng.below(3) {
+                    // A duplicate: the loader must refuse it, not mix the two up.
+                    0 => items[rng.below(items.len())].clone(),
+                    _ => random_string(strings, rng),
+                };
+            });
             true
         }
         ("tokenizer.ggml.token_type", Value::Array(Array::I32(items))) if !items.is_empty() => {
@@ -276,7 +287,7 @@ pub fn tweak_tokenizer_value(
             true
         }
         ("tokenizer.ggml.merges", Value::Array(Array::String(items))) => {
-            tweak_merges(items, tokens, strings, rng);
+            with_strings(items, |items| tweak_merges(items, tokens, strings, rng));
             true
         }
         (key, value) if key.starts_with("tokenizer.ggml.") && key.ends_with("_token_id") => {
@@ -333,7 +344,7 @@ mod tests {
         for _ in 0..3000 {
             let mut value = random_value(&strings, &mut rng, 3);
             tweak_value(&mut value, &strings, &mut rng);
-            let mut merges = Value::Array(Array::String(vec!["a b".into()]));
+            let mut merges = Value::Array(Array::String(["a b"].into_iter().collect()));
             tweak_tokenizer_value(
                 "tokenizer.ggml.merges",
                 &mut merges,

@@ -191,7 +191,7 @@ fn synthetic_files() -> anyhow::Result<Vec<Vec<u8>>> {
             "nested",
             Value::Array(tl_gguf::Array::Array(vec![
                 tl_gguf::Array::U32(vec![1, 2]),
-                tl_gguf::Array::String(vec!["a".into()]),
+                tl_gguf::Array::String(["a"].into_iter().collect()),
             ])),
         );
     let mut tensors = GgufWriter::new(2);

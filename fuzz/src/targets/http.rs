@@ -153,7 +153,7 @@ impl HttpRunner {
             registry,
             engine,
             metrics,
-            api_key: None,
+            api_keys: Arc::from([]),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -23,7 +23,8 @@ impl Runner for SelftestRunner {
             b"abort" => std::process::abort(),
             b"overflow" => format!("{}", recurse(u64::MAX)),
             b"oom" => {
-                let huge = vec![1u8; 1 << 40];
+                // black_box: an optimised build would otherwise elide the allocation.
+                let huge = std::hint::black_box(vec![1u8; 1 << 40]);
                 format!("{}", huge.len())
             }
             b"hang" => loop {

@@ -117,7 +117,8 @@ mod tests {
         let mut w = GgufWriter::new(3);
         w.set_metadata("general.alignment", Value::U32(1));
         let f16 = TensorData::Bytes(vec![0; 2 * pad]);
-        w.add_tensor("pad", vec![pad as u64], GgmlType::F16, f16).unwrap();
+        w.add_tensor("pad", vec![pad as u64], GgmlType::F16, f16)
+            .unwrap();
         let f32 = TensorData::Bytes(vec![0; 8]);
         w.add_tensor("x", vec![2], GgmlType::F32, f32).unwrap();
         GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap()
@@ -140,6 +141,9 @@ mod tests {
             }
         }
         // Offsets 2, 4 and 6 past one start: at most one is a multiple of 8.
-        assert!(refused >= 2, "only {refused} of 3 misaligned files were refused");
+        assert!(
+            refused >= 2,
+            "only {refused} of 3 misaligned files were refused"
+        );
     }
 }
