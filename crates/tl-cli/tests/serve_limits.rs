@@ -317,3 +317,130 @@ fn faults_of_kind(address: &str, kind: usize) {
         }
     }
 }
+
+/// The tiny synthetic model (Q8_0) written to `dir` as `NAME.gguf`, with
+/// `change` applied to its metadata and, when `poison` holds, every Q8_0
+/// block's scale a NaN.
+fn write_tiny_model(
+    dir: &std::path::Path,
+    name: &str,
+    change: impl Fn(&str, &tl_gguf::Value) -> Option<tl_gguf::Value>,
+    poison: bool,
+) -> std::path::PathBuf {
+    let tiny = dir.join("tiny.gguf");
+    let tiny_path = tiny.to_str().expect("a UTF-8 path");
+    let out = common::run(&[
+        "model", "synth", "--shape", "tiny", "--quant", "q8_0", "-o", tiny_path,
+    ]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let file = tl_gguf::GgufFile::open(&tiny).expect("the tiny model reads");
+    let mut writer = tl_gguf::GgufWriter::new(3);
+    for (key, value) in file.metadata() {
+        let value = change(key, value).unwrap_or_else(|| value.clone());
+        writer.set_metadata(key.clone(), value);
+    }
+    for info in file.tensors() {
+        let mut data = file.data_of(info).to_vec();
+        if poison && info.ggml_type == tl_gguf::GgmlType::Q8_0 {
+            for block in data.chunks_exact_mut(34) {
+                block[..2].copy_from_slice(&0x7e00u16.to_le_bytes());
+            }
+        }
+        let data = tl_gguf::TensorData::Bytes(data);
+        writer
+            .add_tensor(info.name.clone(), info.dims.clone(), info.ggml_type, data)
+            .expect("a well-formed tensor");
+    }
+    let path = dir.join(format!("{name}.gguf"));
+    writer
+        .write_to_path(&path)
+        .expect("the hostile model is written");
+    path
+}
+
+/// A hostile model served beside a good one. One whose metadata is hostile
+/// (head counts that wrap the widths) stops the server at start with the
+/// reason; one whose weights are all NaN (nothing to see until it runs)
+/// gets an error saying so for every request naming it, while the server's memory stays put and the
+/// good model goes on answering the same text.
+#[test]
+fn a_hostile_model_beside_a_good_one_is_refused_and_the_good_one_serves() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let wrapping = write_tiny_model(
+        dir.path(),
+        "wrapping",
+        |key, _| match key {
+            "llama.attention.head_count" => Some(tl_gguf::Value::U64((1 << 61) + 4)),
+            "llama.attention.head_count_kv" => Some(tl_gguf::Value::U64((1 << 60) + 2)),
+            _ => None,
+        },
+        false,
+    );
+    let default = common::default_model().to_str().expect("a UTF-8 path");
+    let wrapping = wrapping.to_str().expect("a UTF-8 path");
+    let mut child = common::tl()
+        .args(["serve", "-m", default, "-m", wrapping, "--port", "0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tl serve starts");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for tl serve") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("tl serve kept running with a hostile model");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("wrapping.gguf") && log.contains("head"),
+        "{log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+
+    let poisoned = write_tiny_model(dir.path(), "poisoned", |_, _| None, true);
+    let poisoned = poisoned.to_str().expect("a UTF-8 path");
+    let server = Server::start(&["-m", poisoned, "--ctx", "128"]);
+    let good = json!({"model": MODEL, "prompt": "Hi", "max_tokens": 8, "temperature": 0});
+    let good_text = || {
+        let r = server.post("/v1/completions", &good.to_string());
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["choices"][0]["text"].clone()
+    };
+    let text_before = good_text();
+    let before = resident_kib(server.pid());
+    for (path, temperature) in [
+        ("/v1/completions", 0.0),
+        ("/api/generate", 0.8),
+        ("/v1/completions", 1.0),
+    ] {
+        let body = json!({"model": "poisoned", "prompt": "Hi", "max_tokens": 4, "stream": false,
+            "temperature": temperature, "options": {"temperature": temperature}});
+        let r = server.post(path, &body.to_string());
+        assert_eq!(r.status, 500, "{path}: {}", r.body);
+        assert!(r.body.contains("every logit is NaN"), "{path}: {}", r.body);
+        assert!(
+            [200, 500].contains(&r.status),
+            "{path}: {} {}",
+            r.status,
+            r.body
+        );
+    }
+    assert_eq!(good_text(), text_before);
+    let after = resident_kib(server.pid());
+    assert!(
+        after <= before + 64 * 1024,
+        "resident memory {after} KiB after the hostile requests, {before} KiB before"
+    );
+    assert!(!server.log().contains("panicked"), "{}", server.log());
+}
