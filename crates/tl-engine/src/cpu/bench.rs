@@ -38,6 +38,8 @@ fn candle_dtype(ty: WeightType) -> GgmlDType {
     match ty {
         WeightType::Q4_0 => GgmlDType::Q4_0,
         WeightType::Q4_1 => GgmlDType::Q4_1,
+        WeightType::Q5_0 => GgmlDType::Q5_0,
+        WeightType::Q5_1 => GgmlDType::Q5_1,
         WeightType::Q8_0 => GgmlDType::Q8_0,
     }
 }

@@ -3,13 +3,17 @@
 //! plain weights) for small matrices; regenerate it with
 //! `python3 golden/ggml_mul_mat.py` where llama-cpp-python is installed.
 
-use super::{QuantizedMatrix, WeightType, BLOCK_VALUES};
+use std::collections::BTreeSet;
+
+use tl_gguf::GgmlType;
+
+use super::{QuantizedMatrix, WeightType};
 
 const GOLDEN: &[u8] = include_bytes!("golden/ggml_mul_mat.bin");
 
 /// One recorded `ggml_mul_mat`.
 struct Case {
-    weight_type: WeightType,
+    ggml_type: GgmlType,
     rows: usize,
     cols: usize,
     m: usize,
@@ -49,19 +53,16 @@ fn read_cases() -> Vec<Case> {
     let count = reader.u32();
     (0..count)
         .map(|_| {
-            let weight_type = match reader.u32() {
-                2 => WeightType::Q4_0,
-                3 => WeightType::Q4_1,
-                8 => WeightType::Q8_0,
-                other => panic!("unexpected ggml type {other}"),
-            };
+            let ggml_type = reader.u32();
             let [rows, cols, m] = [(); 3].map(|_| reader.u32() as usize);
             let repacked = reader.u32() == 1;
-            let weights = reader.bytes(rows * cols / BLOCK_VALUES * weight_type.block_bytes());
+            let ggml_type = GgmlType::from_id(ggml_type).expect("a ggml type");
+            let (block_values, block_bytes) = (ggml_type.block_elements(), ggml_type.block_bytes());
+            let weights = reader.bytes(rows * cols / block_values as usize * block_bytes as usize);
             let x = reader.f32s(m * cols);
             let out = reader.f32s(m * rows);
             Case {
-                weight_type,
+                ggml_type,
                 rows,
                 cols,
                 m,
@@ -74,16 +75,25 @@ fn read_cases() -> Vec<Case> {
         .collect()
 }
 
+/// The types in the golden file that our kernels do not run yet (candle's
+/// matmul runs them, without llama.cpp's rounding).
+const NOT_YET_OURS: [&str; 5] = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"];
+
 #[test]
 fn matches_ggml_bit_for_bit() {
     let cases = read_cases();
-    assert_eq!(cases.len(), 8);
+    assert_eq!(cases.len(), 36);
+    let mut not_ours = BTreeSet::new();
     for case in cases {
+        let Some(weight_type) = WeightType::from_gguf(case.ggml_type) else {
+            not_ours.insert(case.ggml_type.name());
+            continue;
+        };
         let what = format!(
-            "{} {}×{} m={} repacked={}",
-            case.weight_type, case.rows, case.cols, case.m, case.repacked
+            "{weight_type} {}×{} m={} repacked={}",
+            case.rows, case.cols, case.m, case.repacked
         );
-        let matrix = QuantizedMatrix::new(case.weight_type, case.rows, case.cols, case.weights)
+        let matrix = QuantizedMatrix::new(weight_type, case.rows, case.cols, case.weights)
             .expect("valid matrix")
             .with_repacked_q4_0(case.repacked);
         for threads in [1, 2] {
@@ -100,4 +110,5 @@ fn matches_ggml_bit_for_bit() {
             }
         }
     }
+    assert_eq!(not_ours, BTreeSet::from(NOT_YET_OURS));
 }

@@ -1,7 +1,8 @@
 //! A weight matrix `[out_features, in_features]` applied as `y = x · Wᵀ` to rows
 //! of f32 activations. Quantized weights stay in their GGUF block layout: Q4_0,
-//! Q4_1 and Q8_0 run on our own kernels (`crate::cpu`), which follow llama.cpp's
-//! arithmetic; every other type runs through candle's `QMatMul`.
+//! Q4_1, Q5_0, Q5_1 and Q8_0 run on our own kernels (`crate::cpu`), which
+//! follow llama.cpp's arithmetic; every other type runs through candle's
+//! `QMatMul`.
 
 use candle_core::quantized::QMatMul;
 use candle_core::{Device, Module, Tensor};

@@ -1,7 +1,8 @@
 //! A quantized weight matrix in GGUF layout and its product with f32
 //! activations, `out = x · Wᵀ` like `ggml_mul_mat(W, x)` on llama.cpp's CPU
-//! backend: the activations are quantized first (Q8_0 for Q4_0/Q8_0 weights, Q8_1
-//! for Q4_1), then each output is one dot product with llama.cpp's rounding.
+//! backend: the activations are quantized first (Q8_1 for the types with a
+//! minimum, Q4_1 and Q5_1; Q8_0 for the others), then each output is one dot
+//! product with llama.cpp's rounding.
 
 use std::cell::RefCell;
 

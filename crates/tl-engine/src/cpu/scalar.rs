@@ -48,6 +48,8 @@ pub(crate) fn compute_rows(
 ) {
     match weights.weight_type {
         WeightType::Q4_0 => typed_rows(weights.blocks::<18>(), weights, acts, m, out),
+        WeightType::Q5_0 => typed_rows(weights.blocks::<22>(), weights, acts, m, out),
+        WeightType::Q5_1 => typed_rows(weights.blocks::<24>(), weights, acts, m, out),
         WeightType::Q4_1 => typed_rows(weights.blocks::<20>(), weights, acts, m, out),
         WeightType::Q8_0 => typed_rows(weights.blocks::<34>(), weights, acts, m, out),
     }
@@ -89,13 +91,13 @@ pub(crate) fn vec_dot<B: WeightBlock>(row: &[B], act: ActivationRow<'_>) -> f32 
                 .sum();
             *acc = scale.mul_add(dot as f32, *acc);
         }
-        if B::TYPE == WeightType::Q4_1 {
+        if B::HAS_MIN {
             // `summs += m * s`, which C compilers contract to an FMA when FMA is on.
             min_terms = f16_to_f32(block.min_bits()).mul_add(act.q8_1_sums[b], min_terms);
         }
     }
     let sum = horizontal_sum(lanes);
-    if B::TYPE == WeightType::Q4_1 {
+    if B::HAS_MIN {
         sum + min_terms
     } else {
         sum

@@ -4,6 +4,7 @@
 
 use half::f16;
 
+use super::blocks::WeightBlock;
 use super::weight_type::{WeightType, BLOCK_VALUES};
 
 /// SplitMix64: small, seeded, good enough for test data.
@@ -52,6 +53,8 @@ pub(crate) fn quantize_weights(ty: WeightType, values: &[f32]) -> Vec<u8> {
         match ty {
             WeightType::Q4_0 => quantize_q4_0(block, &mut bytes),
             WeightType::Q4_1 => quantize_q4_1(block, &mut bytes),
+            WeightType::Q5_0 => quantize_q5_0(block, &mut bytes),
+            WeightType::Q5_1 => quantize_q5_1(block, &mut bytes),
             WeightType::Q8_0 => quantize_q8_0(block, &mut bytes),
         }
     }
@@ -84,6 +87,39 @@ fn quantize_q4_1(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
+/// Packs 32 five-bit quants: 4 bytes of fifth bits, then the nibbles.
+fn push_five_bits(q: [u8; 32], out: &mut Vec<u8>) {
+    let high = (0..32).fold(0u32, |h, j| h | (u32::from(q[j] >> 4) << j));
+    out.extend(high.to_le_bytes());
+    out.extend((0..16).map(|j| (q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4)));
+}
+
+fn quantize_q5_0(x: &[f32], out: &mut Vec<u8>) {
+    let max = x
+        .iter()
+        .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+    let d = max / -16.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    out.extend(f16::from_f32(d).to_le_bytes());
+    push_five_bits(
+        std::array::from_fn(|j| ((x[j] * id + 16.5) as i8).min(31) as u8),
+        out,
+    );
+}
+
+fn quantize_q5_1(x: &[f32], out: &mut Vec<u8>) {
+    let min = x.iter().fold(f32::MAX, |m, &v| m.min(v));
+    let max = x.iter().fold(-f32::MAX, |m, &v| m.max(v));
+    let d = (max - min) / 31.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    out.extend(f16::from_f32(d).to_le_bytes());
+    out.extend(f16::from_f32(min).to_le_bytes());
+    push_five_bits(
+        std::array::from_fn(|j| ((x[j] - min) * id + 0.5) as u8),
+        out,
+    );
+}
+
 fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
     let amax = x.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
     let d = amax / 127.0;
@@ -99,10 +135,11 @@ pub(crate) fn random_blocks(ty: WeightType, blocks: usize, rng: &mut Rng) -> Vec
     for _ in 0..blocks {
         let scale = rng.uniform() * 0.05;
         bytes.extend(f16::from_f32(scale).to_le_bytes());
-        if ty == WeightType::Q4_1 {
+        let has_min = matches!(ty, WeightType::Q4_1 | WeightType::Q5_1);
+        if has_min {
             bytes.extend(f16::from_f32(rng.uniform() * 0.5).to_le_bytes());
         }
-        let header_bytes = if ty == WeightType::Q4_1 { 4 } else { 2 };
+        let header_bytes = if has_min { 4 } else { 2 };
         bytes.extend((0..ty.block_bytes() - header_bytes).map(|_| rng.next_u64() as u8));
     }
     bytes
@@ -110,32 +147,39 @@ pub(crate) fn random_blocks(ty: WeightType, blocks: usize, rng: &mut Rng) -> Vec
 
 /// The weights the bytes stand for, in f64.
 pub(crate) fn dequantize(ty: WeightType, bytes: &[u8]) -> Vec<f64> {
-    let half = |lo: u8, hi: u8| f64::from(f16::from_le_bytes([lo, hi]).to_f32());
-    let mut values = Vec::new();
-    for block in bytes.chunks_exact(ty.block_bytes()) {
-        let d = half(block[0], block[1]);
-        match ty {
-            WeightType::Q4_0 | WeightType::Q4_1 => {
-                let (min, qs) = match ty {
-                    WeightType::Q4_1 => (half(block[2], block[3]), &block[4..]),
-                    _ => (-8.0 * d, &block[2..]),
-                };
-                values.extend(qs.iter().map(|&q| d * f64::from(q & 0x0f) + min));
-                values.extend(qs.iter().map(|&q| d * f64::from(q >> 4) + min));
-            }
-            WeightType::Q8_0 => values.extend(block[2..].iter().map(|&q| d * f64::from(q as i8))),
-        }
+    match ty {
+        WeightType::Q4_0 => dequantize_blocks::<18>(bytes),
+        WeightType::Q4_1 => dequantize_blocks::<20>(bytes),
+        WeightType::Q5_0 => dequantize_blocks::<22>(bytes),
+        WeightType::Q5_1 => dequantize_blocks::<24>(bytes),
+        WeightType::Q8_0 => dequantize_blocks::<34>(bytes),
     }
-    values
 }
 
-/// Each block's Q4_1 minimum `m` (0 for the other types).
+fn dequantize_blocks<const N: usize>(bytes: &[u8]) -> Vec<f64>
+where
+    [u8; N]: WeightBlock,
+{
+    let half = |bits: u16| f64::from(f16::from_bits(bits).to_f32());
+    bytes
+        .as_chunks::<N>()
+        .0
+        .iter()
+        .flat_map(|block| {
+            let (d, m) = (half(block.scale_bits()), half(block.min_bits()));
+            (0..BLOCK_VALUES).map(move |j| d * f64::from(block.value(j)) + m)
+        })
+        .collect()
+}
+
+/// Each block's minimum `m` (0 for types without one).
 fn block_mins(ty: WeightType, bytes: &[u8]) -> Vec<f64> {
+    let has_min = matches!(ty, WeightType::Q4_1 | WeightType::Q5_1);
     bytes
         .chunks_exact(ty.block_bytes())
-        .map(|block| match ty {
-            WeightType::Q4_1 => f64::from(f16::from_le_bytes([block[2], block[3]]).to_f32()),
-            WeightType::Q4_0 | WeightType::Q8_0 => 0.0,
+        .map(|block| match has_min {
+            true => f64::from(f16::from_le_bytes([block[2], block[3]]).to_f32()),
+            false => 0.0,
         })
         .collect()
 }

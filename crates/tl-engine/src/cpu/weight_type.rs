@@ -15,6 +15,10 @@ pub enum WeightType {
     Q4_0,
     /// `f16 d`, `f16 m` then 16 bytes of nibbles; value = d·nibble + m.
     Q4_1,
+    /// `f16 d`, 32 fifth bits, 16 bytes of nibbles; value = d·(q − 16).
+    Q5_0,
+    /// `f16 d`, `f16 m`, 32 fifth bits, 16 bytes of nibbles; value = d·q + m.
+    Q5_1,
     /// `f16 d` then 32 `i8`; value = d·q.
     Q8_0,
 }
@@ -25,6 +29,8 @@ impl WeightType {
         match self {
             WeightType::Q4_0 => 18,
             WeightType::Q4_1 => 20,
+            WeightType::Q5_0 => 22,
+            WeightType::Q5_1 => 24,
             WeightType::Q8_0 => 34,
         }
     }
@@ -34,6 +40,8 @@ impl WeightType {
         match ty {
             tl_gguf::GgmlType::Q4_0 => Some(WeightType::Q4_0),
             tl_gguf::GgmlType::Q4_1 => Some(WeightType::Q4_1),
+            tl_gguf::GgmlType::Q5_0 => Some(WeightType::Q5_0),
+            tl_gguf::GgmlType::Q5_1 => Some(WeightType::Q5_1),
             tl_gguf::GgmlType::Q8_0 => Some(WeightType::Q8_0),
             _ => None,
         }

@@ -86,6 +86,8 @@ fn compute_rows_avx2(
     };
     match weights.weight_type {
         WeightType::Q4_0 => typed_rows(weights.blocks::<18>(), per_row, kernels, acts, m, out),
+        WeightType::Q5_0 => typed_rows(weights.blocks::<22>(), per_row, kernels, acts, m, out),
+        WeightType::Q5_1 => typed_rows(weights.blocks::<24>(), per_row, kernels, acts, m, out),
         WeightType::Q4_1 => typed_rows(weights.blocks::<20>(), per_row, kernels, acts, m, out),
         WeightType::Q8_0 => typed_rows(weights.blocks::<34>(), per_row, kernels, acts, m, out),
     }
@@ -344,7 +346,13 @@ mod tests {
     fn four_row_tiles_equal_one_row_tiles() {
         let mut rng = Rng::new(11);
         let (rows, cols) = (8, 576);
-        for ty in [WeightType::Q4_1, WeightType::Q4_0, WeightType::Q8_0] {
+        for ty in [
+            WeightType::Q4_1,
+            WeightType::Q4_0,
+            WeightType::Q5_0,
+            WeightType::Q5_1,
+            WeightType::Q8_0,
+        ] {
             let weights = random_blocks(ty, rows * cols / BLOCK_VALUES, &mut rng);
             // 21 rows: 6 groups in two batches, the last group partial.
             for m in [2, 21] {
@@ -360,6 +368,14 @@ mod tests {
                     WeightType::Q4_1 => (
                         run_tiles::<[u8; 20], 1>(&weights, shape, &acts, m),
                         run_tiles::<[u8; 20], 4>(&weights, shape, &acts, m),
+                    ),
+                    WeightType::Q5_0 => (
+                        run_tiles::<[u8; 22], 1>(&weights, shape, &acts, m),
+                        run_tiles::<[u8; 22], 4>(&weights, shape, &acts, m),
+                    ),
+                    WeightType::Q5_1 => (
+                        run_tiles::<[u8; 24], 1>(&weights, shape, &acts, m),
+                        run_tiles::<[u8; 24], 4>(&weights, shape, &acts, m),
                     ),
                     WeightType::Q8_0 => (
                         run_tiles::<[u8; 34], 1>(&weights, shape, &acts, m),

@@ -6,9 +6,9 @@
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::simd::{f16_to_f32, load_u8x32, store_u8x32, unpack_nibbles};
-use crate::cpu::blocks::{Quants, WeightBlock};
-use crate::cpu::weight_type::{WeightType, BLOCK_VALUES};
+use super::simd::{f16_to_f32, raw_quants, store_u8x32};
+use crate::cpu::blocks::WeightBlock;
+use crate::cpu::weight_type::BLOCK_VALUES;
 
 /// How the quantized values are laid out for the kernel that will read them.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -54,14 +54,11 @@ impl PreparedRows {
         for (r, row) in rows.iter().enumerate() {
             for (b, block) in row[..blocks].iter().enumerate() {
                 let at = b * self.rows + r;
-                let raw = match block.quants() {
-                    Quants::Nibbles(packed) => unpack_nibbles(packed),
-                    Quants::Bytes(bytes) => load_u8x32(bytes),
-                };
-                let signed_type = B::TYPE != WeightType::Q4_1 && layout == Layout::VecDot;
+                let raw = raw_quants(block);
+                let signed_type = !B::HAS_MIN && layout == Layout::VecDot;
                 if signed_type {
-                    let signed = if B::TYPE == WeightType::Q4_0 {
-                        _mm256_sub_epi8(raw, _mm256_set1_epi8(8))
+                    let signed = if B::OFFSET != 0 {
+                        _mm256_sub_epi8(raw, _mm256_set1_epi8(B::OFFSET))
                     } else {
                         raw
                     };

@@ -4,6 +4,8 @@
 
 use std::arch::x86_64::*;
 
+use crate::cpu::blocks::{Quants, WeightBlock};
+
 /// Loads 32 bytes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -89,6 +91,40 @@ pub(super) fn unpack_nibbles(packed: &[u8; 16]) -> __m256i {
     // crossing byte boundaries land in the high half of each byte and are masked.
     let shifted = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
     _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))
+}
+
+/// Q5's 32 unsigned 5-bit values: [`unpack_nibbles`] of `low`, with bit `j` of
+/// `high` as the fifth bit of value `j`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn unpack_five_bits(low: &[u8; 16], high: u32) -> __m256i {
+    // Byte j of the vector gets byte j / 8 of `high`, then keeps bit j % 8.
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(high as i32),
+        _mm256_setr_epi64x(
+            0,
+            0x0101_0101_0101_0101,
+            0x0202_0202_0202_0202,
+            0x0303_0303_0303_0303,
+        ),
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    _mm256_or_si256(
+        unpack_nibbles(low),
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10)),
+    )
+}
+
+/// A block's 32 stored quants as unsigned bytes (Q8_0's as its signed bytes).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn raw_quants<B: WeightBlock>(block: &B) -> __m256i {
+    match block.quants() {
+        Quants::Nibbles(packed) => unpack_nibbles(packed),
+        Quants::FiveBits { low, high } => unpack_five_bits(low, high),
+        Quants::Bytes(bytes) => load_u8x32(bytes),
+    }
 }
 
 /// Half-precision bits to f32, exactly.

@@ -10,19 +10,19 @@ use std::ops::Range;
 
 use super::prepared::PreparedRows;
 use super::simd::{
-    hsum_f32x8, hsum_f32x8_eight, load_f32x4, load_i8x32, load_u8x32, store_f32x8, to_array,
-    unpack_nibbles,
+    hsum_f32x8, hsum_f32x8_eight, load_f32x4, load_i8x32, load_u8x32, raw_quants, store_f32x8,
+    to_array,
 };
 use crate::cpu::activations::{ActivationGroup, ActivationRow, QuantizedActivations, GROUP_ROWS};
-use crate::cpu::blocks::{Quants, WeightBlock};
-use crate::cpu::weight_type::{WeightType, BLOCK_VALUES};
+use crate::cpu::blocks::WeightBlock;
+use crate::cpu::weight_type::BLOCK_VALUES;
 
 /// The 8 lane sums (4 products each) of a block pair, as f32. `unsigned` is what
 /// `maddubs` multiplies (Q4_1 nibbles, or |w|); `signs` the signed weights.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn lane_dots<B: WeightBlock>(unsigned: __m256i, signs: __m256i, activations: __m256i) -> __m256 {
-    let signed = if B::TYPE == WeightType::Q4_1 {
+    let signed = if B::HAS_MIN {
         activations
     } else {
         _mm256_sign_epi8(activations, signs)
@@ -36,7 +36,7 @@ fn lane_dots<B: WeightBlock>(unsigned: __m256i, signs: __m256i, activations: __m
 #[inline]
 fn finish<B: WeightBlock>(acc: __m256, min_terms: f32) -> f32 {
     let sum = hsum_f32x8(acc);
-    if B::TYPE == WeightType::Q4_1 {
+    if B::HAS_MIN {
         sum + min_terms
     } else {
         sum
@@ -65,16 +65,13 @@ pub(super) fn row_tile<B: WeightBlock, const R: usize>(
         for r in 0..R {
             let block = &rows[r][b];
             prefetch_ahead(block, rows[r]);
-            let raw = match block.quants() {
-                Quants::Nibbles(packed) => unpack_nibbles(packed),
-                Quants::Bytes(bytes) => load_u8x32(bytes),
-            };
-            let signed = if B::TYPE == WeightType::Q4_0 {
-                _mm256_sub_epi8(raw, _mm256_set1_epi8(8))
+            let raw = raw_quants(block);
+            let signed = if B::OFFSET != 0 {
+                _mm256_sub_epi8(raw, _mm256_set1_epi8(B::OFFSET))
             } else {
                 raw
             };
-            let unsigned = if B::TYPE == WeightType::Q4_1 {
+            let unsigned = if B::HAS_MIN {
                 raw
             } else {
                 _mm256_sign_epi8(signed, signed)
@@ -85,7 +82,7 @@ pub(super) fn row_tile<B: WeightBlock, const R: usize>(
             let weight_scale = _mm256_broadcastss_ps(scale_and_min);
             let lanes = lane_dots::<B>(unsigned, signed, activations);
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(weight_scale, act_scale), lanes, acc[r]);
-            if B::TYPE == WeightType::Q4_1 {
+            if B::HAS_MIN {
                 let min = _mm_cvtss_f32(_mm_movehdup_ps(scale_and_min));
                 min_terms[r] = min.mul_add(sums[b], min_terms[r]);
             }
@@ -199,7 +196,7 @@ pub(super) fn prepare_groups<B: WeightBlock, const R: usize>(
         scratch.products.resize(blocks, [[0.0; BATCH_ROWS]; R]);
     }
     let products = &mut scratch.products[..blocks];
-    let with_mins = B::TYPE == WeightType::Q4_1;
+    let with_mins = B::HAS_MIN;
     let mins: &[[f32; R]] = if with_mins {
         &prepared.mins().as_chunks().0[..blocks]
     } else {
@@ -285,7 +282,7 @@ macro_rules! group_tile {
                 for r in 0..R {
                     let [unsigned, signs] = &weights[r];
                     let unsigned = load_u8x32(unsigned);
-                    let signs = if B::TYPE == WeightType::Q4_1 {
+                    let signs = if B::HAS_MIN {
                         _mm256_setzero_si256()
                     } else {
                         load_u8x32(signs)
@@ -327,7 +324,7 @@ fn lane_dots_vnni<B: WeightBlock>(
     signs: __m256i,
     activations: __m256i,
 ) -> __m256 {
-    let signed = if B::TYPE == WeightType::Q4_1 {
+    let signed = if B::HAS_MIN {
         activations
     } else {
         _mm256_sign_epi8(activations, signs)
@@ -374,7 +371,7 @@ fn finish_pair<B: WeightBlock, const R: usize, const P: usize>(
     debug_assert_eq!(P, 2);
     // Sums come out as [r][c], the layout of the terms.
     let mut sums = hsum_f32x8_eight(std::array::from_fn(|k| acc[k / 2][first + k % 2]));
-    if B::TYPE == WeightType::Q4_1 {
+    if B::HAS_MIN {
         let terms = _mm256_set_m128(
             load_f32x4(&min_terms[first + 1]),
             load_f32x4(&min_terms[first]),

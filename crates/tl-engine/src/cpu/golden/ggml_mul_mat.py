@@ -19,7 +19,10 @@ import sys
 import numpy as np
 
 Q4_0, Q4_1, Q8_0, F32 = 2, 3, 8, 0
-BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}
+Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K = 6, 7, 10, 11, 12, 13, 14
+# (values, bytes) of a block.
+BLOCKS = {Q4_0: (32, 18), Q4_1: (32, 20), Q8_0: (32, 34), Q5_0: (32, 22), Q5_1: (32, 24),
+          Q2_K: (256, 84), Q3_K: (256, 110), Q4_K: (256, 144), Q5_K: (256, 176), Q6_K: (256, 210)}
 
 
 def load_libraries(lib_dir):
@@ -109,13 +112,19 @@ def main():
         os.path.dirname(__import__("llama_cpp").__file__), "lib")
     base, cpu = load_libraries(lib_dir)
     rng = np.random.default_rng(20240601)
-    rows, cols = 24, 256
     cases = []
-    for ty, repacked in [(Q4_0, True), (Q4_0, False), (Q4_1, False), (Q8_0, False)]:
+    # The first four at 24×256, the later types at 24×512 (two K-quant
+    # super-blocks); repacked where llama.cpp repacks on AVX2 (Q4_0, Q4_K).
+    for ty, repacked, cols in [(Q4_0, True, 256), (Q4_0, False, 256), (Q4_1, False, 256),
+                               (Q8_0, False, 256), (Q5_0, False, 512), (Q5_1, False, 512),
+                               (Q4_K, True, 512), (Q4_K, False, 512), (Q5_K, False, 512),
+                               (Q6_K, False, 512), (Q2_K, False, 512), (Q3_K, False, 512)]:
+        rows = 24
         values = (rng.standard_normal(rows * cols) * 0.05).astype(np.float32)
-        weights = np.zeros(rows * cols // 32 * BLOCK_BYTES[ty], dtype=np.uint8)
+        block_values, block_bytes = BLOCKS[ty]
+        weights = np.zeros(rows * cols // block_values * block_bytes, dtype=np.uint8)
         base.ggml_quantize_chunk(ty, values.ctypes.data, weights.ctypes.data, 0, rows, cols, None)
-        for m in (1, 6):
+        for m in (1, 6, 9):
             x = activations(rng, m, cols)
             out = mul_mat(base, cpu, ty, weights, x, rows, cols, m, repacked)
             cases.append((ty, rows, cols, m, repacked, weights, x, out))
