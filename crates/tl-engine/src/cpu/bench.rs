@@ -41,6 +41,11 @@ fn candle_dtype(ty: WeightType) -> GgmlDType {
         WeightType::Q5_0 => GgmlDType::Q5_0,
         WeightType::Q5_1 => GgmlDType::Q5_1,
         WeightType::Q8_0 => GgmlDType::Q8_0,
+        WeightType::Q2_K => GgmlDType::Q2K,
+        WeightType::Q3_K => GgmlDType::Q3K,
+        WeightType::Q4_K => GgmlDType::Q4K,
+        WeightType::Q5_K => GgmlDType::Q5K,
+        WeightType::Q6_K => GgmlDType::Q6K,
     }
 }
 

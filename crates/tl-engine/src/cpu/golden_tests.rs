@@ -77,7 +77,16 @@ fn read_cases() -> Vec<Case> {
 
 /// The types in the golden file that our kernels do not run yet (candle's
 /// matmul runs them, without llama.cpp's rounding).
-const NOT_YET_OURS: [&str; 5] = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"];
+const NOT_YET_OURS: [&str; 0] = [];
+
+/// Whether ggml computed activation row `row` of `case` with the rounding we
+/// follow. It runs repacked Q4_K through its gemm for the rows of a batch
+/// that come in groups of 4 and through its gemv, which rounds differently,
+/// for the rest; we follow the gemm for every row.
+fn rounds_like_ours(weight_type: WeightType, case: &Case, row: usize) -> bool {
+    let gemv_row = row >= case.m - case.m % 4;
+    !(weight_type == WeightType::Q4_K && case.repacked && gemv_row)
+}
 
 #[test]
 fn matches_ggml_bit_for_bit() {
@@ -93,20 +102,28 @@ fn matches_ggml_bit_for_bit() {
             "{weight_type} {}×{} m={} repacked={}",
             case.rows, case.cols, case.m, case.repacked
         );
-        let matrix = QuantizedMatrix::new(weight_type, case.rows, case.cols, case.weights)
+        let matrix = QuantizedMatrix::new(weight_type, case.rows, case.cols, case.weights.clone())
             .expect("valid matrix")
-            .with_repacked_q4_0(case.repacked);
+            .with_repacking(case.repacked);
         for threads in [1, 2] {
             let mut out = vec![f32::NAN; case.m * case.rows];
             matrix
                 .matmul(&case.x, case.m, &mut out, threads)
                 .expect("matmul");
             for (i, (ours, ggml)) in out.iter().zip(&case.out).enumerate() {
-                assert_eq!(
-                    ours.to_bits(),
-                    ggml.to_bits(),
-                    "{what}: output {i}: {ours} vs ggml {ggml}"
-                );
+                if rounds_like_ours(weight_type, &case, i / case.rows) {
+                    assert_eq!(
+                        ours.to_bits(),
+                        ggml.to_bits(),
+                        "{what}: output {i}: {ours} vs ggml {ggml}"
+                    );
+                } else {
+                    let tolerance = 1e-5 * ggml.abs().max(1.0);
+                    assert!(
+                        (ours - ggml).abs() <= tolerance,
+                        "{what}: output {i} (ggml's gemv): {ours} vs ggml {ggml}"
+                    );
+                }
             }
         }
     }

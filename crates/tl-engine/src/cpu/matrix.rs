@@ -1,13 +1,14 @@
 //! A quantized weight matrix in GGUF layout and its product with f32
 //! activations, `out = x · Wᵀ` like `ggml_mul_mat(W, x)` on llama.cpp's CPU
-//! backend: the activations are quantized first (Q8_1 for the types with a
-//! minimum, Q4_1 and Q5_1; Q8_0 for the others), then each output is one dot
-//! product with llama.cpp's rounding.
+//! backend: the activations are quantized first (Q8_K for the K-quants, Q8_1
+//! for the other types with a minimum, Q4_1 and Q5_1, Q8_0 for the rest), then
+//! each output is one dot product with llama.cpp's rounding.
 
 use std::cell::RefCell;
 
 use super::activations::QuantizedActivations;
 use super::backend;
+use super::kquants::{self, KArithmetic, SuperBlockActivations};
 use super::parallel;
 use super::weight_type::{WeightType, BLOCK_VALUES};
 use crate::error::{Error, Result};
@@ -19,6 +20,8 @@ pub(crate) enum Arithmetic {
     VecDot,
     /// The repacked `q4_0_8x8` kernels llama.cpp uses for Q4_0 on AVX2 CPUs.
     RepackedQ4_0,
+    /// One of the K-quant kernels (run by [`kquants`]).
+    KQuant(KArithmetic),
 }
 
 /// The weight data as the kernels read it.
@@ -51,7 +54,7 @@ pub struct QuantizedMatrix {
     rows: usize,
     cols: usize,
     bytes: Vec<u8>,
-    repacked_q4_0: bool,
+    repacking: bool,
     vnni: bool,
 }
 
@@ -62,9 +65,16 @@ const MIN_ROWS_PER_SHARE: usize = 64;
 /// another process, say) leaves its remaining shares to the others.
 const SHARES_PER_THREAD: usize = 4;
 
+/// Activations quantized for every weight type: the 32-value formats and Q8_K.
+#[derive(Default)]
+struct Activations {
+    blocks: QuantizedActivations,
+    super_blocks: SuperBlockActivations,
+}
+
 thread_local! {
     /// The calling thread's quantized activations, reused across calls.
-    static ACTIVATIONS: RefCell<QuantizedActivations> = RefCell::default();
+    static ACTIVATIONS: RefCell<Activations> = RefCell::default();
 }
 
 impl QuantizedMatrix {
@@ -93,13 +103,14 @@ impl QuantizedMatrix {
         cols: usize,
         bytes: Vec<u8>,
     ) -> Result<Self> {
-        if !cols.is_multiple_of(BLOCK_VALUES) {
+        let block_values = weight_type.block_values();
+        if !cols.is_multiple_of(block_values) {
             return Err(Error::InvalidModel(format!(
-                "{weight_type} matrix {rows}×{cols}: columns are not a multiple of {BLOCK_VALUES}"
+                "{weight_type} matrix {rows}×{cols}: columns are not a multiple of {block_values}"
             )));
         }
         let expected = rows
-            .checked_mul(cols / BLOCK_VALUES)
+            .checked_mul(cols / block_values)
             .and_then(|blocks| blocks.checked_mul(weight_type.block_bytes()));
         if expected != Some(bytes.len()) {
             return Err(Error::InvalidModel(format!(
@@ -112,16 +123,17 @@ impl QuantizedMatrix {
             rows,
             cols,
             bytes,
-            repacked_q4_0: true,
+            repacking: true,
             vnni: true,
         })
     }
 
-    /// Whether a Q4_0 matrix with a multiple of 8 rows follows the rounding of
-    /// llama.cpp's repacked kernels (its default on AVX2 CPUs, and ours) or that
-    /// of `ggml_vec_dot_q4_0_q8_0` (llama.cpp run with `--no-repack`).
-    pub fn with_repacked_q4_0(mut self, enabled: bool) -> Self {
-        self.repacked_q4_0 = enabled;
+    /// Whether a Q4_0 or Q4_K matrix with a multiple of 8 rows follows the
+    /// rounding of llama.cpp's repacked kernels (its default on AVX2 CPUs, and
+    /// ours) or that of `ggml_vec_dot_q4_0_q8_0` / `_q4_K_q8_K` (llama.cpp run
+    /// with `--no-repack`).
+    pub fn with_repacking(mut self, enabled: bool) -> Self {
+        self.repacking = enabled;
         self
     }
 
@@ -175,18 +187,11 @@ impl QuantizedMatrix {
         if m == 0 {
             return Ok(());
         }
-        let (x_blocks, _) = x.as_chunks::<BLOCK_VALUES>();
         ACTIVATIONS.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut acts) => multiply(products, (x_blocks, cols), m, &mut acts, threads),
+            Ok(mut acts) => multiply(products, (x, cols), m, &mut acts, threads),
             // Re-entered on this thread (from inside a pool job, say): use a
             // buffer of its own.
-            Err(_) => multiply(
-                products,
-                (x_blocks, cols),
-                m,
-                &mut QuantizedActivations::default(),
-                threads,
-            ),
+            Err(_) => multiply(products, (x, cols), m, &mut Activations::default(), threads),
         });
         Ok(())
     }
@@ -208,7 +213,7 @@ impl QuantizedMatrix {
         WeightRows {
             weight_type: self.weight_type,
             bytes: &self.bytes,
-            blocks_per_row: self.cols / BLOCK_VALUES,
+            blocks_per_row: self.cols / self.weight_type.block_values(),
             arithmetic: self.arithmetic(),
             vnni: self.vnni,
         }
@@ -226,25 +231,36 @@ impl QuantizedMatrix {
     }
 
     fn arithmetic(&self) -> Arithmetic {
-        if self.weight_type == WeightType::Q4_0 && self.repacked_q4_0 && self.rows.is_multiple_of(8)
-        {
-            Arithmetic::RepackedQ4_0
-        } else {
-            Arithmetic::VecDot
+        let repacked = self.repacking && self.rows.is_multiple_of(8);
+        match self.weight_type {
+            WeightType::Q4_0 if repacked => Arithmetic::RepackedQ4_0,
+            WeightType::Q4_K if repacked => Arithmetic::KQuant(KArithmetic::Q4KRepacked),
+            WeightType::Q2_K | WeightType::Q4_K | WeightType::Q5_K => {
+                Arithmetic::KQuant(KArithmetic::TiledWithMins)
+            }
+            WeightType::Q3_K | WeightType::Q6_K => Arithmetic::KQuant(KArithmetic::Tiled),
+            _ => Arithmetic::VecDot,
         }
     }
 }
 
-/// Quantizes `x` (`m × cols`) once, then runs every matrix's column shares
-/// from one queue.
+/// Quantizes `x` (`m × cols`) once for each activation format the matrices
+/// need, then runs every matrix's column shares from one queue.
 fn multiply(
     products: &mut [(&QuantizedMatrix, &mut [f32])],
-    (x, cols): (&[[f32; BLOCK_VALUES]], usize),
+    (x, cols): (&[f32], usize),
     m: usize,
-    acts: &mut QuantizedActivations,
+    acts: &mut Activations,
     threads: usize,
 ) {
-    acts.quantize(x, cols, threads);
+    let k_quant = |(matrix, _): &(&QuantizedMatrix, &mut [f32])| matrix.weight_type.is_k_quant();
+    if products.iter().any(|p| !k_quant(p)) {
+        acts.blocks
+            .quantize(x.as_chunks::<BLOCK_VALUES>().0, cols, threads);
+    }
+    if products.iter().any(k_quant) {
+        acts.super_blocks.quantize(x, cols, threads);
+    }
     let acts = &*acts;
     let shares = products.iter_mut().flat_map(|(matrix, out)| {
         let weights = matrix.weight_rows();
@@ -253,6 +269,11 @@ fn multiply(
         parallel::split_columns(out, m, matrix.rows, parts, 8).map(move |share| (weights, share))
     });
     parallel::for_each(shares, threads, |(weights, mut share)| {
-        backend::compute_rows(&weights, acts, m, &mut share)
+        match weights.arithmetic {
+            Arithmetic::KQuant(kind) => {
+                kquants::compute_rows(&weights, kind, &acts.super_blocks, m, &mut share)
+            }
+            _ => backend::compute_rows(&weights, &acts.blocks, m, &mut share),
+        }
     });
 }

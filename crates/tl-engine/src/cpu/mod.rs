@@ -7,7 +7,7 @@
 //! candle's persistent thread pool.
 //!
 //! Q4_0 matrices with a multiple of 8 rows follow llama.cpp's repacked kernels
-//! (its default on AVX2 CPUs); `QuantizedMatrix::with_repacked_q4_0(false)`
+//! (its default on AVX2 CPUs); `QuantizedMatrix::with_repacking(false)`
 //! follows `ggml_vec_dot_q4_0_q8_0` instead (llama.cpp's `--no-repack`).
 //! Differences left: F16/F32 weights are not handled here; NaN activations may
 //! quantize differently; Q4_1's `Σ m·s` term relies on the C compiler fusing
@@ -26,6 +26,7 @@ mod activations;
 pub(crate) mod attention;
 mod blocks;
 pub(crate) mod f16_vector;
+mod kquants;
 pub(crate) mod kv_cache;
 pub(crate) mod linear;
 mod matrix;

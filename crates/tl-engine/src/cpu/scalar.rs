@@ -52,6 +52,7 @@ pub(crate) fn compute_rows(
         WeightType::Q5_1 => typed_rows(weights.blocks::<24>(), weights, acts, m, out),
         WeightType::Q4_1 => typed_rows(weights.blocks::<20>(), weights, acts, m, out),
         WeightType::Q8_0 => typed_rows(weights.blocks::<34>(), weights, acts, m, out),
+        other => unreachable!("{other} matrices run in cpu::kquants"),
     }
 }
 
@@ -69,6 +70,7 @@ fn typed_rows<B: WeightBlock>(
             let value = match weights.arithmetic {
                 Arithmetic::VecDot => vec_dot(row, acts.row(a)),
                 Arithmetic::RepackedQ4_0 => repacked_dot(row, acts.row(a)),
+                Arithmetic::KQuant(kind) => unreachable!("{kind:?} runs in cpu::kquants"),
             };
             out.set(a, column, value);
         }

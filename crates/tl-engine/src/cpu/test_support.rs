@@ -56,6 +56,7 @@ pub(crate) fn quantize_weights(ty: WeightType, values: &[f32]) -> Vec<u8> {
             WeightType::Q5_0 => quantize_q5_0(block, &mut bytes),
             WeightType::Q5_1 => quantize_q5_1(block, &mut bytes),
             WeightType::Q8_0 => quantize_q8_0(block, &mut bytes),
+            other => unimplemented!("no test quantizer for {other}"),
         }
     }
     bytes
@@ -153,6 +154,7 @@ pub(crate) fn dequantize(ty: WeightType, bytes: &[u8]) -> Vec<f64> {
         WeightType::Q5_0 => dequantize_blocks::<22>(bytes),
         WeightType::Q5_1 => dequantize_blocks::<24>(bytes),
         WeightType::Q8_0 => dequantize_blocks::<34>(bytes),
+        other => unimplemented!("no test dequantizer for {other}"),
     }
 }
 

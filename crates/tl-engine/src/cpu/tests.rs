@@ -97,10 +97,10 @@ fn check_case(ty: WeightType, rows: usize, cols: usize, repacked: bool, random: 
     let bytes = make_weights(ty, rows, cols, random, &mut rng);
     let matrix = QuantizedMatrix::new(ty, rows, cols, bytes.clone())
         .expect("valid matrix")
-        .with_repacked_q4_0(repacked);
+        .with_repacking(repacked);
     let avx2_only = QuantizedMatrix::new(ty, rows, cols, bytes.clone())
         .expect("valid matrix")
-        .with_repacked_q4_0(repacked)
+        .with_repacking(repacked)
         .with_vnni(false);
     let arithmetic = if ty == WeightType::Q4_0 && repacked && rows.is_multiple_of(8) {
         Arithmetic::RepackedQ4_0
@@ -168,7 +168,7 @@ fn batching_and_threads_do_not_change_results() {
         let bytes = make_weights(ty, rows, cols, false, &mut rng);
         let matrix = QuantizedMatrix::new(ty, rows, cols, bytes)
             .expect("valid matrix")
-            .with_repacked_q4_0(repacked);
+            .with_repacking(repacked);
         let x = rng.activations(m * cols);
         let mut batched = poisoned(m * rows);
         matrix.matmul(&x, m, &mut batched, 2).expect("matmul");

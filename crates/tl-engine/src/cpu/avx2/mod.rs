@@ -90,6 +90,7 @@ fn compute_rows_avx2(
         WeightType::Q5_1 => typed_rows(weights.blocks::<24>(), per_row, kernels, acts, m, out),
         WeightType::Q4_1 => typed_rows(weights.blocks::<20>(), per_row, kernels, acts, m, out),
         WeightType::Q8_0 => typed_rows(weights.blocks::<34>(), per_row, kernels, acts, m, out),
+        other => unreachable!("{other} matrices run in cpu::kquants"),
     }
 }
 
@@ -381,6 +382,7 @@ mod tests {
                         run_tiles::<[u8; 34], 1>(&weights, shape, &acts, m),
                         run_tiles::<[u8; 34], 4>(&weights, shape, &acts, m),
                     ),
+                    other => unreachable!("{other} is not in this test"),
                 };
                 assert!(
                     one.iter().all(|v| v.is_finite()),
