@@ -70,6 +70,26 @@ fn candle_matmul(
     (seconds, out)
 }
 
+/// Random K-quant super-blocks (no test quantizer exists for them): random
+/// quants and scales, small f16 factors where the layout keeps them.
+fn random_super_blocks(ty: WeightType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
+    let factors: &[usize] = match ty {
+        WeightType::Q2_K => &[80, 82],
+        WeightType::Q3_K => &[108],
+        WeightType::Q4_K | WeightType::Q5_K => &[0, 2],
+        WeightType::Q6_K => &[208],
+        other => unreachable!("{other} is not a K-quant"),
+    };
+    let mut bytes: Vec<u8> = (0..blocks * ty.block_bytes()).map(|_| rng.next_u64() as u8).collect();
+    for block in bytes.chunks_exact_mut(ty.block_bytes()) {
+        for &at in factors {
+            let factor = half::f16::from_f32(rng.uniform() * 0.01);
+            block[at..at + 2].copy_from_slice(&factor.to_le_bytes());
+        }
+    }
+    bytes
+}
+
 fn bench_case(
     ty: WeightType,
     (rows, cols): (usize, usize),
@@ -78,8 +98,12 @@ fn bench_case(
     with_candle: bool,
 ) {
     let mut rng = Rng::new(1);
-    let values: Vec<f32> = (0..rows * cols).map(|_| rng.normal(0.05)).collect();
-    let bytes = quantize_weights(ty, &values);
+    let bytes = if ty.is_k_quant() {
+        random_super_blocks(ty, rows * cols / ty.block_values(), &mut rng)
+    } else {
+        let values: Vec<f32> = (0..rows * cols).map(|_| rng.normal(0.05)).collect();
+        quantize_weights(ty, &values)
+    };
     let x = rng.activations(m * cols);
     let weight_bytes = bytes.len() as f64;
     let flops = 2.0 * (m * rows * cols) as f64;
@@ -135,6 +159,12 @@ fn matmul_benchmark() {
         (WeightType::Q4_0, 1536, 576),
         (WeightType::Q8_0, 1536, 576),
         (WeightType::Q4_1, 128, 64),
+        (WeightType::Q4_K, 576, 1536),
+        (WeightType::Q6_K, 576, 1536),
+        (WeightType::Q4_K, 2048, 2048),
+        (WeightType::Q6_K, 2048, 5632),
+        (WeightType::Q5_K, 2048, 2048),
+        (WeightType::Q4_K, 2044, 2048),
     ];
     for m in [1, 4, 16, 64, 512] {
         for (ty, rows, cols) in cases {

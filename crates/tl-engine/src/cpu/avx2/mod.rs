@@ -8,6 +8,7 @@
 //! them against every group of 4 activation rows of the chunk (4 weight rows a
 //! tile with AVX-512 VNNI, found at run time; 2 with AVX2 alone).
 
+mod kquants;
 #[cfg(test)]
 mod loop_peak;
 mod prepared;
@@ -32,6 +33,21 @@ pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {
     // SAFETY: this module is compiled only when the build enables AVX2, FMA and
     // F16C (see `cpu/mod.rs`), so any CPU running this code has them.
     unsafe { quantize::quantize_block(x) }
+}
+
+/// Calls `each(i, sums)` with the integer sums of the K-quant super-block
+/// `bytes` and the activation super-block `block(i)`, for every `i < rows`
+/// (`unpack` fills `scratch` for the types loaded through it).
+pub(crate) fn kquant_sums<'a, const N: usize>(
+    bytes: &[u8; N],
+    unpack: fn(&[u8; N], &mut super::kquants::Unpacked),
+    scratch: &mut super::kquants::Unpacked,
+    rows: usize,
+    block: impl Fn(usize) -> &'a super::kquants::Q8KBlock,
+    each: impl FnMut(usize, super::kquants::GroupSums),
+) {
+    // SAFETY: as for `quantize_block`, the features are enabled at build time.
+    unsafe { kquants::for_each_row(bytes, unpack, scratch, rows, block, each) }
 }
 
 /// Computes the output columns of `out` for all `m` activation rows.

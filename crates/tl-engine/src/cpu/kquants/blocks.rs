@@ -1,19 +1,21 @@
 //! The K-quant super-block layouts of GGUF (256 values each), taken apart
-//! into what the dot products multiply: the integer quants in value order
-//! (unsigned where a minimum is subtracted apart: Q2_K, Q4_K, Q5_K; signed
-//! for Q3_K and Q6_K), a scale and a minimum for each run of 16 values (the
-//! types with 32-value sub-blocks repeat theirs), and the f16 factors.
+//! into what the dot products multiply: the unsigned stored quants in value
+//! order with the offset the type subtracts from them (Q3_K 4, Q6_K 32), a
+//! scale and a minimum for each run of 16 values (the types with 32-value
+//! sub-blocks repeat theirs), and the f16 factors.
 
 use super::SUPER_BLOCK_VALUES;
 use crate::cpu::blocks::f16_to_f32;
 
 /// One weight super-block unpacked.
 pub(crate) struct Unpacked {
-    pub quants: [i8; SUPER_BLOCK_VALUES],
+    /// The stored quants; value `i` multiplies its scale by `quants[i] − offset`.
+    pub quants: [u8; SUPER_BLOCK_VALUES],
+    pub offset: i16,
     /// The scale of each run of 16 values.
-    pub scales: [i32; 16],
+    pub scales: [i16; 16],
     /// The minimum of each run of 16 values (zero for Q3_K and Q6_K).
-    pub mins: [i32; 16],
+    pub mins: [i16; 16],
     pub d: f32,
     pub dmin: f32,
 }
@@ -22,6 +24,7 @@ impl Default for Unpacked {
     fn default() -> Self {
         Unpacked {
             quants: [0; SUPER_BLOCK_VALUES],
+            offset: 0,
             scales: [0; 16],
             mins: [0; 16],
             d: 0.0,
@@ -41,45 +44,61 @@ pub(crate) fn unpack_q2_k(block: &[u8; 84], out: &mut Unpacked) {
     let (scales, rest) = block.split_at(16);
     let qs = &rest[..64];
     for (i, &s) in scales.iter().enumerate() {
-        out.scales[i] = i32::from(s & 0x0f);
-        out.mins[i] = i32::from(s >> 4);
+        out.scales[i] = i16::from(s & 0x0f);
+        out.mins[i] = i16::from(s >> 4);
     }
-    for (position, q) in out.quants.iter_mut().enumerate() {
-        let (j, k, i) = (position / 128, position % 128 / 32, position % 32);
-        *q = ((qs[32 * j + i] >> (2 * k)) & 3) as i8;
+    for (half, qs) in out.quants.chunks_exact_mut(128).zip(qs.chunks_exact(32)) {
+        for (k, chunk) in half.chunks_exact_mut(32).enumerate() {
+            for (q, &byte) in chunk.iter_mut().zip(qs) {
+                *q = (byte >> (2 * k)) & 3;
+            }
+        }
     }
+    out.offset = 0;
     out.d = half(block, 80);
     out.dmin = half(block, 82);
 }
 
 /// Q3_K (110 bytes): 32 bytes of high bits, 64 of 2-bit quants, 12 of 6-bit
 /// scales (stored + 32), `f16 d`. Value `128j + 32k + i` is bits `2k..2k+2` of
-/// byte `32j + i`, minus 4 unless bit `4j + k` of high byte `i` is set.
+/// byte `32j + i`, plus 4 when bit `4j + k` of high byte `i` is set (then 4
+/// is subtracted).
 pub(crate) fn unpack_q3_k(block: &[u8; 110], out: &mut Unpacked) {
     let (high, rest) = block.split_at(32);
     let (qs, rest) = rest.split_at(64);
     let s = &rest[..12];
     for i in 0..4 {
-        let top = |shift: u32| i32::from((s[8 + i] >> shift) & 3) << 4;
-        out.scales[i] = (i32::from(s[i] & 0x0f) | top(0)) - 32;
-        out.scales[4 + i] = (i32::from(s[4 + i] & 0x0f) | top(2)) - 32;
-        out.scales[8 + i] = (i32::from(s[i] >> 4) | top(4)) - 32;
-        out.scales[12 + i] = (i32::from(s[4 + i] >> 4) | top(6)) - 32;
+        let top = |shift: u32| i16::from((s[8 + i] >> shift) & 3) << 4;
+        out.scales[i] = (i16::from(s[i] & 0x0f) | top(0)) - 32;
+        out.scales[4 + i] = (i16::from(s[4 + i] & 0x0f) | top(2)) - 32;
+        out.scales[8 + i] = (i16::from(s[i] >> 4) | top(4)) - 32;
+        out.scales[12 + i] = (i16::from(s[4 + i] >> 4) | top(6)) - 32;
     }
     out.mins = [0; 16];
-    for (position, q) in out.quants.iter_mut().enumerate() {
-        let (j, k, i) = (position / 128, position % 128 / 32, position % 32);
-        let low = (qs[32 * j + i] >> (2 * k)) & 3;
-        let set = (high[i] >> (4 * j + k)) & 1 == 1;
-        *q = low as i8 - if set { 0 } else { 4 };
+    for (j, (half, qs)) in out
+        .quants
+        .chunks_exact_mut(128)
+        .zip(qs.chunks_exact(32))
+        .enumerate()
+    {
+        for (k, chunk) in half.chunks_exact_mut(32).enumerate() {
+            let bit = 4 * j + k;
+            for ((q, &byte), &high) in chunk.iter_mut().zip(qs).zip(high) {
+                let low = (byte >> (2 * k)) & 3;
+                let set = (high >> bit) & 1;
+                *q = low + 4 * set;
+            }
+        }
     }
+    out.offset = 4;
     out.d = half(block, 108);
     out.dmin = 0.0;
 }
 
 /// The 6-bit scales and minimums of Q4_K and Q5_K (`get_scale_min_k4`), one
-/// per 32 values, each stored for both of its runs of 16.
-fn unpack_k4_scales(s: &[u8], out: &mut Unpacked) {
+/// per 32 values: `[scales, mins]`.
+pub(crate) fn k4_scales(s: &[u8]) -> [[u8; 8]; 2] {
+    let mut out = [[0u8; 8]; 2];
     for j in 0..8 {
         let (scale, min) = if j < 4 {
             (s[j] & 63, s[j + 4] & 63)
@@ -89,8 +108,30 @@ fn unpack_k4_scales(s: &[u8], out: &mut Unpacked) {
                 (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
             )
         };
-        out.scales[2 * j..2 * j + 2].fill(i32::from(scale));
-        out.mins[2 * j..2 * j + 2].fill(i32::from(min));
+        out[0][j] = scale;
+        out[1][j] = min;
+    }
+    out
+}
+
+/// [`k4_scales`], each stored for both runs of 16 of its sub-block.
+fn unpack_k4_scales(s: &[u8], out: &mut Unpacked) {
+    let [scales, mins] = k4_scales(s);
+    for j in 0..8 {
+        out.scales[2 * j..2 * j + 2].fill(i16::from(scales[j]));
+        out.mins[2 * j..2 * j + 2].fill(i16::from(mins[j]));
+    }
+}
+
+/// A super-block's `d` and `dmin` (0 for the types without minimums), read
+/// where its layout keeps them.
+pub(crate) fn factors<const N: usize>(block: &[u8; N]) -> (f32, f32) {
+    match N {
+        84 => (half(block, 80), half(block, 82)),
+        110 => (half(block, 108), 0.0),
+        144 | 176 => (half(block, 0), half(block, 2)),
+        210 => (half(block, 208), 0.0),
+        _ => unreachable!("no K-quant super-block has {N} bytes"),
     }
 }
 
@@ -100,11 +141,14 @@ fn unpack_k4_scales(s: &[u8], out: &mut Unpacked) {
 pub(crate) fn unpack_q4_k(block: &[u8; 144], out: &mut Unpacked) {
     unpack_k4_scales(&block[4..16], out);
     let qs = &block[16..];
-    for (position, q) in out.quants.iter_mut().enumerate() {
-        let (j, high, i) = (position / 64, position % 64 >= 32, position % 32);
-        let byte = qs[32 * j + i];
-        *q = if high { byte >> 4 } else { byte & 0x0f } as i8;
+    for (group, qs) in out.quants.chunks_exact_mut(64).zip(qs.chunks_exact(32)) {
+        let (low, high) = group.split_at_mut(32);
+        for ((low, high), &byte) in low.iter_mut().zip(high).zip(qs) {
+            *low = byte & 0x0f;
+            *high = byte >> 4;
+        }
     }
+    out.offset = 0;
     out.d = half(block, 0);
     out.dmin = half(block, 2);
 }
@@ -115,13 +159,20 @@ pub(crate) fn unpack_q4_k(block: &[u8; 144], out: &mut Unpacked) {
 pub(crate) fn unpack_q5_k(block: &[u8; 176], out: &mut Unpacked) {
     unpack_k4_scales(&block[4..16], out);
     let (high, qs) = block[16..].split_at(32);
-    for (position, q) in out.quants.iter_mut().enumerate() {
-        let (j, h, i) = (position / 64, position % 64 / 32, position % 32);
-        let byte = qs[32 * j + i];
-        let low = if h == 1 { byte >> 4 } else { byte & 0x0f };
-        let fifth = (high[i] >> (2 * j + h)) & 1;
-        *q = (low | (fifth << 4)) as i8;
+    for (j, (group, qs)) in out
+        .quants
+        .chunks_exact_mut(64)
+        .zip(qs.chunks_exact(32))
+        .enumerate()
+    {
+        let (low, high_half) = group.split_at_mut(32);
+        let pairs = low.iter_mut().zip(high_half).zip(qs).zip(high);
+        for (((low, high_half), &byte), &fifths) in pairs {
+            *low = (byte & 0x0f) | (((fifths >> (2 * j)) & 1) << 4);
+            *high_half = (byte >> 4) | (((fifths >> (2 * j + 1)) & 1) << 4);
+        }
     }
+    out.offset = 0;
     out.d = half(block, 0);
     out.dmin = half(block, 2);
 }
@@ -129,21 +180,33 @@ pub(crate) fn unpack_q5_k(block: &[u8; 176], out: &mut Unpacked) {
 /// Q6_K (210 bytes): 128 bytes of low nibbles, 64 of 2-bit high parts, 16
 /// signed scales, `f16 d`. Value `128j + 32k + i` takes the low or high
 /// nibble (k ≥ 2) of byte `64j + 32(k % 2) + i` and bits `2k..2k+2` of high
-/// byte `32j + i`, minus 32.
+/// byte `32j + i` (then 32 is subtracted).
 pub(crate) fn unpack_q6_k(block: &[u8; 210], out: &mut Unpacked) {
     let (low, rest) = block.split_at(128);
     let (high, rest) = rest.split_at(64);
     for (scale, &s) in out.scales.iter_mut().zip(&rest[..16]) {
-        *scale = i32::from(s as i8);
+        *scale = i16::from(s as i8);
     }
     out.mins = [0; 16];
-    for (position, q) in out.quants.iter_mut().enumerate() {
-        let (j, k, i) = (position / 128, position % 128 / 32, position % 32);
-        let byte = low[64 * j + 32 * (k % 2) + i];
-        let nibble = if k >= 2 { byte >> 4 } else { byte & 0x0f };
-        let top = (high[32 * j + i] >> (2 * k)) & 3;
-        *q = (nibble | (top << 4)) as i8 - 32;
+    let halves = out
+        .quants
+        .chunks_exact_mut(128)
+        .zip(low.chunks_exact(64))
+        .zip(high.chunks_exact(32));
+    for ((half, low), high) in halves {
+        let (first, second) = low.split_at(32);
+        let (c0, rest) = half.split_at_mut(32);
+        let (c1, rest) = rest.split_at_mut(32);
+        let (c2, c3) = rest.split_at_mut(32);
+        for i in 0..32 {
+            let top = high[i];
+            c0[i] = (first[i] & 0x0f) | ((top & 3) << 4);
+            c1[i] = (second[i] & 0x0f) | (((top >> 2) & 3) << 4);
+            c2[i] = (first[i] >> 4) | (((top >> 4) & 3) << 4);
+            c3[i] = (second[i] >> 4) | (((top >> 6) & 3) << 4);
+        }
     }
+    out.offset = 32;
     out.d = half(block, 208);
     out.dmin = 0.0;
 }

@@ -18,7 +18,6 @@
 
 use super::activations::Q8KBlock;
 use super::blocks::Unpacked;
-use super::SUPER_BLOCK_VALUES;
 
 /// Which llama.cpp kernel's rounding an output follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,44 +38,59 @@ pub(crate) struct Accumulators {
     acc_min: f32,
 }
 
-/// The integer dot product of each run of 16 values.
-fn run_dots(w: &[i8; SUPER_BLOCK_VALUES], a: &[i8; SUPER_BLOCK_VALUES]) -> [i32; 16] {
-    let (w, _) = w.as_chunks::<16>();
-    let (a, _) = a.as_chunks::<16>();
-    std::array::from_fn(|run| {
-        (0..16)
-            .map(|i| i32::from(w[run][i]) * i32::from(a[run][i]))
-            .sum()
-    })
+/// The exact integer sums of one weight super-block with one activation
+/// super-block, for each 64 values: `scaled[p] = Σ scale·Σ w·a` and
+/// `mins[p] = Σ min·Σ a` over runs `4p..4p + 4` of 16 values.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct GroupSums {
+    pub scaled: [i32; 4],
+    pub mins: [i32; 4],
 }
 
-/// `S` and `M` over the runs of 16 values in `runs`.
-fn sums(w: &Unpacked, a: &Q8KBlock, dots: &[i32; 16], runs: std::ops::Range<usize>) -> (i32, i32) {
-    runs.fold((0i32, 0i32), |(s, m), run| {
-        let scaled = w.scales[run].wrapping_mul(dots[run]);
-        let min = w.mins[run].wrapping_mul(i32::from(a.sums16[run]));
-        (s.wrapping_add(scaled), m.wrapping_add(min))
-    })
+/// [`GroupSums`] on plain integers (the portable path, and the reference the
+/// SIMD one is tested against).
+pub(crate) fn group_sums(w: &Unpacked, a: &Q8KBlock) -> GroupSums {
+    let (wq, _) = w.quants.as_chunks::<16>();
+    let (aq, _) = a.quants.as_chunks::<16>();
+    let mut sums = GroupSums::default();
+    for run in 0..16 {
+        let dot: i32 = (0..16)
+            .map(|i| (i32::from(wq[run][i]) - i32::from(w.offset)) * i32::from(aq[run][i]))
+            .sum();
+        let scaled = i32::from(w.scales[run]).wrapping_mul(dot);
+        let min = i32::from(w.mins[run]) * i32::from(a.sums16[run]);
+        sums.scaled[run / 4] = sums.scaled[run / 4].wrapping_add(scaled);
+        sums.mins[run / 4] = sums.mins[run / 4].wrapping_add(min);
+    }
+    sums
 }
 
-/// Adds one super-block's terms (weights `w`, activations `a`) to `acc`.
-pub(crate) fn step(kind: KArithmetic, w: &Unpacked, a: &Q8KBlock, acc: &mut Accumulators) {
-    let dots = run_dots(&w.quants, &a.quants);
+fn total(values: [i32; 4]) -> i32 {
+    values.iter().fold(0i32, |sum, &v| sum.wrapping_add(v))
+}
+
+/// Adds one super-block's terms to `acc`: `sums` of weights with factors
+/// `(d, dmin)` with an activation super-block of scale `a_d`.
+pub(crate) fn step(
+    kind: KArithmetic,
+    (d, dmin): (f32, f32),
+    sums: &GroupSums,
+    a_d: f32,
+    acc: &mut Accumulators,
+) {
     match kind {
         KArithmetic::Tiled | KArithmetic::TiledWithMins => {
-            let (s, m) = sums(w, a, &dots, 0..16);
-            let mut r = w.d * s as f32;
+            let mut r = d * total(sums.scaled) as f32;
             if kind == KArithmetic::TiledWithMins {
-                r = (-w.dmin).mul_add(m as f32, r);
+                r = (-dmin).mul_add(total(sums.mins) as f32, r);
             }
-            acc.acc = r.mul_add(a.d, acc.acc);
+            acc.acc = r.mul_add(a_d, acc.acc);
         }
         KArithmetic::Q4KRepacked => {
-            let (scale, min_scale) = (w.d * a.d, w.dmin * a.d);
-            for runs in [0..4, 4..8, 8..12, 12..16] {
-                let (s, m) = sums(w, a, &dots, runs);
-                acc.acc = (s as f32).mul_add(scale, acc.acc);
-                acc.acc_min = (m as f32).mul_add(min_scale, acc.acc_min);
+            let (scale, min_scale) = (d * a_d, dmin * a_d);
+            for p in 0..4 {
+                acc.acc = (sums.scaled[p] as f32).mul_add(scale, acc.acc);
+                acc.acc_min = (sums.mins[p] as f32).mul_add(min_scale, acc.acc_min);
             }
         }
     }

@@ -19,9 +19,9 @@ mod dot;
 
 use std::cell::RefCell;
 
-pub(crate) use activations::SuperBlockActivations;
-use blocks::Unpacked;
-pub(crate) use dot::KArithmetic;
+pub(crate) use activations::{Q8KBlock, SuperBlockActivations};
+pub(crate) use blocks::{k4_scales, Unpacked};
+pub(crate) use dot::{GroupSums, KArithmetic};
 use dot::{finish, step, Accumulators};
 
 use super::matrix::WeightRows;
@@ -111,14 +111,74 @@ fn typed_rows<const N: usize>(
             accs.resize(m, Accumulators::default());
             let row = &blocks[column * per_row..(column + 1) * per_row];
             for (b, block) in row.iter().enumerate() {
-                unpack(block, &mut unpacked);
-                for (a, acc) in accs.iter_mut().enumerate() {
-                    step(kind, &unpacked, &acts.row(a)[b], acc);
-                }
+                let factors = blocks::factors(block);
+                let act = |a: usize| &acts.row(a)[b];
+                row_sums(block, unpack, &mut unpacked, m, act, |a, sums| {
+                    step(kind, factors, &sums, act(a).d, &mut accs[a]);
+                });
             }
             for (a, acc) in accs.iter().enumerate() {
                 out.set(a, column, finish(kind, acc));
             }
         }
     });
+}
+
+#[cfg(x86_simd)]
+use super::avx2::kquant_sums as row_sums;
+
+/// Calls `each(i, sums)` with the integer sums of `w` and `block(i)` for
+/// every `i < rows` (the portable path).
+#[cfg_attr(x86_simd, allow(dead_code))]
+fn portable_row_sums<'a, const N: usize>(
+    bytes: &[u8; N],
+    unpack: fn(&[u8; N], &mut Unpacked),
+    w: &mut Unpacked,
+    rows: usize,
+    block: impl Fn(usize) -> &'a Q8KBlock,
+    mut each: impl FnMut(usize, GroupSums),
+) {
+    unpack(bytes, w);
+    for i in 0..rows {
+        each(i, dot::group_sums(w, block(i)));
+    }
+}
+
+#[cfg(not(x86_simd))]
+use portable_row_sums as row_sums;
+
+#[cfg(all(test, x86_simd))]
+mod tests {
+    use super::*;
+    use crate::cpu::test_support::Rng;
+
+    /// Random super-blocks of type `N` (any bytes are a valid block) against
+    /// random activations: the AVX2 sums, Q4_K and Q6_K loaded straight from
+    /// the bytes, equal the portable ones.
+    fn check<const N: usize>(unpack: fn(&[u8; N], &mut Unpacked), rng: &mut Rng) {
+        let mut x = [0.0f32; SUPER_BLOCK_VALUES];
+        for _ in 0..100 {
+            let bytes: [u8; N] = std::array::from_fn(|_| rng.next_u64() as u8);
+            for v in &mut x {
+                *v = rng.normal(1.0);
+            }
+            let mut act = Q8KBlock::default();
+            activations::quantize_block(&x, &mut act);
+            let (mut scratch, mut w) = (Unpacked::default(), Unpacked::default());
+            let mut simd = Vec::new();
+            row_sums(&bytes, unpack, &mut scratch, 1, |_| &act, |_, sums| simd.push(sums));
+            unpack(&bytes, &mut w);
+            assert_eq!(simd, [dot::group_sums(&w, &act)], "{N}-byte blocks");
+        }
+    }
+
+    #[test]
+    fn simd_sums_equal_portable_sums() {
+        let mut rng = Rng::new(5);
+        check(blocks::unpack_q2_k, &mut rng);
+        check(blocks::unpack_q3_k, &mut rng);
+        check(blocks::unpack_q4_k, &mut rng);
+        check(blocks::unpack_q5_k, &mut rng);
+        check(blocks::unpack_q6_k, &mut rng);
+    }
 }
