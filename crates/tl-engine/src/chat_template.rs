@@ -30,6 +30,7 @@
 mod bounded;
 mod constants;
 pub mod date;
+mod expression_size;
 mod functions;
 mod guard;
 mod limits;
@@ -273,6 +274,9 @@ fn compile(source: &str) -> Result<Environment<'static>> {
         )));
     }
     let syntax = hugging_face_syntax()?;
+    // Before anything parses it: a long enough expression overflows the stack.
+    expression_size::check(source, syntax.clone())
+        .map_err(|why| Error::Template(format!("unsupported template: {why}")))?;
     // Before compiling: minijinja folds constants while it compiles.
     constants::check_constant_folding(source, TEMPLATE_NAME, syntax.clone())
         .map_err(|why| Error::Template(format!("unsupported template: {why}")))?;

@@ -402,3 +402,29 @@ fn limits_can_be_tightened() {
     let err = template.render(&[], false).unwrap_err();
     assert!(err.to_string().contains("fuel limit of 50"), "{err}");
 }
+
+/// Found by fuzzing (`fuzz/crashes/template/`): 5,900 unary minuses in one
+/// tag overflowed the stack in minijinja's parser. Chains of `not`, of binary
+/// operators and of attributes deepen the tree the same way.
+#[test]
+fn long_operator_chains_are_refused_before_parsing() {
+    // The fuzzer's input is `TEMPLATE \0 MESSAGES \0 FLAGS`.
+    let found = include_str!("../../../../fuzz/crashes/template/unary-minus-chain.jinja");
+    let chains = [
+        found.split('\0').next().unwrap_or_default().to_owned(),
+        format!("{{{{ {}1 }}}}", "- ".repeat(100_000)),
+        format!("{{% if {}true %}}x{{% endif %}}", "not ".repeat(100_000)),
+        format!("{{{{ 1{} }}}}", " + 1".repeat(100_000)),
+        format!("{{{{ messages{} }}}}", ".x".repeat(100_000)),
+        format!("{{{{ x{} }}}}", "|trim".repeat(100_000)),
+    ];
+    for source in &chains {
+        assert_stopped(source, "operators");
+    }
+    // The longest tags of real templates stay far below the limit.
+    let normal = format!(
+        "{{{{ 1{} }}}}",
+        " + 1".repeat(expression_size::MAX_TAG_OPERATORS - 1)
+    );
+    assert!(render_on_small_stack(&normal).0.is_ok());
+}

@@ -80,7 +80,9 @@ fn random_super_blocks(ty: WeightType, blocks: usize, rng: &mut Rng) -> Vec<u8> 
         WeightType::Q6_K => &[208],
         other => unreachable!("{other} is not a K-quant"),
     };
-    let mut bytes: Vec<u8> = (0..blocks * ty.block_bytes()).map(|_| rng.next_u64() as u8).collect();
+    let mut bytes: Vec<u8> = (0..blocks * ty.block_bytes())
+        .map(|_| rng.next_u64() as u8)
+        .collect();
     for block in bytes.chunks_exact_mut(ty.block_bytes()) {
         for &at in factors {
             let factor = half::f16::from_f32(rng.uniform() * 0.01);

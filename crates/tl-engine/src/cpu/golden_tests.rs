@@ -1,6 +1,7 @@
 //! Bit-for-bit comparison with llama.cpp: `golden/ggml_mul_mat.bin` holds the
 //! outputs of ggml's own CPU `ggml_mul_mat` (AVX2/FMA/F16C build, repacked and
-//! plain weights) for small matrices; regenerate it with
+//! plain weights, K-quants through its tiled kernels at every batch size) for
+//! small matrices of every type from Q4_0 to Q6_K; regenerate it with
 //! `python3 golden/ggml_mul_mat.py` where llama-cpp-python is installed.
 
 use std::collections::BTreeSet;

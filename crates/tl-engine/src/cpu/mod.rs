@@ -9,7 +9,8 @@
 //! Q4_0 matrices with a multiple of 8 rows follow llama.cpp's repacked kernels
 //! (its default on AVX2 CPUs); `QuantizedMatrix::with_repacking(false)`
 //! follows `ggml_vec_dot_q4_0_q8_0` instead (llama.cpp's `--no-repack`).
-//! Differences left: F16/F32 weights are not handled here; NaN activations may
+//! K-quant weights run in [`kquants`], with the rounding of llama.cpp's batch
+//! kernels at every batch size. Differences left: F16/F32 weights are not handled here; NaN activations may
 //! quantize differently; Q4_1's `Σ m·s` term relies on the C compiler fusing
 //! `summs += m*s` into an FMA, as GCC (gnu modes) and Clang do with FMA enabled
 //! (the llama.cpp build in the golden test does).

@@ -37,8 +37,10 @@ pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {
 
 /// Calls `each(i, sums)` with the integer sums of the K-quant super-block
 /// `bytes` and the activation super-block `block(i)`, for every `i < rows`
-/// (`unpack` fills `scratch` for the types loaded through it).
+/// (`unpack` fills `scratch` for the types loaded through it); with `whole`,
+/// only the super-block totals, in the first entries.
 pub(crate) fn kquant_sums<'a, const N: usize>(
+    whole: bool,
     bytes: &[u8; N],
     unpack: fn(&[u8; N], &mut super::kquants::Unpacked),
     scratch: &mut super::kquants::Unpacked,
@@ -47,7 +49,7 @@ pub(crate) fn kquant_sums<'a, const N: usize>(
     each: impl FnMut(usize, super::kquants::GroupSums),
 ) {
     // SAFETY: as for `quantize_block`, the features are enabled at build time.
-    unsafe { kquants::for_each_row(bytes, unpack, scratch, rows, block, each) }
+    unsafe { kquants::for_each_row(whole, bytes, unpack, scratch, rows, block, each) }
 }
 
 /// Computes the output columns of `out` for all `m` activation rows.

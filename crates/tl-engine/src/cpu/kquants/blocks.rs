@@ -98,20 +98,20 @@ pub(crate) fn unpack_q3_k(block: &[u8; 110], out: &mut Unpacked) {
 /// The 6-bit scales and minimums of Q4_K and Q5_K (`get_scale_min_k4`), one
 /// per 32 values: `[scales, mins]`.
 pub(crate) fn k4_scales(s: &[u8]) -> [[u8; 8]; 2] {
-    let mut out = [[0u8; 8]; 2];
-    for j in 0..8 {
-        let (scale, min) = if j < 4 {
-            (s[j] & 63, s[j + 4] & 63)
-        } else {
-            (
-                (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4),
-                (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
-            )
-        };
-        out[0][j] = scale;
-        out[1][j] = min;
-    }
-    out
+    // Four sub-blocks at a time, in 32-bit words, as ggml's kernels do:
+    // scales 0..4 and mins 0..4 are the low 6 bits of words 0 and 1;
+    // scales and mins 4..8 take the nibbles of word 2 and the top 2 bits of
+    // words 0 and 1.
+    let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let (low6, low4, low2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+    let scales = [w0 & low6, (w2 & low4) | (((w0 >> 6) & low2) << 4)];
+    let mins = [w1 & low6, ((w2 >> 4) & low4) | (((w1 >> 6) & low2) << 4)];
+    let bytes = |pair: [u32; 2]| {
+        let [a, b] = pair.map(u32::to_le_bytes);
+        [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+    };
+    [bytes(scales), bytes(mins)]
 }
 
 /// [`k4_scales`], each stored for both runs of 16 of its sub-block.

@@ -21,8 +21,8 @@ use std::cell::RefCell;
 
 pub(crate) use activations::{Q8KBlock, SuperBlockActivations};
 pub(crate) use blocks::{k4_scales, Unpacked};
-pub(crate) use dot::{GroupSums, KArithmetic};
 use dot::{finish, step, Accumulators};
+pub(crate) use dot::{GroupSums, KArithmetic};
 
 use super::matrix::WeightRows;
 use super::parallel::OutputColumns;
@@ -113,7 +113,8 @@ fn typed_rows<const N: usize>(
             for (b, block) in row.iter().enumerate() {
                 let factors = blocks::factors(block);
                 let act = |a: usize| &acts.row(a)[b];
-                row_sums(block, unpack, &mut unpacked, m, act, |a, sums| {
+                let whole = kind != KArithmetic::Q4KRepacked;
+                row_sums(whole, block, unpack, &mut unpacked, m, act, |a, sums| {
                     step(kind, factors, &sums, act(a).d, &mut accs[a]);
                 });
             }
@@ -131,6 +132,7 @@ use super::avx2::kquant_sums as row_sums;
 /// every `i < rows` (the portable path).
 #[cfg_attr(x86_simd, allow(dead_code))]
 fn portable_row_sums<'a, const N: usize>(
+    _whole: bool,
     bytes: &[u8; N],
     unpack: fn(&[u8; N], &mut Unpacked),
     w: &mut Unpacked,
@@ -166,9 +168,25 @@ mod tests {
             activations::quantize_block(&x, &mut act);
             let (mut scratch, mut w) = (Unpacked::default(), Unpacked::default());
             let mut simd = Vec::new();
-            row_sums(&bytes, unpack, &mut scratch, 1, |_| &act, |_, sums| simd.push(sums));
+            for whole in [false, true] {
+                row_sums(
+                    whole,
+                    &bytes,
+                    unpack,
+                    &mut scratch,
+                    1,
+                    |_| &act,
+                    |_, sums| simd.push(sums),
+                );
+            }
             unpack(&bytes, &mut w);
-            assert_eq!(simd, [dot::group_sums(&w, &act)], "{N}-byte blocks");
+            let portable = dot::group_sums(&w, &act);
+            let total = |v: [i32; 4]| v.iter().fold(0i32, |s, &x| s.wrapping_add(x));
+            let whole = GroupSums {
+                scaled: [total(portable.scaled), 0, 0, 0],
+                mins: [total(portable.mins), 0, 0, 0],
+            };
+            assert_eq!(simd, [portable, whole], "{N}-byte blocks");
         }
     }
 
