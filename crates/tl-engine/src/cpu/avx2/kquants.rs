@@ -8,7 +8,8 @@
 
 use std::arch::x86_64::*;
 
-use crate::cpu::kquants::{GroupSums, Q8KBlock, Unpacked};
+use super::repacked::sum_each;
+use crate::cpu::kquants::{step, GroupSums, KArithmetic, Q8KBlock, SuperBlock, Unpacked};
 
 /// One weight super-block in registers.
 struct WeightRegisters {
@@ -184,6 +185,47 @@ fn whole_sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
     }
 }
 
+/// The tiled arithmetic for eight activation rows at once: each row's
+/// integer lanes, one transposing reduction to the eight sums `S` and `M`,
+/// then `r = d·S`, `r = fma(−dmin, M, r)`, `acc = fma(r, d_a, acc)` in the
+/// eight lanes, the same operations [`step`] does one row at a time.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tiled_eight(
+    w: &WeightRegisters,
+    (d, dmin): (f32, f32),
+    with_mins: bool,
+    acts: [&Q8KBlock; 8],
+    acc: &mut [f32; 8],
+) {
+    let mut scaled = [_mm256_setzero_si256(); 8];
+    let mut mins = [_mm256_setzero_si256(); 8];
+    for (r, a) in acts.iter().enumerate() {
+        let mut lanes = _mm256_setzero_si256();
+        let (chunks, _) = a.quants.as_chunks::<32>();
+        for (c, chunk) in chunks.iter().enumerate() {
+            let pairs = _mm256_maddubs_epi16(w.quants[c], load_i8x32(chunk));
+            lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, w.chunk_scales[c]));
+        }
+        let run_sums = load_i16x16(&a.sums16);
+        scaled[r] = _mm256_sub_epi32(lanes, _mm256_madd_epi16(w.offset_scales, run_sums));
+        mins[r] = _mm256_madd_epi16(w.mins, run_sums);
+    }
+    let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum_each(scaled)));
+    if with_mins {
+        let m = _mm256_cvtepi32_ps(sum_each(mins));
+        r = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), m, r);
+    }
+    let scales = _mm256_setr_ps(
+        acts[0].d, acts[1].d, acts[2].d, acts[3].d, acts[4].d, acts[5].d, acts[6].d, acts[7].d,
+    );
+    // SAFETY: `acc` is 32 readable and writable bytes; `loadu`/`storeu` have
+    // no alignment requirement.
+    unsafe {
+        let updated = _mm256_fmadd_ps(r, scales, _mm256_loadu_ps(acc.as_ptr()));
+        _mm256_storeu_ps(acc.as_mut_ptr(), updated);
+    }
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
     let mut groups = [_mm256_setzero_si256(); 4];
@@ -203,34 +245,44 @@ fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
     }
 }
 
-/// Calls `each(i, sums)` with the sums of one weight super-block and
-/// `block(i)` for every row `i < rows`: Q4_K and Q6_K loaded straight from
-/// `bytes`, the other types from `w`, which `unpack` fills. With `whole`,
-/// only the super-block's totals are formed (see [`whole_sums`]).
+/// Adds the terms of `w` with activation row `block(i)` to the
+/// accumulators of every row `i`: Q4_K and Q6_K loaded straight from their
+/// bytes, the other types through `scratch`; the tiled arithmetic eight rows
+/// at a time, the rest (and the repacked gemm's) a row at a time through
+/// [`step`].
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn for_each_row<'a, const N: usize>(
-    whole: bool,
-    bytes: &[u8; N],
-    unpack: fn(&[u8; N], &mut Unpacked),
-    w: &mut Unpacked,
-    rows: usize,
+pub(super) fn accumulate<'a, const N: usize>(
+    kind: KArithmetic,
+    w: &SuperBlock<'_, N>,
+    scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
-    mut each: impl FnMut(usize, GroupSums),
+    (acc, acc_min): (&mut [f32], &mut [f32]),
 ) {
-    let registers = if let Ok(q4_k) = <&[u8; 144]>::try_from(bytes.as_slice()) {
+    let registers = if let Ok(q4_k) = <&[u8; 144]>::try_from(w.bytes.as_slice()) {
         load_q4_k(q4_k)
-    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(bytes.as_slice()) {
+    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(w.bytes.as_slice()) {
         load_q6_k(q6_k)
     } else {
-        unpack(bytes, w);
-        load(w)
+        (w.unpack)(w.bytes, scratch);
+        load(scratch)
     };
-    for i in 0..rows {
-        let sums = if whole {
-            whole_sums(&registers, block(i))
+    let rows = acc.len();
+    let mut first = 0;
+    if kind != KArithmetic::Q4KRepacked {
+        let with_mins = kind == KArithmetic::TiledWithMins;
+        for (group, acc) in acc.as_chunks_mut::<8>().0.iter_mut().enumerate() {
+            let acts = std::array::from_fn(|r| block(8 * group + r));
+            tiled_eight(&registers, w.factors, with_mins, acts, acc);
+        }
+        first = rows / 8 * 8;
+    }
+    for i in first..rows {
+        let a = block(i);
+        let sums = if kind == KArithmetic::Q4KRepacked {
+            sums(&registers, a)
         } else {
-            sums(&registers, block(i))
+            whole_sums(&registers, a)
         };
-        each(i, sums);
+        step(kind, w.factors, &sums, a.d, (&mut acc[i], &mut acc_min[i]));
     }
 }

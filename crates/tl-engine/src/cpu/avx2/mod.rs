@@ -35,21 +35,18 @@ pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {
     unsafe { quantize::quantize_block(x) }
 }
 
-/// Calls `each(i, sums)` with the integer sums of the K-quant super-block
-/// `bytes` and the activation super-block `block(i)`, for every `i < rows`
-/// (`unpack` fills `scratch` for the types loaded through it); with `whole`,
-/// only the super-block totals, in the first entries.
-pub(crate) fn kquant_sums<'a, const N: usize>(
-    whole: bool,
-    bytes: &[u8; N],
-    unpack: fn(&[u8; N], &mut super::kquants::Unpacked),
+/// Adds the terms of the K-quant super-block `w` with activation row
+/// `block(i)` to the accumulators of every row `i` (`scratch` holds the
+/// unpacked block where one is needed).
+pub(crate) fn kquant_accumulate<'a, const N: usize>(
+    kind: super::kquants::KArithmetic,
+    w: &super::kquants::SuperBlock<'_, N>,
     scratch: &mut super::kquants::Unpacked,
-    rows: usize,
     block: impl Fn(usize) -> &'a super::kquants::Q8KBlock,
-    each: impl FnMut(usize, super::kquants::GroupSums),
+    accumulators: (&mut [f32], &mut [f32]),
 ) {
     // SAFETY: as for `quantize_block`, the features are enabled at build time.
-    unsafe { kquants::for_each_row(whole, bytes, unpack, scratch, rows, block, each) }
+    unsafe { kquants::accumulate(kind, w, scratch, block, accumulators) }
 }
 
 /// Computes the output columns of `out` for all `m` activation rows.

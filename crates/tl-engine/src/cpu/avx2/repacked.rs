@@ -19,7 +19,7 @@ pub(super) const ROWS: usize = 8;
 /// Lane `r` of the result is the sum of the 8 lanes of `x[r]`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn sum_each(x: [__m256i; ROWS]) -> __m256i {
+pub(super) fn sum_each(x: [__m256i; ROWS]) -> __m256i {
     // Within each 128-bit half, two rounds of pairwise adds leave the sums of rows
     // 0..4 (then 4..8) over that half's lanes.
     let r01 = _mm256_hadd_epi32(x[0], x[1]);

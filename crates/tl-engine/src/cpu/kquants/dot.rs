@@ -30,14 +30,6 @@ pub(crate) enum KArithmetic {
     Q4KRepacked,
 }
 
-/// The f32 state of one output while its super-blocks are summed.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Accumulators {
-    acc: f32,
-    /// The repacked gemm's `acc_min`.
-    acc_min: f32,
-}
-
 /// The exact integer sums of one weight super-block with one activation
 /// super-block, for each 64 values: `scaled[p] = Σ scale·Σ w·a` and
 /// `mins[p] = Σ min·Σ a` over runs `4p..4p + 4` of 16 values.
@@ -69,14 +61,15 @@ fn total(values: [i32; 4]) -> i32 {
     values.iter().fold(0i32, |sum, &v| sum.wrapping_add(v))
 }
 
-/// Adds one super-block's terms to `acc`: `sums` of weights with factors
+/// Adds one super-block's terms to an output's accumulators (`acc_min`
+/// serves the repacked gemm alone): `sums` of weights with factors
 /// `(d, dmin)` with an activation super-block of scale `a_d`.
 pub(crate) fn step(
     kind: KArithmetic,
     (d, dmin): (f32, f32),
     sums: &GroupSums,
     a_d: f32,
-    acc: &mut Accumulators,
+    (acc, acc_min): (&mut f32, &mut f32),
 ) {
     match kind {
         KArithmetic::Tiled | KArithmetic::TiledWithMins => {
@@ -84,22 +77,22 @@ pub(crate) fn step(
             if kind == KArithmetic::TiledWithMins {
                 r = (-dmin).mul_add(total(sums.mins) as f32, r);
             }
-            acc.acc = r.mul_add(a_d, acc.acc);
+            *acc = r.mul_add(a_d, *acc);
         }
         KArithmetic::Q4KRepacked => {
             let (scale, min_scale) = (d * a_d, dmin * a_d);
             for p in 0..4 {
-                acc.acc = (sums.scaled[p] as f32).mul_add(scale, acc.acc);
-                acc.acc_min = (sums.mins[p] as f32).mul_add(min_scale, acc.acc_min);
+                *acc = (sums.scaled[p] as f32).mul_add(scale, *acc);
+                *acc_min = (sums.mins[p] as f32).mul_add(min_scale, *acc_min);
             }
         }
     }
 }
 
 /// The output once every super-block is in.
-pub(crate) fn finish(kind: KArithmetic, acc: &Accumulators) -> f32 {
+pub(crate) fn finish(kind: KArithmetic, acc: f32, acc_min: f32) -> f32 {
     match kind {
-        KArithmetic::Tiled | KArithmetic::TiledWithMins => acc.acc,
-        KArithmetic::Q4KRepacked => acc.acc - acc.acc_min,
+        KArithmetic::Tiled | KArithmetic::TiledWithMins => acc,
+        KArithmetic::Q4KRepacked => acc - acc_min,
     }
 }

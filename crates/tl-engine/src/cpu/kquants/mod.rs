@@ -21,7 +21,8 @@ use std::cell::RefCell;
 
 pub(crate) use activations::{Q8KBlock, SuperBlockActivations};
 pub(crate) use blocks::{k4_scales, Unpacked};
-use dot::{finish, step, Accumulators};
+use dot::finish;
+pub(crate) use dot::step;
 pub(crate) use dot::{GroupSums, KArithmetic};
 
 use super::matrix::WeightRows;
@@ -31,9 +32,14 @@ use super::weight_type::WeightType;
 /// Values per K-quant super-block (`QK_K`).
 pub(crate) const SUPER_BLOCK_VALUES: usize = 256;
 
+/// Activation bytes per chunk of rows: reread for every weight row of a
+/// thread's share, so it should stay in L2.
+const ACTIVATION_CHUNK_BYTES: usize = 192 * 1024;
+
 thread_local! {
-    /// Per activation row accumulators, reused across calls.
-    static ACCUMULATORS: RefCell<Vec<Accumulators>> = const { RefCell::new(Vec::new()) };
+    /// Per activation row accumulators (`acc`, `acc_min`), reused across calls.
+    static ACCUMULATORS: RefCell<(Vec<f32>, Vec<f32>)> =
+        const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Computes the output columns of `out` for all `m` activation rows.
@@ -105,98 +111,144 @@ fn typed_rows<const N: usize>(
 ) {
     let per_row = weights.blocks_per_row;
     let mut unpacked = Unpacked::default();
-    ACCUMULATORS.with_borrow_mut(|accs| {
-        for column in out.columns() {
-            accs.clear();
-            accs.resize(m, Accumulators::default());
-            let row = &blocks[column * per_row..(column + 1) * per_row];
-            for (b, block) in row.iter().enumerate() {
-                let factors = blocks::factors(block);
-                let act = |a: usize| &acts.row(a)[b];
-                let whole = kind != KArithmetic::Q4KRepacked;
-                row_sums(whole, block, unpack, &mut unpacked, m, act, |a, sums| {
-                    step(kind, factors, &sums, act(a).d, &mut accs[a]);
-                });
-            }
-            for (a, acc) in accs.iter().enumerate() {
-                out.set(a, column, finish(kind, acc));
+    // Activation rows are taken in chunks that stay in L2 while every weight
+    // row of the share passes over them.
+    let row_bytes = per_row * std::mem::size_of::<Q8KBlock>();
+    let chunk_rows = (ACTIVATION_CHUNK_BYTES / row_bytes.max(1)).max(8) / 8 * 8;
+    ACCUMULATORS.with_borrow_mut(|(acc, acc_min)| {
+        for first in (0..m).step_by(chunk_rows) {
+            let rows = chunk_rows.min(m - first);
+            for column in out.columns() {
+                acc.clear();
+                acc.resize(rows, 0.0);
+                acc_min.clear();
+                acc_min.resize(rows, 0.0);
+                let row = &blocks[column * per_row..(column + 1) * per_row];
+                for (b, block) in row.iter().enumerate() {
+                    let super_block = SuperBlock {
+                        bytes: block,
+                        unpack,
+                        factors: blocks::factors(block),
+                    };
+                    let act = |a: usize| &acts.row(first + a)[b];
+                    accumulate(kind, &super_block, &mut unpacked, act, (acc, acc_min));
+                }
+                for (a, (&acc, &acc_min)) in acc.iter().zip(acc_min.iter()).enumerate() {
+                    out.set(first + a, column, finish(kind, acc, acc_min));
+                }
             }
         }
     });
 }
 
-#[cfg(x86_simd)]
-use super::avx2::kquant_sums as row_sums;
+/// One weight super-block as the backends take it: its bytes, how to unpack
+/// them, and its `(d, dmin)`.
+pub(crate) struct SuperBlock<'a, const N: usize> {
+    pub bytes: &'a [u8; N],
+    pub unpack: fn(&[u8; N], &mut Unpacked),
+    pub factors: (f32, f32),
+}
 
-/// Calls `each(i, sums)` with the integer sums of `w` and `block(i)` for
-/// every `i < rows` (the portable path).
+#[cfg(x86_simd)]
+use super::avx2::kquant_accumulate as accumulate;
+
+/// Adds the terms of `w` with activation row `block(i)` to the accumulators
+/// of every row `i` (the portable path; `scratch` holds the unpacked block).
 #[cfg_attr(x86_simd, allow(dead_code))]
-fn portable_row_sums<'a, const N: usize>(
-    _whole: bool,
-    bytes: &[u8; N],
-    unpack: fn(&[u8; N], &mut Unpacked),
-    w: &mut Unpacked,
-    rows: usize,
+fn portable_accumulate<'a, const N: usize>(
+    kind: KArithmetic,
+    w: &SuperBlock<'_, N>,
+    scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
-    mut each: impl FnMut(usize, GroupSums),
+    (acc, acc_min): (&mut [f32], &mut [f32]),
 ) {
-    unpack(bytes, w);
-    for i in 0..rows {
-        each(i, dot::group_sums(w, block(i)));
+    (w.unpack)(w.bytes, scratch);
+    for (i, (acc, acc_min)) in acc.iter_mut().zip(acc_min.iter_mut()).enumerate() {
+        let a = block(i);
+        step(
+            kind,
+            w.factors,
+            &dot::group_sums(scratch, a),
+            a.d,
+            (acc, acc_min),
+        );
     }
 }
 
 #[cfg(not(x86_simd))]
-use portable_row_sums as row_sums;
+use portable_accumulate as accumulate;
 
 #[cfg(all(test, x86_simd))]
 mod tests {
     use super::*;
     use crate::cpu::test_support::Rng;
 
-    /// Random super-blocks of type `N` (any bytes are a valid block) against
-    /// random activations: the AVX2 sums, Q4_K and Q6_K loaded straight from
-    /// the bytes, equal the portable ones.
-    fn check<const N: usize>(unpack: fn(&[u8; N], &mut Unpacked), rng: &mut Rng) {
-        let mut x = [0.0f32; SUPER_BLOCK_VALUES];
-        for _ in 0..100 {
-            let bytes: [u8; N] = std::array::from_fn(|_| rng.next_u64() as u8);
-            for v in &mut x {
-                *v = rng.normal(1.0);
+    /// Random super-blocks of type `N` (any bytes are a valid block, given
+    /// finite factors) against 11 random activation rows (a group of eight and
+    /// three alone): the AVX2 accumulators, Q4_K and Q6_K loaded straight from
+    /// the bytes, equal the portable ones bit for bit.
+    fn check<const N: usize>(
+        unpack: fn(&[u8; N], &mut Unpacked),
+        kinds: &[KArithmetic],
+        rng: &mut Rng,
+    ) {
+        for _ in 0..50 {
+            let mut bytes: [u8; N] = std::array::from_fn(|_| rng.next_u64() as u8);
+            for at in match N {
+                84 => vec![80, 82],
+                110 => vec![108],
+                144 | 176 => vec![0, 2],
+                _ => vec![208],
+            } {
+                let factor = half::f16::from_f32(rng.uniform() * 0.01);
+                bytes[at..at + 2].copy_from_slice(&factor.to_le_bytes());
             }
-            let mut act = Q8KBlock::default();
-            activations::quantize_block(&x, &mut act);
-            let (mut scratch, mut w) = (Unpacked::default(), Unpacked::default());
-            let mut simd = Vec::new();
-            for whole in [false, true] {
-                row_sums(
-                    whole,
-                    &bytes,
-                    unpack,
+            let rows: Vec<Q8KBlock> = (0..11)
+                .map(|_| {
+                    let x: [f32; SUPER_BLOCK_VALUES] = std::array::from_fn(|_| rng.normal(1.0));
+                    let mut row = Q8KBlock::default();
+                    activations::quantize_block(&x, &mut row);
+                    row
+                })
+                .collect();
+            let block = SuperBlock {
+                bytes: &bytes,
+                unpack,
+                factors: blocks::factors(&bytes),
+            };
+            for &kind in kinds {
+                let start: Vec<f32> = (0..11).map(|_| rng.normal(1.0)).collect();
+                let (mut simd, mut simd_min) = (start.clone(), start.clone());
+                let (mut portable, mut portable_min) = (start.clone(), start);
+                let mut scratch = Unpacked::default();
+                accumulate(
+                    kind,
+                    &block,
                     &mut scratch,
-                    1,
-                    |_| &act,
-                    |_, sums| simd.push(sums),
+                    |i| &rows[i],
+                    (&mut simd, &mut simd_min),
+                );
+                let accs = (&mut portable[..], &mut portable_min[..]);
+                portable_accumulate(kind, &block, &mut scratch, |i| &rows[i], accs);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&simd), bits(&portable), "{N}-byte blocks, {kind:?}");
+                assert_eq!(
+                    bits(&simd_min),
+                    bits(&portable_min),
+                    "{N}-byte blocks, {kind:?}"
                 );
             }
-            unpack(&bytes, &mut w);
-            let portable = dot::group_sums(&w, &act);
-            let total = |v: [i32; 4]| v.iter().fold(0i32, |s, &x| s.wrapping_add(x));
-            let whole = GroupSums {
-                scaled: [total(portable.scaled), 0, 0, 0],
-                mins: [total(portable.mins), 0, 0, 0],
-            };
-            assert_eq!(simd, [portable, whole], "{N}-byte blocks");
         }
     }
 
     #[test]
-    fn simd_sums_equal_portable_sums() {
+    fn simd_accumulators_equal_portable_ones() {
+        use KArithmetic::*;
         let mut rng = Rng::new(5);
-        check(blocks::unpack_q2_k, &mut rng);
-        check(blocks::unpack_q3_k, &mut rng);
-        check(blocks::unpack_q4_k, &mut rng);
-        check(blocks::unpack_q5_k, &mut rng);
-        check(blocks::unpack_q6_k, &mut rng);
+        check(blocks::unpack_q2_k, &[TiledWithMins], &mut rng);
+        check(blocks::unpack_q3_k, &[Tiled], &mut rng);
+        check(blocks::unpack_q4_k, &[TiledWithMins, Q4KRepacked], &mut rng);
+        check(blocks::unpack_q5_k, &[TiledWithMins], &mut rng);
+        check(blocks::unpack_q6_k, &[Tiled], &mut rng);
     }
 }
