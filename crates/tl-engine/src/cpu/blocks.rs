@@ -24,11 +24,25 @@ pub(crate) trait WeightBlock: Sync {
     /// with Q8_1 activations and their `s` sums.
     const HAS_MIN: bool = false;
 
+    /// The block's bytes: every layout starts with `f16 d`, then `f16 m`
+    /// where the type has a minimum.
+    fn bytes(&self) -> &[u8];
+
     /// The scale `d` as IEEE half-precision bits.
-    fn scale_bits(&self) -> u16;
+    fn scale_bits(&self) -> u16 {
+        let bytes = self.bytes();
+        u16::from_le_bytes([bytes[0], bytes[1]])
+    }
 
     /// The minimum `m` as half-precision bits; 0 for types without one.
-    fn min_bits(&self) -> u16;
+    fn min_bits(&self) -> u16 {
+        let bytes = self.bytes();
+        if Self::HAS_MIN {
+            u16::from_le_bytes([bytes[2], bytes[3]])
+        } else {
+            0
+        }
+    }
 
     /// The packed quantized values.
     fn quants(&self) -> Quants<'_>;
@@ -52,13 +66,8 @@ pub(crate) trait WeightBlock: Sync {
 impl WeightBlock for [u8; 18] {
     const OFFSET: i8 = 8;
 
-    fn scale_bits(&self) -> u16 {
-        let [d0, d1, ..] = *self;
-        u16::from_le_bytes([d0, d1])
-    }
-
-    fn min_bits(&self) -> u16 {
-        0
+    fn bytes(&self) -> &[u8] {
+        self
     }
 
     fn quants(&self) -> Quants<'_> {
@@ -70,14 +79,8 @@ impl WeightBlock for [u8; 18] {
 impl WeightBlock for [u8; 20] {
     const HAS_MIN: bool = true;
 
-    fn scale_bits(&self) -> u16 {
-        let [d0, d1, ..] = *self;
-        u16::from_le_bytes([d0, d1])
-    }
-
-    fn min_bits(&self) -> u16 {
-        let [_, _, m0, m1, ..] = *self;
-        u16::from_le_bytes([m0, m1])
+    fn bytes(&self) -> &[u8] {
+        self
     }
 
     fn quants(&self) -> Quants<'_> {
@@ -90,13 +93,8 @@ impl WeightBlock for [u8; 20] {
 impl WeightBlock for [u8; 22] {
     const OFFSET: i8 = 16;
 
-    fn scale_bits(&self) -> u16 {
-        let [d0, d1, ..] = *self;
-        u16::from_le_bytes([d0, d1])
-    }
-
-    fn min_bits(&self) -> u16 {
-        0
+    fn bytes(&self) -> &[u8] {
+        self
     }
 
     fn quants(&self) -> Quants<'_> {
@@ -113,14 +111,8 @@ impl WeightBlock for [u8; 22] {
 impl WeightBlock for [u8; 24] {
     const HAS_MIN: bool = true;
 
-    fn scale_bits(&self) -> u16 {
-        let [d0, d1, ..] = *self;
-        u16::from_le_bytes([d0, d1])
-    }
-
-    fn min_bits(&self) -> u16 {
-        let [_, _, m0, m1, ..] = *self;
-        u16::from_le_bytes([m0, m1])
+    fn bytes(&self) -> &[u8] {
+        self
     }
 
     fn quants(&self) -> Quants<'_> {
@@ -133,13 +125,8 @@ impl WeightBlock for [u8; 24] {
 }
 
 impl WeightBlock for [u8; 34] {
-    fn scale_bits(&self) -> u16 {
-        let [d0, d1, ..] = *self;
-        u16::from_le_bytes([d0, d1])
-    }
-
-    fn min_bits(&self) -> u16 {
-        0
+    fn bytes(&self) -> &[u8] {
+        self
     }
 
     fn quants(&self) -> Quants<'_> {

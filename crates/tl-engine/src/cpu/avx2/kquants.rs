@@ -160,10 +160,11 @@ fn group_totals(runs: __m256i) -> [i32; 4] {
     [lanes[0], lanes[1], lanes[4], lanes[5]]
 }
 
-/// The whole super-block's sums only, in `scaled[0]` and `mins[0]` (what
-/// the tiled arithmetic reads): one reduction instead of eight.
+/// The lanes whose totals are a super-block's `S` (offset taken off) and
+/// `M`, in no particular order within the vector.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn whole_sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
+#[inline]
+fn whole_lanes(w: &WeightRegisters, a: &Q8KBlock) -> (__m256i, __m256i) {
     let mut scaled = _mm256_setzero_si256();
     let (chunks, _) = a.quants.as_chunks::<32>();
     for (c, chunk) in chunks.iter().enumerate() {
@@ -172,7 +173,14 @@ fn whole_sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
     }
     let run_sums = load_i16x16(&a.sums16);
     let scaled = _mm256_sub_epi32(scaled, _mm256_madd_epi16(w.offset_scales, run_sums));
-    let mins = _mm256_madd_epi16(w.mins, run_sums);
+    (scaled, _mm256_madd_epi16(w.mins, run_sums))
+}
+
+/// The whole super-block's sums only, in `scaled[0]` and `mins[0]` (what
+/// the tiled arithmetic reads): one reduction instead of eight.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn whole_sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
+    let (scaled, mins) = whole_lanes(w, a);
     // [s01 s23 m01 m23 | s45 s67 m45 m67], then [s0..3 m0..3 .. | s4..7 m4..7 ..].
     let quads = _mm256_hadd_epi32(_mm256_hadd_epi32(scaled, mins), _mm256_setzero_si256());
     let both = _mm_add_epi32(
@@ -200,15 +208,7 @@ fn tiled_eight(
     let mut scaled = [_mm256_setzero_si256(); 8];
     let mut mins = [_mm256_setzero_si256(); 8];
     for (r, a) in acts.iter().enumerate() {
-        let mut lanes = _mm256_setzero_si256();
-        let (chunks, _) = a.quants.as_chunks::<32>();
-        for (c, chunk) in chunks.iter().enumerate() {
-            let pairs = _mm256_maddubs_epi16(w.quants[c], load_i8x32(chunk));
-            lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, w.chunk_scales[c]));
-        }
-        let run_sums = load_i16x16(&a.sums16);
-        scaled[r] = _mm256_sub_epi32(lanes, _mm256_madd_epi16(w.offset_scales, run_sums));
-        mins[r] = _mm256_madd_epi16(w.mins, run_sums);
+        (scaled[r], mins[r]) = whole_lanes(w, a);
     }
     let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum_each(scaled)));
     if with_mins {
