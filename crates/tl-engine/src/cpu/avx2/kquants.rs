@@ -9,9 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::repacked::sum_each;
-use crate::cpu::kquants::{
-    factors, finish, step, GroupSums, KArithmetic, Q8KBlock, SuperBlock, Unpacked,
-};
+use crate::cpu::kquants::{step, GroupSums, KArithmetic, Q8KBlock, SuperBlock, Unpacked};
 
 /// One weight super-block in registers.
 struct WeightRegisters {
@@ -228,125 +226,6 @@ fn tiled_eight(
     }
 }
 
-/// The lanes of each 64-value group's `S` (offset taken off) and of `M`
-/// (lane `l` holds runs `2l` and `2l + 1`, so group `p` is lanes `2p`, `2p + 1`).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn group_lanes(w: &WeightRegisters, a: &Q8KBlock) -> ([__m256i; 4], __m256i) {
-    let mut groups = [_mm256_setzero_si256(); 4];
-    let (chunks, _) = a.quants.as_chunks::<32>();
-    for (c, chunk) in chunks.iter().enumerate() {
-        let pairs = _mm256_maddubs_epi16(w.quants[c], load_i8x32(chunk));
-        groups[c / 2] =
-            _mm256_add_epi32(groups[c / 2], _mm256_madd_epi16(pairs, w.chunk_scales[c]));
-    }
-    let run_sums = load_i16x16(&a.sums16);
-    // Each group's offset lanes are the lanes of its own runs: take them off there.
-    let offsets = _mm256_madd_epi16(w.offset_scales, run_sums);
-    for (p, group) in groups.iter_mut().enumerate() {
-        *group = _mm256_sub_epi32(*group, _mm256_and_si256(offsets, group_mask(p)));
-    }
-    (groups, _mm256_madd_epi16(w.mins, run_sums))
-}
-
-/// All ones in lanes `2p` and `2p + 1`.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn group_mask(p: usize) -> __m256i {
-    let lane = |l: usize| if l / 2 == p { -1 } else { 0 };
-    _mm256_setr_epi32(
-        lane(0),
-        lane(1),
-        lane(2),
-        lane(3),
-        lane(4),
-        lane(5),
-        lane(6),
-        lane(7),
-    )
-}
-
-/// Eight weight rows against one activation row (decode): each super-block
-/// of the eight rows is summed, one transposing reduction gives the eight
-/// rows' sums, and the float steps run in the eight lanes, the operations
-/// [`step`] does one output at a time.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn columns<const N: usize>(
-    kind: KArithmetic,
-    rows: [&[[u8; N]]; 8],
-    unpack: fn(&[u8; N], &mut Unpacked),
-    act: &[Q8KBlock],
-) -> [f32; 8] {
-    let mut scratch = Unpacked::default();
-    let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    for (b, a) in act.iter().enumerate() {
-        let mut scaled = [[_mm256_setzero_si256(); 8]; 4];
-        let mut mins = [_mm256_setzero_si256(); 8];
-        let (mut d, mut dmin) = ([0.0f32; 8], [0.0f32; 8]);
-        for (c, row) in rows.iter().enumerate() {
-            let block = &row[b];
-            (d[c], dmin[c]) = factors(block);
-            let registers = load_block(block, unpack, &mut scratch);
-            if kind == KArithmetic::Q4KRepacked {
-                let (groups, min_lanes) = group_lanes(&registers, a);
-                for p in 0..4 {
-                    scaled[p][c] = groups[p];
-                }
-                mins[c] = min_lanes;
-            } else {
-                (scaled[0][c], mins[c]) = whole_lanes(&registers, a);
-            }
-        }
-        // SAFETY: each array is 32 readable bytes; `loadu` has no alignment
-        // requirement.
-        let (d, dmin) = unsafe { (_mm256_loadu_ps(d.as_ptr()), _mm256_loadu_ps(dmin.as_ptr())) };
-        let a_d = _mm256_set1_ps(a.d);
-        if kind == KArithmetic::Q4KRepacked {
-            let (scale, min_scale) = (_mm256_mul_ps(d, a_d), _mm256_mul_ps(dmin, a_d));
-            for (p, scaled) in scaled.iter().enumerate() {
-                let s = _mm256_cvtepi32_ps(sum_each(*scaled));
-                let m =
-                    _mm256_cvtepi32_ps(sum_each(mins.map(|m| _mm256_and_si256(m, group_mask(p)))));
-                acc = _mm256_fmadd_ps(s, scale, acc);
-                acc_min = _mm256_fmadd_ps(m, min_scale, acc_min);
-            }
-        } else {
-            let mut r = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum_each(scaled[0])));
-            if kind == KArithmetic::TiledWithMins {
-                r = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(sum_each(mins)), r);
-            }
-            acc = _mm256_fmadd_ps(r, a_d, acc);
-        }
-    }
-    let (mut out, mut out_min) = ([0.0f32; 8], [0.0f32; 8]);
-    // SAFETY: each array is 32 writable bytes; `storeu` has no alignment
-    // requirement.
-    unsafe {
-        _mm256_storeu_ps(out.as_mut_ptr(), acc);
-        _mm256_storeu_ps(out_min.as_mut_ptr(), acc_min);
-    }
-    std::array::from_fn(|c| finish(kind, out[c], out_min[c]))
-}
-
-/// Registers for one super-block: Q4_K and Q6_K straight from their bytes,
-/// the other types through `scratch`.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn load_block<const N: usize>(
-    bytes: &[u8; N],
-    unpack: fn(&[u8; N], &mut Unpacked),
-    scratch: &mut Unpacked,
-) -> WeightRegisters {
-    if let Ok(q4_k) = <&[u8; 144]>::try_from(bytes.as_slice()) {
-        load_q4_k(q4_k)
-    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(bytes.as_slice()) {
-        load_q6_k(q6_k)
-    } else {
-        unpack(bytes, scratch);
-        load(scratch)
-    }
-}
-
 #[target_feature(enable = "avx2,fma,f16c")]
 fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
     let mut groups = [_mm256_setzero_si256(); 4];
@@ -379,7 +258,14 @@ pub(super) fn accumulate<'a, const N: usize>(
     block: impl Fn(usize) -> &'a Q8KBlock,
     (acc, acc_min): (&mut [f32], &mut [f32]),
 ) {
-    let registers = load_block(w.bytes, w.unpack, scratch);
+    let registers = if let Ok(q4_k) = <&[u8; 144]>::try_from(w.bytes.as_slice()) {
+        load_q4_k(q4_k)
+    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(w.bytes.as_slice()) {
+        load_q6_k(q6_k)
+    } else {
+        (w.unpack)(w.bytes, scratch);
+        load(scratch)
+    };
     let rows = acc.len();
     let mut first = 0;
     if kind != KArithmetic::Q4KRepacked {

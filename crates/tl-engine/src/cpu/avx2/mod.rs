@@ -49,18 +49,6 @@ pub(crate) fn kquant_accumulate<'a, const N: usize>(
     unsafe { kquants::accumulate(kind, w, scratch, block, accumulators) }
 }
 
-/// The outputs of eight K-quant weight rows (`rows`, all of one length)
-/// against one activation row `act`.
-pub(crate) fn kquant_columns<const N: usize>(
-    kind: super::kquants::KArithmetic,
-    rows: [&[[u8; N]]; 8],
-    unpack: fn(&[u8; N], &mut super::kquants::Unpacked),
-    act: &[super::kquants::Q8KBlock],
-) -> [f32; 8] {
-    // SAFETY: as for `quantize_block`, the features are enabled at build time.
-    unsafe { kquants::columns(kind, rows, unpack, act) }
-}
-
 /// Computes the output columns of `out` for all `m` activation rows.
 pub(crate) fn compute_rows(
     weights: &WeightRows<'_>,

@@ -20,8 +20,10 @@ mod dot;
 use std::cell::RefCell;
 
 pub(crate) use activations::{Q8KBlock, SuperBlockActivations};
-pub(crate) use blocks::{factors, k4_scales, Unpacked};
-pub(crate) use dot::{finish, step, GroupSums, KArithmetic};
+pub(crate) use blocks::{k4_scales, Unpacked};
+use dot::finish;
+pub(crate) use dot::step;
+pub(crate) use dot::{GroupSums, KArithmetic};
 
 use super::matrix::WeightRows;
 use super::parallel::OutputColumns;
@@ -113,29 +115,10 @@ fn typed_rows<const N: usize>(
     // row of the share passes over them.
     let row_bytes = per_row * std::mem::size_of::<Q8KBlock>();
     let chunk_rows = (ACTIVATION_CHUNK_BYTES / row_bytes.max(1)).max(8) / 8 * 8;
-    let columns = out.columns();
-    // One activation row (decode): eight weight rows at a time where the
-    // backend has a kernel for that, then the rest one by one.
-    let mut one_by_one = columns.clone();
-    if m == 1 && COLUMN_TILES {
-        let act = &acts.row(0);
-        for first in columns.clone().step_by(8) {
-            if first + 8 > columns.end {
-                break;
-            }
-            let rows: [&[[u8; N]]; 8] = std::array::from_fn(|c| {
-                let column = first + c;
-                &blocks[column * per_row..(column + 1) * per_row]
-            });
-            let values = columns_of_one_row(kind, rows, unpack, act);
-            out.set_run(0, first, &values);
-            one_by_one.start = first + 8;
-        }
-    }
     ACCUMULATORS.with_borrow_mut(|(acc, acc_min)| {
         for first in (0..m).step_by(chunk_rows) {
             let rows = chunk_rows.min(m - first);
-            for column in one_by_one.clone() {
+            for column in out.columns() {
                 acc.clear();
                 acc.resize(rows, 0.0);
                 acc_min.clear();
@@ -168,24 +151,6 @@ pub(crate) struct SuperBlock<'a, const N: usize> {
 
 #[cfg(x86_simd)]
 use super::avx2::kquant_accumulate as accumulate;
-
-/// Whether the backend computes eight weight rows against one activation
-/// row at a time ([`columns_of_one_row`]).
-const COLUMN_TILES: bool = cfg!(x86_simd);
-
-#[cfg(x86_simd)]
-use super::avx2::kquant_columns as columns_of_one_row;
-
-/// Never called: the portable path takes one weight row at a time.
-#[cfg(not(x86_simd))]
-fn columns_of_one_row<const N: usize>(
-    _kind: KArithmetic,
-    _rows: [&[[u8; N]]; 8],
-    _unpack: fn(&[u8; N], &mut Unpacked),
-    _act: &[Q8KBlock],
-) -> [f32; 8] {
-    unreachable!("COLUMN_TILES is off on this path")
-}
 
 /// Adds the terms of `w` with activation row `block(i)` to the accumulators
 /// of every row `i` (the portable path; `scratch` holds the unpacked block).
@@ -274,78 +239,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    /// Random super-blocks with finite factors.
-    fn random_block<const N: usize>(rng: &mut Rng) -> [u8; N] {
-        let mut bytes: [u8; N] = std::array::from_fn(|_| rng.next_u64() as u8);
-        let at: &[usize] = match N {
-            84 => &[80, 82],
-            110 => &[108],
-            144 | 176 => &[0, 2],
-            _ => &[208],
-        };
-        for &at in at {
-            let factor = half::f16::from_f32(rng.uniform() * 0.01);
-            bytes[at..at + 2].copy_from_slice(&factor.to_le_bytes());
-        }
-        bytes
-    }
-
-    /// Eight weight rows of three super-blocks against one activation row:
-    /// the AVX2 decode tile gives the portable outputs bit for bit.
-    fn check_columns<const N: usize>(
-        unpack: fn(&[u8; N], &mut Unpacked),
-        kinds: &[KArithmetic],
-        rng: &mut Rng,
-    ) {
-        for _ in 0..20 {
-            let rows: Vec<Vec<[u8; N]>> = (0..8)
-                .map(|_| (0..3).map(|_| random_block(rng)).collect())
-                .collect();
-            let act: Vec<Q8KBlock> = (0..3)
-                .map(|_| {
-                    let x: [f32; SUPER_BLOCK_VALUES] = std::array::from_fn(|_| rng.normal(1.0));
-                    let mut block = Q8KBlock::default();
-                    activations::quantize_block(&x, &mut block);
-                    block
-                })
-                .collect();
-            for &kind in kinds {
-                let tile =
-                    columns_of_one_row(kind, std::array::from_fn(|c| &rows[c][..]), unpack, &act);
-                for (c, row) in rows.iter().enumerate() {
-                    let (mut acc, mut acc_min) = ([0.0f32], [0.0f32]);
-                    let mut scratch = Unpacked::default();
-                    for (b, bytes) in row.iter().enumerate() {
-                        let block = SuperBlock {
-                            bytes,
-                            unpack,
-                            factors: blocks::factors(bytes),
-                        };
-                        let accs = (&mut acc[..], &mut acc_min[..]);
-                        portable_accumulate(kind, &block, &mut scratch, |_| &act[b], accs);
-                    }
-                    let portable = finish(kind, acc[0], acc_min[0]);
-                    assert_eq!(
-                        tile[c].to_bits(),
-                        portable.to_bits(),
-                        "{N}-byte blocks, {kind:?}, row {c}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn simd_decode_tiles_equal_portable_outputs() {
-        use KArithmetic::*;
-        let mut rng = Rng::new(6);
-        check_columns(blocks::unpack_q2_k, &[TiledWithMins], &mut rng);
-        check_columns(blocks::unpack_q3_k, &[Tiled], &mut rng);
-        check_columns(blocks::unpack_q4_k, &[TiledWithMins, Q4KRepacked], &mut rng);
-        check_columns(blocks::unpack_q5_k, &[TiledWithMins], &mut rng);
-        check_columns(blocks::unpack_q6_k, &[Tiled], &mut rng);
     }
 
     #[test]
