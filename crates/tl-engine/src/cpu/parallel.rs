@@ -19,7 +19,8 @@ pub(crate) fn for_each<T: Send>(
     let Some(first) = items.next() else {
         return;
     };
-    if items.peek().is_none() || threads <= 1 {
+    let pool = super::pool::pool();
+    if items.peek().is_none() || threads <= 1 || pool.solo_turn() {
         std::iter::once(first).chain(items).for_each(work);
         return;
     }
@@ -27,7 +28,6 @@ pub(crate) fn for_each<T: Send>(
     // A poisoned queue means another item's work panicked; the pool re-raises
     // that panic on this thread once every worker has stopped.
     let next = || queue.lock().ok().and_then(|mut items| items.next());
-    let pool = super::pool::pool();
     // The pool numbers its workers 0.. and the calling thread last.
     let caller = pool.workers();
     pool.execute(&|thread| {

@@ -10,6 +10,17 @@
 //! waiting thread yields its core at each check (alone, a yield returns at
 //! once), and after about a millisecond without work it sleeps.
 //!
+//! Beside a process whose own threads busy-wait (llama.cpp's, for one), our
+//! waiting threads hand their cores to it for whole time slices, and a job
+//! that needs two threads waits for whichever was descheduled: a decode step
+//! then ran at 7% of its solo speed where the fair share is half. So when
+//! the caller has finished its part before every worker even started it,
+//! and then waits longer than [`SLOW_WAIT`] for them, [`STRIKES`] times within
+//! [`STRIKE_WINDOW`] calls (one such wait alone can be a passing kernel
+//! thread), the pool marks itself contended for the next [`SOLO_CALLS`]
+//! calls, which [`Pool::solo_turn`] tells callers to run on the calling
+//! thread alone.
+//!
 //! A job is a borrowed closure; `execute` returns only after every worker has
 //! finished it (and re-raises a worker's panic), so the borrow outlives every
 //! use. Callers are serialised; a job that calls `execute` itself runs inline.
@@ -21,7 +32,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Checks of a plain spin before a waiting thread starts yielding.
 const SPINS: u32 = 64;
@@ -30,6 +41,19 @@ const YIELDS: u32 = 1_000;
 /// The longest a sleeping thread waits before it checks again (a bound on
 /// the cost of any missed wake-up, which the protocol below should prevent).
 const NAP: Duration = Duration::from_millis(5);
+
+/// A wait beyond this for workers that had not started the job when the
+/// caller finished its part means one was descheduled: alone, a worker
+/// starts within microseconds (spinning) or a wake-up (sleeping).
+const SLOW_WAIT: Duration = Duration::from_millis(2);
+/// Slow waits within [`STRIKE_WINDOW`] calls that mark the pool contended.
+const STRIKES: usize = 4;
+/// Calls after which the slow waits counted so far are forgotten (about a
+/// decode step of a small model).
+const STRIKE_WINDOW: usize = 256;
+/// Calls run on the calling thread alone once contended (a few tokens of
+/// decode), before the workers are tried again.
+const SOLO_CALLS: usize = 2_000;
 
 /// A job: the address of a closure on the caller's stack.
 type Job = *const (dyn Fn(usize) + Sync);
@@ -51,6 +75,11 @@ pub(crate) struct Pool {
     threads: Vec<JoinHandle<()>>,
     /// Serialises callers: one job at a time.
     calls: Mutex<()>,
+    /// Calls left to run on the calling thread alone (see the module doc).
+    solo_calls: AtomicUsize,
+    /// Slow waits counted, and calls since the count was last cleared.
+    strikes: AtomicUsize,
+    calls_counted: AtomicUsize,
 }
 
 struct Shared {
@@ -59,6 +88,8 @@ struct Shared {
     job: JobSlot,
     /// Workers still running the current job.
     running: AtomicUsize,
+    /// Workers that have started the current job.
+    started: AtomicUsize,
     /// The first panic of the current job, re-raised on the caller.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     stop: AtomicBool,
@@ -90,6 +121,7 @@ impl Pool {
             generation: AtomicUsize::new(0),
             job: JobSlot(UnsafeCell::new(None)),
             running: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
             panic: Mutex::new(None),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
@@ -113,12 +145,36 @@ impl Pool {
             shared,
             threads,
             calls: Mutex::new(()),
+            solo_calls: AtomicUsize::new(0),
+            strikes: AtomicUsize::new(0),
+            calls_counted: AtomicUsize::new(0),
         }
     }
 
     /// Worker threads (the caller is one more).
     pub fn workers(&self) -> usize {
         self.threads.len()
+    }
+
+    /// Counts a call, `slow` when a worker that had not started was waited
+    /// for too long (callers are serialised, so relaxed counters do).
+    fn count_call(&self, slow: bool) {
+        if self.calls_counted.fetch_add(1, Ordering::Relaxed) >= STRIKE_WINDOW {
+            self.calls_counted.store(0, Ordering::Relaxed);
+            self.strikes.store(0, Ordering::Relaxed);
+        }
+        if slow && self.strikes.fetch_add(1, Ordering::Relaxed) + 1 >= STRIKES {
+            self.strikes.store(0, Ordering::Relaxed);
+            self.solo_calls.store(SOLO_CALLS, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the next call should run on the calling thread alone, because
+    /// another process keeps the workers' cores (counts the call down).
+    pub fn solo_turn(&self) -> bool {
+        self.solo_calls
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1))
+            .is_ok()
     }
 
     /// Runs `job(i)` once for every i in `0..=workers()` at the same time
@@ -132,6 +188,7 @@ impl Pool {
         let _call = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         let s = &*self.shared;
         s.running.store(workers, Ordering::Relaxed);
+        s.started.store(0, Ordering::Relaxed);
         // SAFETY: only the caller holding `calls` writes the slot, and no
         // worker reads it until the generation below changes (see JobSlot);
         // `execute` does not return before every worker is done with the job.
@@ -142,12 +199,15 @@ impl Pool {
             s.wake.notify_all();
         }
         let mine = catch_unwind(AssertUnwindSafe(|| run_job(job, workers)));
+        let absent = s.started.load(Ordering::SeqCst) < workers;
+        let waiting = Instant::now();
         wait_for(
             || s.running.load(Ordering::SeqCst) == 0,
             &s.caller_sleeps,
             &s.finished_lock,
             &s.finished,
         );
+        self.count_call(absent && waiting.elapsed() > SLOW_WAIT);
         // SAFETY: every worker is done with the job (running is 0).
         unsafe { *s.job.0.get() = None };
         let theirs = s.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -208,6 +268,7 @@ fn work(s: &Shared, id: usize) {
         // saw (Acquire) and keeps the closure alive until `running` reaches 0,
         // which needs this worker's decrement below.
         let job = unsafe { *s.job.0.get() };
+        s.started.fetch_add(1, Ordering::SeqCst);
         if let Some(job) = job {
             // SAFETY: as above, the closure outlives this call.
             let job = unsafe { &*job };
