@@ -185,8 +185,19 @@ fn under_load_and_faults_health_stays_fast_and_streams_go_on() {
         assert_eq!(server.post("/v1/completions", &warm).status, 200);
     }
     let after_warm_up = resident_kib(server.pid());
+    let address_for_stream = address.clone();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    /// Stops the health prober however the scope ends: a failed assertion in
+    /// another thread must fail the test, not leave the prober (and the
+    /// scope that waits for it) running for ever.
+    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     let (latencies, watched) = std::thread::scope(|scope| {
+        let _stop = StopOnDrop(&stop);
         let health = scope.spawn(|| {
             let mut latencies = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -198,12 +209,19 @@ fn under_load_and_faults_health_stays_fast_and_streams_go_on() {
             }
             latencies
         });
-        let watched = scope.spawn(|| {
+        // The watched stream is admitted before the faults start: ten times
+        // the queue in requests would otherwise get it a 429 now and then.
+        let (admitted, is_admitted) = std::sync::mpsc::channel();
+        let watched = scope.spawn(move || {
             let body = json!({"model": MODEL, "prompt": "1, 2, 3,", "max_tokens": 120,
                 "temperature": 0, "stream": true});
-            let (status, mut lines) =
-                common::server::open_stream(&address, "/v1/completions", &body.to_string());
+            let (status, mut lines) = common::server::open_stream(
+                &address_for_stream,
+                "/v1/completions",
+                &body.to_string(),
+            );
             assert_eq!(status, 200);
+            let _ = admitted.send(());
             let (mut chunks, mut longest_gap, mut last) = (0, Duration::ZERO, Instant::now());
             let mut line = String::new();
             while lines.read_line(&mut line).unwrap_or(0) > 0 {
@@ -216,6 +234,9 @@ fn under_load_and_faults_health_stays_fast_and_streams_go_on() {
             }
             (chunks, longest_gap)
         });
+        is_admitted
+            .recv()
+            .expect("the watched stream was not admitted");
         let faults: Vec<_> = (0..4)
             .map(|kind| {
                 let address = address.clone();

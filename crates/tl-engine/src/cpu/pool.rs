@@ -173,7 +173,9 @@ impl Pool {
     /// another process keeps the workers' cores (counts the call down).
     pub fn solo_turn(&self) -> bool {
         self.solo_calls
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(1)
+            })
             .is_ok()
     }
 
