@@ -538,6 +538,35 @@ pub enum ModelCommand {
     /// free space than that.
     #[command(after_help = crate::commands::synth_shape_table())]
     Synth(SynthArgs),
+    /// Re-encode a GGUF model's weights in another type, writing the same
+    /// bytes as llama.cpp's `llama-quantize` (0c1e570) without an importance
+    /// matrix.
+    ///
+    /// The K-quant mixes follow llama.cpp's recipe: q4_k_m and q5_k_m give the
+    /// output matrix and a spread of attn_v and ffn_down layers Q6_K; every
+    /// quantized type gives the output Q6_K (Q8_0 for q8_0); rows that are not
+    /// whole 256-value super-blocks fall back to Q5_0, Q5_1 or Q8_0. Norms
+    /// and other vectors are copied as they are. A tensor that is already
+    /// quantized is refused unless --allow-requantize (which dequantizes it
+    /// first, losing some accuracy, as llama-quantize does).
+    Quantize(QuantizeArgs),
+}
+
+/// `tl model quantize`.
+#[derive(Debug, Args)]
+pub struct QuantizeArgs {
+    /// The model to read.
+    #[arg(value_name = "IN.gguf")]
+    pub input: PathBuf,
+    /// The file to write (through OUT.gguf.tmp, renamed when complete).
+    #[arg(value_name = "OUT.gguf")]
+    pub output: PathBuf,
+    /// The file type: f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m or q6_k.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub file_type: String,
+    /// Re-encode tensors that are already quantized (dequantized first).
+    #[arg(long)]
+    pub allow_requantize: bool,
 }
 
 /// `tl model inspect`.
@@ -554,10 +583,12 @@ pub struct InspectArgs {
 /// `tl model synth`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
-    /// Shape: tiny, tiny-qwen3, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
+    /// Shape: tiny, tiny-qwen3, tiny-wide, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
     #[arg(long, value_name = "NAME")]
     pub shape: String,
-    /// Weight type of the matrices and the token embedding: f16, q8_0, q4_0 or q4_1.
+    /// Weight type: f16, q8_0, q4_0, q4_1, q5_0 or q5_1 for every matrix and the
+    /// token embedding; q4_k_m, q5_k_m or q6_k for the types `tl model quantize`
+    /// gives each tensor in that mix.
     #[arg(long, value_name = "TYPE")]
     pub quant: String,
     /// Architecture: llama or qwen3. Optional, implied by --shape; an error when it

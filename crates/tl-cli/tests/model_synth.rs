@@ -189,12 +189,12 @@ fn bad_names_are_refused_with_the_known_ones() {
     assert_refused(
         &["--shape", "gpt-5", "--quant", "q4_0"],
         &out,
-        "--shape: unknown shape 'gpt-5' (known: tiny, tiny-qwen3, tinyllama, smollm2, qwen3-0.6b, llama-8b)",
+        "--shape: unknown shape 'gpt-5' (known: tiny, tiny-qwen3, tiny-wide, tinyllama, smollm2, qwen3-0.6b, llama-8b)",
     );
     assert_refused(
         &["--shape", "tiny", "--quant", "q5_k"],
         &out,
-        "--quant: unknown weight type 'q5_k' (known: f16, q8_0, q4_0, q4_1)",
+        "--quant: unknown weight type 'q5_k' (known: f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k)",
     );
     assert_refused(
         &["--shape", "tiny", "--quant", "f16", "--arch", "mamba"],
@@ -302,4 +302,37 @@ fn help_lists_the_shapes_and_their_sizes() {
     ] {
         assert!(text.contains(expected), "help lacks {expected:?}:\n{text}");
     }
+}
+
+/// A K-quant mix takes the types `tl model quantize` would give each tensor,
+/// and runs.
+#[test]
+fn a_k_quant_mix_has_the_recipes_types_and_generates() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny-wide-q4_k_m.gguf");
+    synth(&["--shape", "tiny-wide", "--quant", "q4_k_m"], &model);
+    let model = model.to_str().unwrap();
+    let inspect = stdout(&run(&["model", "inspect", model, "--all-tensors"]));
+    // Of two layers only the last is in llama.cpp's "last eighth", so its
+    // attn_v and ffn_down get Q6_K, as does the separate output matrix.
+    let type_of = |name: &str| {
+        let line = inspect
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{inspect}"));
+        line.split_whitespace().nth(1).unwrap().to_string()
+    };
+    for (name, ty) in [
+        ("blk.0.attn_v.weight", "Q4_K"),
+        ("blk.0.ffn_down.weight", "Q4_K"),
+        ("blk.1.attn_v.weight", "Q6_K"),
+        ("blk.1.ffn_down.weight", "Q6_K"),
+        ("output.weight", "Q6_K"),
+        ("token_embd.weight", "Q4_K"),
+        ("blk.1.ffn_norm.weight", "F32"),
+    ] {
+        assert_eq!(type_of(name), ty, "{name}");
+    }
+    let generate = run(&["generate", "-m", model, "--raw", "-p", "hi", "-n", "4"]);
+    assert!(generate.status.success(), "{}", stderr(&generate));
 }

@@ -15,6 +15,7 @@ pub mod memory;
 mod model;
 pub mod ops;
 pub mod perplexity;
+pub mod quantize;
 pub mod sampler;
 pub mod session;
 pub mod stop_strings;

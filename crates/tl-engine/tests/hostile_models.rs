@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use tl_engine::synth::{ShapeName, SynthPlan, SynthQuant, SynthRequest};
+use tl_engine::quantize::FileType;
+use tl_engine::synth::{ShapeName, SynthPlan, SynthRequest};
 use tl_engine::{DeviceChoice, Error, GpuOptions, ModelFile};
 use tl_gguf::{Array, GgmlType, GgufFile, GgufWriter, TensorData, Value};
 use tl_tokenizer::Tokenizer;
@@ -128,7 +129,7 @@ impl Model {
         let request = SynthRequest {
             shape,
             architecture: None,
-            quant: SynthQuant::Q8_0,
+            quant: FileType::Q8_0,
             seed: 0,
         };
         let bytes = SynthPlan::new(&request, vocab)

@@ -7,6 +7,7 @@ mod generate;
 mod inspect;
 mod perplexity;
 mod program;
+mod quantize;
 mod repl;
 mod run;
 mod serve;
@@ -32,6 +33,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => serve::run(&args),
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
         Command::Model(ModelCommand::Synth(args)) => synth::run(&args),
+        Command::Model(ModelCommand::Quantize(args)) => quantize::run(&args),
         Command::Model(ModelCommand::Pull) => {
             println!("{}", crate::default_model::pull()?.display());
             Ok(())

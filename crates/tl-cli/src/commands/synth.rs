@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use tl_engine::synth::{Architecture, ShapeName, SynthPlan, SynthQuant, SynthRequest};
+use tl_engine::quantize::FileType;
+use tl_engine::synth::{Architecture, ShapeName, SynthPlan, SynthRequest};
 use tl_gguf::GgufFile;
 
 use crate::cli::SynthArgs;
@@ -58,7 +59,7 @@ fn parse_request(args: &SynthArgs) -> Result<SynthRequest> {
             .map(str::parse::<Architecture>)
             .transpose()
             .context("--arch")?,
-        quant: args.quant.parse::<SynthQuant>().context("--quant")?,
+        quant: args.quant.parse::<FileType>().context("--quant")?,
         seed: args.seed,
     })
 }
@@ -80,7 +81,7 @@ fn describe(plan: &SynthPlan, output: &Path, file_bytes: u64) -> String {
 
 /// Fails early for a destination that cannot be written: a missing folder, a
 /// folder in the way, or too little free space (when `df` can tell).
-fn check_destination(output: &Path, file_bytes: u64) -> Result<()> {
+pub(crate) fn check_destination(output: &Path, file_bytes: u64) -> Result<()> {
     let cannot = || format!("cannot write {}", output.display());
     if output.is_dir() {
         bail!("{}: it is a folder", cannot());
@@ -108,14 +109,7 @@ fn check_destination(output: &Path, file_bytes: u64) -> Result<()> {
 }
 
 fn write(plan: SynthPlan, output: &Path) -> Result<()> {
-    let bar = ProgressBar::new(plan.tensor_bytes()).with_style(
-        ProgressStyle::with_template(
-            "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    bar.set_message("writing");
+    let bar = byte_bar(plan.tensor_bytes(), "writing");
     let counter = bar.clone();
     let writer = plan
         .into_writer(Arc::new(move |bytes| counter.inc(bytes)))
@@ -127,8 +121,21 @@ fn write(plan: SynthPlan, output: &Path) -> Result<()> {
     written
 }
 
+/// A progress bar over `total` bytes.
+pub(crate) fn byte_bar(total: u64, message: &'static str) -> ProgressBar {
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.set_message(message);
+    bar
+}
+
 /// Decimal units, as `tl model inspect` prints sizes: `2.20 GB`, `636.9 MB`.
-fn human_bytes(bytes: u64) -> String {
+pub(crate) fn human_bytes(bytes: u64) -> String {
     match bytes as f64 {
         b if b >= 1e9 => format!("{:.2} GB", b / 1e9),
         b if b >= 1e6 => format!("{:.1} MB", b / 1e6),

@@ -26,6 +26,7 @@ pub(crate) mod activation;
 mod activations;
 pub(crate) mod attention;
 mod blocks;
+mod dequantize;
 pub(crate) mod f16_vector;
 mod kquants;
 pub(crate) mod kv_cache;
@@ -62,6 +63,7 @@ mod tests;
 mod tiled_attention;
 mod vector_exp;
 
+pub(crate) use dequantize::dequantize;
 pub use matrix::QuantizedMatrix;
 pub(crate) use weight_type::WeightType;
 

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use tl_gguf::TensorData;
 
+use crate::quantize::reference;
 use crate::synth::normal::{chunk_seed, fill_normal};
 use crate::synth::plan::{Encoding, Fill, PlannedTensor};
-use crate::synth::quantize::encode_f32;
 
 /// Called with the number of tensor bytes just written; shared by every
 /// tensor's generator (a progress bar).
@@ -88,8 +88,8 @@ fn encode_chunk(encoding: Encoding, fill: Fill, seed: u64, len: usize) -> Vec<u8
         .unwrap_or_default();
     let mut out = Vec::with_capacity(bytes as usize);
     match encoding {
-        Encoding::F32 => encode_f32(&values, &mut out),
-        Encoding::Weights(quant) => quant.encode(&values, &mut out),
+        Encoding::F32 => reference::encode_f32(&values, &mut out),
+        Encoding::Weights(ty) => reference::encode(ty, &values, &mut out),
     }
     out
 }

@@ -4,19 +4,19 @@
 
 use tl_gguf::Value;
 
-use crate::synth::quantize::SynthQuant;
+use crate::quantize::FileType;
 use crate::synth::shape::{Architecture, Shape};
 
 /// `GGML_QNT_VERSION`: the block layouts of the current quantized types.
 const QUANTIZATION_VERSION: u32 = 2;
 
 /// `general.name` of a synthetic model: `synthetic tinyllama q4_0`.
-pub fn model_name(shape: &Shape, quant: SynthQuant) -> String {
+pub fn model_name(shape: &Shape, quant: FileType) -> String {
     format!("synthetic {} {quant}", shape.name)
 }
 
 /// Every key but the tokenizer's, in the converter's order.
-pub fn model_metadata(shape: &Shape, quant: SynthQuant) -> Vec<(String, Value)> {
+pub fn model_metadata(shape: &Shape, quant: FileType) -> Vec<(String, Value)> {
     let arch = shape.architecture;
     let key = |name: &str| format!("{arch}.{name}");
     let count = |n: usize| Value::U32(u32::try_from(n).unwrap_or(u32::MAX));
@@ -71,7 +71,7 @@ mod tests {
 
     #[test]
     fn qwen3_spells_out_its_head_width() {
-        let entries = model_metadata(&ShapeName::Qwen3_0_6B.shape(), SynthQuant::Q8_0);
+        let entries = model_metadata(&ShapeName::Qwen3_0_6B.shape(), FileType::Q8_0);
         assert_eq!(
             get(&entries, "general.architecture"),
             &Value::String("qwen3".into())

@@ -14,7 +14,6 @@ pub mod fill;
 pub mod metadata;
 pub mod normal;
 pub mod plan;
-pub mod quantize;
 pub mod shape;
 pub mod vocab;
 
@@ -24,10 +23,10 @@ mod tests;
 use tl_gguf::{GgufFile, GgufWriter};
 
 use crate::error::{Error, Result};
+use crate::quantize::FileType;
 
 pub use fill::Progress;
 pub use plan::PlannedTensor;
-pub use quantize::SynthQuant;
 pub use shape::{Architecture, Shape, ShapeName};
 pub use vocab::Vocabulary;
 
@@ -43,7 +42,7 @@ pub struct SynthRequest {
     pub shape: ShapeName,
     /// Must match the shape's architecture when given.
     pub architecture: Option<Architecture>,
-    pub quant: SynthQuant,
+    pub quant: FileType,
     pub seed: u64,
 }
 
@@ -51,7 +50,7 @@ pub struct SynthRequest {
 #[derive(Debug, Clone)]
 pub struct SynthPlan {
     shape: Shape,
-    quant: SynthQuant,
+    quant: FileType,
     seed: u64,
     vocabulary: Vocabulary,
     tensors: Vec<PlannedTensor>,
@@ -97,7 +96,7 @@ impl SynthPlan {
     }
 
     /// The weight type of the matrices.
-    pub fn quant(&self) -> SynthQuant {
+    pub fn quant(&self) -> FileType {
         self.quant
     }
 

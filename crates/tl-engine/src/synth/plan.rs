@@ -4,7 +4,8 @@
 use tl_gguf::GgmlType;
 
 use crate::model::tensor_names::{self as names, BlockTensor};
-use crate::synth::quantize::SynthQuant;
+use crate::quantize::recipe::{self, ModelFacts, TensorShape};
+use crate::quantize::FileType;
 use crate::synth::shape::Shape;
 
 /// Standard deviation of the random weights (the usual initialisation scale).
@@ -24,8 +25,8 @@ pub enum Fill {
 pub enum Encoding {
     /// Plain f32 (norm vectors, as llama.cpp keeps them).
     F32,
-    /// The file's weight type (matrices and the token embedding).
-    Weights(SynthQuant),
+    /// A quantized or half type (matrices and the token embedding).
+    Weights(GgmlType),
 }
 
 impl Encoding {
@@ -33,7 +34,7 @@ impl Encoding {
     pub fn ggml_type(self) -> GgmlType {
         match self {
             Encoding::F32 => GgmlType::F32,
-            Encoding::Weights(quant) => quant.ggml_type(),
+            Encoding::Weights(ty) => ty,
         }
     }
 }
@@ -66,7 +67,47 @@ impl PlannedTensor {
 }
 
 /// Every tensor of `shape`, in the order llama.cpp's converter writes them.
-pub fn tensor_plan(shape: &Shape, quant: SynthQuant) -> Vec<PlannedTensor> {
+/// Matrices take `quant`'s type; in the K-quant mixes, the type
+/// `tl model quantize` would give each.
+pub fn tensor_plan(shape: &Shape, quant: FileType) -> Vec<PlannedTensor> {
+    let mut plan = uniform_plan(shape, quant.default_type());
+    if quant.is_mix() {
+        apply_recipe(shape, quant, &mut plan);
+    }
+    plan
+}
+
+/// Sets each matrix's type as the recipe of `quant` has it.
+fn apply_recipe(shape: &Shape, quant: FileType, plan: &mut [PlannedTensor]) {
+    let facts = ModelFacts {
+        architecture: shape.architecture.name().to_string(),
+        layers: shape.block_count as u32,
+        experts: 0,
+        heads: shape.head_count as u32,
+        kv_heads: shape.head_count_kv as u32,
+    };
+    let names: Vec<&str> = plan.iter().map(|t| t.name.as_str()).collect();
+    let order = recipe::llama_order(&names);
+    let shapes: Vec<TensorShape<'_>> = order
+        .iter()
+        .map(|&i| TensorShape {
+            name: &plan[i].name,
+            dims: &plan[i].dims,
+            ggml_type: GgmlType::F32,
+        })
+        .collect();
+    // The recipe fails only for models with experts, which no shape has.
+    let Ok(types) = recipe::target_types(quant, &facts, &shapes) else {
+        return;
+    };
+    for (&i, ty) in order.iter().zip(types) {
+        if let Encoding::Weights(_) = plan[i].encoding {
+            plan[i].encoding = Encoding::Weights(ty);
+        }
+    }
+}
+
+fn uniform_plan(shape: &Shape, quant: GgmlType) -> Vec<PlannedTensor> {
     let hidden = shape.embedding_length as u64;
     let vocab = shape.vocab_size as u64;
     let mut plan = vec![matrix(names::TOKEN_EMBEDDING, hidden, vocab, quant)];
@@ -80,7 +121,7 @@ pub fn tensor_plan(shape: &Shape, quant: SynthQuant) -> Vec<PlannedTensor> {
     plan
 }
 
-fn block_plan(shape: &Shape, quant: SynthQuant, block: usize) -> Vec<PlannedTensor> {
+fn block_plan(shape: &Shape, quant: GgmlType, block: usize) -> Vec<PlannedTensor> {
     let hidden = shape.embedding_length as u64;
     let q_width = shape.query_width() as u64;
     let kv_width = shape.key_value_width() as u64;
@@ -108,7 +149,7 @@ fn block_plan(shape: &Shape, quant: SynthQuant, block: usize) -> Vec<PlannedTens
 }
 
 /// A matrix of `rows` rows of `row_length` inputs (GGML dims `[row_length, rows]`).
-fn matrix(name: &str, row_length: u64, rows: u64, quant: SynthQuant) -> PlannedTensor {
+fn matrix(name: &str, row_length: u64, rows: u64, quant: GgmlType) -> PlannedTensor {
     PlannedTensor {
         name: name.to_string(),
         dims: vec![row_length, rows],
@@ -137,7 +178,7 @@ mod tests {
 
     #[test]
     fn tinyllama_has_its_published_parameter_count() {
-        let plan = tensor_plan(&ShapeName::TinyLlama.shape(), SynthQuant::Q4_0);
+        let plan = tensor_plan(&ShapeName::TinyLlama.shape(), FileType::Q4_0);
         assert_eq!(plan.len(), 1 + 22 * 9 + 2);
         let parameters: u64 = plan.iter().map(PlannedTensor::elements).sum();
         assert_eq!(parameters, 1_100_048_384);
@@ -148,7 +189,7 @@ mod tests {
 
     #[test]
     fn qwen3_has_qk_norms_and_wide_queries_and_no_output() {
-        let plan = tensor_plan(&ShapeName::Qwen3_0_6B.shape(), SynthQuant::F16);
+        let plan = tensor_plan(&ShapeName::Qwen3_0_6B.shape(), FileType::F16);
         assert_eq!(find(&plan, "blk.0.attn_q.weight").dims, [1024, 2048]);
         assert_eq!(find(&plan, "blk.0.attn_output.weight").dims, [2048, 1024]);
         let q_norm = find(&plan, "blk.27.attn_q_norm.weight");
@@ -162,11 +203,11 @@ mod tests {
 
     #[test]
     fn norms_are_f32_ones_and_matrices_take_the_weight_type() {
-        let plan = tensor_plan(&ShapeName::Tiny.shape(), SynthQuant::Q4_1);
+        let plan = tensor_plan(&ShapeName::Tiny.shape(), FileType::Q4_1);
         for tensor in &plan {
             match tensor.dims.len() {
                 1 => assert_eq!((tensor.encoding, tensor.fill), (Encoding::F32, Fill::Ones)),
-                _ => assert_eq!(tensor.encoding, Encoding::Weights(SynthQuant::Q4_1)),
+                _ => assert_eq!(tensor.encoding, Encoding::Weights(GgmlType::Q4_1)),
             }
         }
     }

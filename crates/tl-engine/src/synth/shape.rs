@@ -57,6 +57,8 @@ pub enum ShapeName {
     Tiny,
     /// The same size as Qwen3 (heads of 32, queries twice the hidden width).
     TinyQwen3,
+    /// 2 blocks of width 256, so every matrix row is whole K-quant super-blocks.
+    TinyWide,
     TinyLlama,
     SmolLm2,
     Qwen3_0_6B,
@@ -65,9 +67,10 @@ pub enum ShapeName {
 
 impl ShapeName {
     /// Every shape, in the order help texts list them.
-    pub const ALL: [ShapeName; 6] = [
+    pub const ALL: [ShapeName; 7] = [
         ShapeName::Tiny,
         ShapeName::TinyQwen3,
+        ShapeName::TinyWide,
         ShapeName::TinyLlama,
         ShapeName::SmolLm2,
         ShapeName::Qwen3_0_6B,
@@ -79,6 +82,7 @@ impl ShapeName {
         match self {
             ShapeName::Tiny => "tiny",
             ShapeName::TinyQwen3 => "tiny-qwen3",
+            ShapeName::TinyWide => "tiny-wide",
             ShapeName::TinyLlama => "tinyllama",
             ShapeName::SmolLm2 => "smollm2",
             ShapeName::Qwen3_0_6B => "qwen3-0.6b",
@@ -89,7 +93,10 @@ impl ShapeName {
     /// Whether this is one of the test shapes, whose vocabulary is whatever
     /// size the `--vocab` file has.
     pub fn is_tiny(self) -> bool {
-        matches!(self, ShapeName::Tiny | ShapeName::TinyQwen3)
+        matches!(
+            self,
+            ShapeName::Tiny | ShapeName::TinyQwen3 | ShapeName::TinyWide
+        )
     }
 
     /// The hyperparameters of this shape.
@@ -122,6 +129,10 @@ impl ShapeName {
                 context_length: 256,
                 tied_embeddings: true,
                 ..llama(2, 64, 128, 4, 2, 512)
+            },
+            ShapeName::TinyWide => Shape {
+                context_length: 256,
+                ..llama(2, 256, 512, 4, 2, 512)
             },
             ShapeName::TinyLlama => llama(22, 2048, 5632, 32, 4, 32_000),
             ShapeName::SmolLm2 => Shape {

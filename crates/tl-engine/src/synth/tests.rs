@@ -13,7 +13,7 @@ use super::*;
 use crate::cpu::model::Model;
 use crate::model::step::Logits;
 
-fn request(quant: SynthQuant, seed: u64) -> SynthRequest {
+fn request(quant: FileType, seed: u64) -> SynthRequest {
     SynthRequest {
         shape: ShapeName::Tiny,
         architecture: None,
@@ -41,9 +41,9 @@ fn spm_vocab_path() -> PathBuf {
 
 #[test]
 fn same_seed_same_bytes_other_seed_other_bytes() {
-    let first = synthesize(&request(SynthQuant::Q4_0, 0), None);
-    assert_eq!(first, synthesize(&request(SynthQuant::Q4_0, 0), None));
-    assert_ne!(first, synthesize(&request(SynthQuant::Q4_0, 1), None));
+    let first = synthesize(&request(FileType::Q4_0, 0), None);
+    assert_eq!(first, synthesize(&request(FileType::Q4_0, 0), None));
+    assert_ne!(first, synthesize(&request(FileType::Q4_0, 1), None));
 }
 
 #[test]
@@ -53,14 +53,14 @@ fn bytes_do_not_depend_on_the_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap();
-        pool.install(|| synthesize(&request(SynthQuant::Q8_0, 7), None))
+        pool.install(|| synthesize(&request(FileType::Q8_0, 7), None))
     };
     assert_eq!(on_threads(1), on_threads(3));
 }
 
 #[test]
 fn progress_adds_up_to_the_tensor_bytes() {
-    let plan = SynthPlan::new(&request(SynthQuant::Q4_1, 0), None).unwrap();
+    let plan = SynthPlan::new(&request(FileType::Q4_1, 0), None).unwrap();
     let expected = plan.tensor_bytes();
     let approximate = plan.approximate_file_bytes();
     let written = Arc::new(AtomicU64::new(0));
@@ -82,7 +82,7 @@ fn progress_adds_up_to_the_tensor_bytes() {
 
 #[test]
 fn every_weight_type_loads_and_gives_finite_logits() {
-    for quant in SynthQuant::ALL {
+    for quant in FileType::ALL {
         let file = GgufFile::from_bytes(synthesize(&request(quant, 0), None)).unwrap();
         assert_eq!(
             file.get_str("general.name").unwrap(),
@@ -105,7 +105,7 @@ fn every_weight_type_loads_and_gives_finite_logits() {
 
 #[test]
 fn the_synthetic_vocabulary_tokenizes_round_trip() {
-    let file = GgufFile::from_bytes(synthesize(&request(SynthQuant::F16, 0), None)).unwrap();
+    let file = GgufFile::from_bytes(synthesize(&request(FileType::F16, 0), None)).unwrap();
     let tokenizer = Tokenizer::from_gguf(&file).unwrap();
     assert_eq!(tokenizer.vocab_size(), 512);
     assert_eq!((tokenizer.bos_id(), tokenizer.eos_id()), (Some(1), Some(2)));
@@ -120,8 +120,7 @@ fn the_synthetic_vocabulary_tokenizes_round_trip() {
 #[test]
 fn a_vocabulary_file_sets_the_tokenizer_and_the_vocabulary_size() {
     let vocab = GgufFile::open(spm_vocab_path()).unwrap();
-    let file =
-        GgufFile::from_bytes(synthesize(&request(SynthQuant::Q4_0, 0), Some(&vocab))).unwrap();
+    let file = GgufFile::from_bytes(synthesize(&request(FileType::Q4_0, 0), Some(&vocab))).unwrap();
     let tokenizer = Tokenizer::from_gguf(&file).unwrap();
     assert_eq!(tokenizer.vocab_size(), 32_000);
     let model = Model::load(&file, 16).unwrap();
@@ -135,7 +134,7 @@ fn a_vocabulary_file_sets_the_tokenizer_and_the_vocabulary_size() {
 #[test]
 fn a_real_shape_warns_when_the_vocabulary_size_changes() {
     let vocab = GgufFile::open(spm_vocab_path()).unwrap();
-    let mut smollm = request(SynthQuant::Q8_0, 0);
+    let mut smollm = request(FileType::Q8_0, 0);
     smollm.shape = ShapeName::SmolLm2;
     let plan = SynthPlan::new(&smollm, Some(&vocab)).unwrap();
     assert_eq!(plan.shape().vocab_size, 32_000);
@@ -149,7 +148,7 @@ fn a_real_shape_warns_when_the_vocabulary_size_changes() {
 
 #[test]
 fn a_mismatched_architecture_is_refused() {
-    let mut qwen_tiny = request(SynthQuant::F16, 0);
+    let mut qwen_tiny = request(FileType::F16, 0);
     qwen_tiny.architecture = Some(Architecture::Qwen3);
     let message = SynthPlan::new(&qwen_tiny, None).unwrap_err().to_string();
     assert!(

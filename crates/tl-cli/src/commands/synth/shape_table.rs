@@ -3,10 +3,23 @@
 
 use std::fmt::Write;
 
+use tl_engine::quantize::FileType;
 use tl_engine::synth::plan::{tensor_plan, PlannedTensor};
-use tl_engine::synth::{ShapeName, SynthQuant};
+use tl_engine::synth::ShapeName;
 
 use super::human_count;
+
+/// The types the size table shows (Q5_0 and Q5_1 fall between Q4_1 and Q8_0),
+/// so it fits 80 columns.
+const SIZE_COLUMNS: [FileType; 7] = [
+    FileType::F16,
+    FileType::Q8_0,
+    FileType::Q4_0,
+    FileType::Q4_1,
+    FileType::Q4_K_M,
+    FileType::Q5_K_M,
+    FileType::Q6_K,
+];
 
 /// Hyperparameters of every shape, then parameter count and tensor data size
 /// per weight type (the vocabulary adds a few MB to a file).
@@ -39,12 +52,12 @@ pub fn shape_table() -> String {
         "\n\nSizes (tensor data; the vocabulary adds up to a few MB):\n\
          \n  shape        params",
     );
-    for quant in SynthQuant::ALL {
-        let _ = write!(table, "{:>9}", quant.name());
+    for quant in SIZE_COLUMNS {
+        let _ = write!(table, "{:>8}", quant.name());
     }
     for name in ShapeName::ALL {
         let shape = name.shape();
-        let parameters: u64 = tensor_plan(&shape, SynthQuant::F16)
+        let parameters: u64 = tensor_plan(&shape, FileType::F16)
             .iter()
             .map(PlannedTensor::elements)
             .sum();
@@ -54,12 +67,12 @@ pub fn shape_table() -> String {
             name.name(),
             human_count(parameters)
         );
-        for quant in SynthQuant::ALL {
+        for quant in SIZE_COLUMNS {
             let bytes: u64 = tensor_plan(&shape, quant)
                 .iter()
                 .filter_map(PlannedTensor::size_bytes)
                 .sum();
-            let _ = write!(table, "{:>9}", compact_bytes(bytes));
+            let _ = write!(table, "{:>8}", compact_bytes(bytes));
         }
     }
     table.push_str("\n\nThe tiny shapes' vocabulary is the --vocab file's size (512 without one).");

@@ -42,6 +42,28 @@ thread_local! {
         const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
+/// Unpacks one super-block of the K-quant `ty` from its bytes (a block of
+/// another length leaves `out` as it was).
+pub(crate) fn unpack(ty: WeightType, bytes: &[u8], out: &mut Unpacked) {
+    fn typed<const N: usize>(
+        bytes: &[u8],
+        out: &mut Unpacked,
+        unpack: fn(&[u8; N], &mut Unpacked),
+    ) {
+        if let Ok(block) = <&[u8; N]>::try_from(bytes) {
+            unpack(block, out);
+        }
+    }
+    match ty {
+        WeightType::Q2_K => typed(bytes, out, blocks::unpack_q2_k),
+        WeightType::Q3_K => typed(bytes, out, blocks::unpack_q3_k),
+        WeightType::Q4_K => typed(bytes, out, blocks::unpack_q4_k),
+        WeightType::Q5_K => typed(bytes, out, blocks::unpack_q5_k),
+        WeightType::Q6_K => typed(bytes, out, blocks::unpack_q6_k),
+        _ => debug_assert!(false, "{ty} is not a K-quant"),
+    }
+}
+
 /// Computes the output columns of `out` for all `m` activation rows.
 pub(crate) fn compute_rows(
     weights: &WeightRows<'_>,

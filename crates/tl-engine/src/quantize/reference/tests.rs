@@ -92,15 +92,20 @@ fn q4_1_spans_min_to_max_in_fifteen_steps() {
 fn f16_rounds_to_nearest_even() {
     let mut out = Vec::new();
     let half_step = 1.0 / 2048.0;
-    SynthQuant::F16.encode(&[-2.0, 1.0 + half_step, 1.0 + 3.0 * half_step], &mut out);
+    encode(
+        GgmlType::F16,
+        &[-2.0, 1.0 + half_step, 1.0 + 3.0 * half_step],
+        &mut out,
+    );
     // Both are ties between two f16 neighbours; each goes to the even mantissa.
     assert_eq!(out, [0x00, 0xc0, 0x00, 0x3c, 0x02, 0x3c]);
 }
 
 #[test]
 fn names_parse_case_insensitively() {
-    assert_eq!("Q4_0".parse::<SynthQuant>().ok(), Some(SynthQuant::Q4_0));
-    let message = "q5_k".parse::<SynthQuant>().unwrap_err().to_string();
+    use crate::quantize::FileType;
+    assert_eq!("Q4_K_M".parse::<FileType>().ok(), Some(FileType::Q4_K_M));
+    let message = "q5_k".parse::<FileType>().unwrap_err().to_string();
     assert!(message.contains("f16, q8_0, q4_0, q4_1"), "{message}");
 }
 
@@ -122,12 +127,31 @@ fn sample_values(n: usize) -> Vec<f32> {
         .collect()
 }
 
-fn dequantize(quant: SynthQuant, bytes: &[u8], n: usize) -> Vec<f32> {
-    let dtype = match quant {
-        SynthQuant::F16 => GgmlDType::F16,
-        SynthQuant::Q8_0 => GgmlDType::Q8_0,
-        SynthQuant::Q4_0 => GgmlDType::Q4_0,
-        SynthQuant::Q4_1 => GgmlDType::Q4_1,
+/// The types [`encode`] writes, but F32.
+const TYPES: [GgmlType; 9] = [
+    GgmlType::F16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+fn dequantize(ty: GgmlType, bytes: &[u8], n: usize) -> Vec<f32> {
+    let dtype = match ty {
+        GgmlType::F16 => GgmlDType::F16,
+        GgmlType::Q8_0 => GgmlDType::Q8_0,
+        GgmlType::Q4_0 => GgmlDType::Q4_0,
+        GgmlType::Q4_1 => GgmlDType::Q4_1,
+        GgmlType::Q5_0 => GgmlDType::Q5_0,
+        GgmlType::Q5_1 => GgmlDType::Q5_1,
+        GgmlType::Q4_K => GgmlDType::Q4K,
+        GgmlType::Q5_K => GgmlDType::Q5K,
+        GgmlType::Q6_K => GgmlDType::Q6K,
+        other => unreachable!("{other}"),
     };
     let tensor = qtensor_from_ggml(dtype, bytes, vec![n], &Device::Cpu).unwrap();
     tensor
@@ -139,43 +163,46 @@ fn dequantize(quant: SynthQuant, bytes: &[u8], n: usize) -> Vec<f32> {
 
 /// The most a value of a block may move: half a step of the scale (a whole
 /// step for Q4_0, whose positive end is clamped at level 15), plus what
-/// rounding the scale and minimum to f16 adds over up to 16 steps.
-fn error_bound(quant: SynthQuant, block: &[f32]) -> f32 {
+/// rounding the scale and minimum to f16 adds over up to 16 steps. The
+/// K-quants round their sub-block scales to 6 or 8 bits as well, so a
+/// value may land a whole step of the super-block's largest scale away.
+fn error_bound(ty: GgmlType, block: &[f32]) -> f32 {
     let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let (lo, hi) = block
         .iter()
         .fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let f16_step = 1.0 / 1024.0;
-    match quant {
-        SynthQuant::F16 => amax * f16_step / 2.0,
-        SynthQuant::Q8_0 => amax / 127.0 * (0.5 + 128.0 * f16_step),
-        SynthQuant::Q4_0 => amax / 8.0 * (1.0 + 16.0 * f16_step),
-        SynthQuant::Q4_1 => (hi - lo) / 15.0 * (0.5 + 16.0 * f16_step) + lo.abs() * f16_step,
+    match ty {
+        // Half a step, which below 2⁻¹⁴ is the subnormals' fixed 2⁻²⁴.
+        GgmlType::F16 => (amax * f16_step / 2.0).max(2.0f32.powi(-25)),
+        GgmlType::Q8_0 => amax / 127.0 * (0.5 + 128.0 * f16_step),
+        GgmlType::Q4_0 => amax / 8.0 * (1.0 + 16.0 * f16_step),
+        GgmlType::Q5_0 => amax / 16.0 * (1.0 + 32.0 * f16_step),
+        GgmlType::Q4_1 => (hi - lo) / 15.0 * (0.5 + 16.0 * f16_step) + lo.abs() * f16_step,
+        GgmlType::Q5_1 => (hi - lo) / 31.0 * (0.5 + 32.0 * f16_step) + lo.abs() * f16_step,
+        GgmlType::Q4_K => (hi - lo.min(0.0)) / 15.0,
+        GgmlType::Q5_K => (hi - lo.min(0.0)) / 31.0,
+        GgmlType::Q6_K => amax / 32.0,
+        other => unreachable!("{other}"),
     }
 }
 
 #[test]
 fn every_type_round_trips_through_candle_within_its_step() {
-    let n = 64 * BLOCK_VALUES;
+    let n = 8 * SUPER_BLOCK_VALUES;
     let values = sample_values(n);
-    for quant in SynthQuant::ALL {
+    for ty in TYPES {
         let mut bytes = Vec::new();
-        quant.encode(&values, &mut bytes);
-        assert_eq!(
-            bytes.len() as u64,
-            quant.ggml_type().bytes_for(n as u64).unwrap()
-        );
-        let restored = dequantize(quant, &bytes, n);
-        for (b, (original, back)) in values
-            .chunks(BLOCK_VALUES)
-            .zip(restored.chunks(BLOCK_VALUES))
-            .enumerate()
-        {
-            let bound = error_bound(quant, original);
+        encode(ty, &values, &mut bytes);
+        assert_eq!(bytes.len() as u64, ty.bytes_for(n as u64).unwrap());
+        let restored = dequantize(ty, &bytes, n);
+        let block = ty.block_elements() as usize;
+        for (b, (original, back)) in values.chunks(block).zip(restored.chunks(block)).enumerate() {
+            let bound = error_bound(ty, original);
             for (j, (x, y)) in original.iter().zip(back).enumerate() {
                 assert!(
                     (x - y).abs() <= bound,
-                    "{quant} block {b} value {j}: {x} came back as {y} (bound {bound})"
+                    "{ty} block {b} value {j}: {x} came back as {y} (bound {bound})"
                 );
             }
         }
