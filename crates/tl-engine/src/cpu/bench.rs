@@ -1,9 +1,11 @@
 //! Throughput of the CPU matmul against candle's `QMatMul` on the same weights,
 //! for the shapes of a 135M-parameter model. Ignored by default; run with
 //! `cargo test --release -p tl-engine --lib cpu::bench -- --ignored --nocapture`.
-//! `TL_BENCH_ONLY="Q4_1 576→1536 512"` times one case without candle, and
+//! `TL_BENCH_ONLY="Q4_1 576→1536 512"` times one case (or a comma-separated
+//! list) without candle, and
 //! `TL_BENCH_THREADS` changes the thread count (default 2), and `TL_BENCH_VNNI=0`
-//! keeps batches on the AVX2 kernels where the CPU has AVX-512 VNNI.
+//! keeps batches on the AVX2 kernels where the CPU has AVX-512 VNNI;
+//! `TL_BENCH_REPACK=0` runs Q4_0 and Q4_K with `vec_dot`'s arithmetic.
 
 use std::time::{Duration, Instant};
 
@@ -121,7 +123,8 @@ fn bench_case(
     let vnni = std::env::var("TL_BENCH_VNNI").map_or(true, |v| v != "0");
     let matrix = QuantizedMatrix::new(ty, rows, cols, bytes.clone())
         .expect("matrix")
-        .with_vnni(vnni);
+        .with_vnni(vnni)
+        .with_repacking(std::env::var("TL_BENCH_REPACK").map_or(true, |v| v != "0"));
     let mut out = vec![0.0f32; m * rows];
     let ours = seconds_per_call(|| matrix.matmul(&x, m, &mut out, threads).expect("matmul"));
     if !with_candle {
@@ -163,15 +166,23 @@ fn matmul_benchmark() {
         (WeightType::Q4_1, 128, 64),
         (WeightType::Q4_K, 576, 1536),
         (WeightType::Q6_K, 576, 1536),
+        (WeightType::Q4_0, 2048, 2048),
+        (WeightType::Q8_0, 2048, 2048),
         (WeightType::Q4_K, 2048, 2048),
         (WeightType::Q6_K, 2048, 5632),
         (WeightType::Q5_K, 2048, 2048),
         (WeightType::Q4_K, 2044, 2048),
+        // Larger than the caches: decode streams these from memory.
+        (WeightType::Q4_0, 32000, 2048),
+        (WeightType::Q8_0, 32000, 2048),
+        (WeightType::Q4_K, 32000, 2048),
+        (WeightType::Q6_K, 32000, 2048),
     ];
     for m in [1, 4, 16, 64, 512] {
         for (ty, rows, cols) in cases {
+            let name = format!("{ty} {cols}→{rows} {m}");
             match &only {
-                Some(only) if *only != format!("{ty} {cols}→{rows} {m}") => {}
+                Some(only) if !only.split(',').any(|o| o.trim() == name) => {}
                 Some(_) => bench_case(ty, (rows, cols), m, threads, false),
                 None => bench_case(ty, (rows, cols), m, threads, true),
             }

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::repacked::sum_each;
-use crate::cpu::kquants::{step, GroupSums, KArithmetic, Q8KBlock, SuperBlock, Unpacked};
+use crate::cpu::kquants::{finish, step, GroupSums, KArithmetic, Q8KBlock, SuperBlock, Unpacked};
 
 /// One weight super-block in registers.
 struct WeightRegisters {
@@ -205,13 +205,32 @@ fn tiled_eight(
     acts: [&Q8KBlock; 8],
     acc: &mut [f32; 8],
 ) {
-    let mut scaled = [_mm256_setzero_si256(); 8];
-    let mut mins = [_mm256_setzero_si256(); 8];
-    for (r, a) in acts.iter().enumerate() {
-        (scaled[r], mins[r]) = whole_lanes(w, a);
+    // Two chunks of the weights at a time meet all eight rows, so the live
+    // registers are those two, their scales and the eight rows' sums.
+    let mut scaled = acts.map(|a| {
+        let run_sums = load_i16x16(&a.sums16);
+        _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_madd_epi16(w.offset_scales, run_sums),
+        )
+    });
+    for p in 0..4 {
+        for (sum, a) in scaled.iter_mut().zip(acts) {
+            let (chunks, _) = a.quants.as_chunks::<32>();
+            let low = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p])),
+                w.chunk_scales[2 * p],
+            );
+            let high = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1])),
+                w.chunk_scales[2 * p + 1],
+            );
+            *sum = _mm256_add_epi32(*sum, _mm256_add_epi32(low, high));
+        }
     }
     let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum_each(scaled)));
     if with_mins {
+        let mins = acts.map(|a| _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16)));
         let m = _mm256_cvtepi32_ps(sum_each(mins));
         r = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), m, r);
     }
@@ -223,6 +242,93 @@ fn tiled_eight(
     unsafe {
         let updated = _mm256_fmadd_ps(r, scales, _mm256_loadu_ps(acc.as_ptr()));
         _mm256_storeu_ps(acc.as_mut_ptr(), updated);
+    }
+}
+
+/// The 8×8 transpose of i32 lanes: lane `r` of output `j` is lane `j` of
+/// input `r`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn transpose_8x8(x: [__m256i; 8]) -> [__m256i; 8] {
+    let lo32 = |a, b| _mm256_unpacklo_epi32(a, b);
+    let hi32 = |a, b| _mm256_unpackhi_epi32(a, b);
+    let (t0, t1, t2, t3) = (
+        lo32(x[0], x[1]),
+        hi32(x[0], x[1]),
+        lo32(x[2], x[3]),
+        hi32(x[2], x[3]),
+    );
+    let (t4, t5, t6, t7) = (
+        lo32(x[4], x[5]),
+        hi32(x[4], x[5]),
+        lo32(x[6], x[7]),
+        hi32(x[6], x[7]),
+    );
+    let lo64 = |a, b| _mm256_unpacklo_epi64(a, b);
+    let hi64 = |a, b| _mm256_unpackhi_epi64(a, b);
+    let (u0, u1, u2, u3) = (lo64(t0, t2), hi64(t0, t2), lo64(t1, t3), hi64(t1, t3));
+    let (u4, u5, u6, u7) = (lo64(t4, t6), hi64(t4, t6), lo64(t5, t7), hi64(t5, t7));
+    [
+        _mm256_permute2x128_si256::<0x20>(u0, u4),
+        _mm256_permute2x128_si256::<0x20>(u1, u5),
+        _mm256_permute2x128_si256::<0x20>(u2, u6),
+        _mm256_permute2x128_si256::<0x20>(u3, u7),
+        _mm256_permute2x128_si256::<0x31>(u0, u4),
+        _mm256_permute2x128_si256::<0x31>(u1, u5),
+        _mm256_permute2x128_si256::<0x31>(u2, u6),
+        _mm256_permute2x128_si256::<0x31>(u3, u7),
+    ]
+}
+
+/// The repacked gemm's arithmetic for eight activation rows at once: per
+/// 64 values the eight rows' sums `S_p` in one vector, then
+/// `acc = fma(S_p, d·d_a, acc)` and `acc_min = fma(M_p, dmin·d_a, acc_min)`
+/// in the eight lanes, the operations [`step`] does one row at a time.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn repacked_eight(
+    w: &WeightRegisters,
+    (d, dmin): (f32, f32),
+    acts: [&Q8KBlock; 8],
+    (acc, acc_min): (&mut [f32; 8], &mut [f32; 8]),
+) {
+    let d_a = _mm256_setr_ps(
+        acts[0].d, acts[1].d, acts[2].d, acts[3].d, acts[4].d, acts[5].d, acts[6].d, acts[7].d,
+    );
+    let scale = _mm256_mul_ps(_mm256_set1_ps(d), d_a);
+    let min_scale = _mm256_mul_ps(_mm256_set1_ps(dmin), d_a);
+    // SAFETY: `acc` and `acc_min` are 32 readable bytes each; `loadu` has no
+    // alignment requirement.
+    let (mut total, mut total_min) = unsafe {
+        (
+            _mm256_loadu_ps(acc.as_ptr()),
+            _mm256_loadu_ps(acc_min.as_ptr()),
+        )
+    };
+    // Lane j of row r: min_j · (Σ of sub-block j's activations); transposed,
+    // sub-block j over the rows.
+    let min_terms = transpose_8x8(acts.map(|a| _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16))));
+    for p in 0..4 {
+        let groups = acts.map(|a| {
+            let (chunks, _) = a.quants.as_chunks::<32>();
+            let low = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p])),
+                w.chunk_scales[2 * p],
+            );
+            let high = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1])),
+                w.chunk_scales[2 * p + 1],
+            );
+            _mm256_add_epi32(low, high)
+        });
+        let sums = _mm256_cvtepi32_ps(sum_each(groups));
+        total = _mm256_fmadd_ps(sums, scale, total);
+        let mins = _mm256_add_epi32(min_terms[2 * p], min_terms[2 * p + 1]);
+        total_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), min_scale, total_min);
+    }
+    // SAFETY: as above, 32 writable bytes each.
+    unsafe {
+        _mm256_storeu_ps(acc.as_mut_ptr(), total);
+        _mm256_storeu_ps(acc_min.as_mut_ptr(), total_min);
     }
 }
 
@@ -267,14 +373,21 @@ pub(super) fn accumulate<'a, const N: usize>(
         load(scratch)
     };
     let rows = acc.len();
-    let mut first = 0;
-    if kind != KArithmetic::Q4KRepacked {
+    let first = rows / 8 * 8;
+    let groups = acc.as_chunks_mut::<8>().0.iter_mut();
+    if kind == KArithmetic::Q4KRepacked {
+        // Q4_K's offset is 0, so the sums need no correction.
+        let mins = acc_min.as_chunks_mut::<8>().0.iter_mut();
+        for (group, accumulators) in groups.zip(mins).enumerate() {
+            let acts = std::array::from_fn(|r| block(8 * group + r));
+            repacked_eight(&registers, w.factors, acts, accumulators);
+        }
+    } else {
         let with_mins = kind == KArithmetic::TiledWithMins;
-        for (group, acc) in acc.as_chunks_mut::<8>().0.iter_mut().enumerate() {
+        for (group, acc) in groups.enumerate() {
             let acts = std::array::from_fn(|r| block(8 * group + r));
             tiled_eight(&registers, w.factors, with_mins, acts, acc);
         }
-        first = rows / 8 * 8;
     }
     for i in first..rows {
         let a = block(i);
@@ -285,4 +398,233 @@ pub(super) fn accumulate<'a, const N: usize>(
         };
         step(kind, w.factors, &sums, a.d, (&mut acc[i], &mut acc_min[i]));
     }
+}
+
+/// `v`'s eight i32 lanes summed (exact: the lanes' total fits an i32).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn total(v: __m256i) -> i32 {
+    let half = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
+    _mm_cvtsi128_si32(_mm_add_epi32(quarter, _mm_shuffle_epi32::<1>(quarter)))
+}
+
+/// A super-block's f16 factors at `at` (and `at + 2` for `dmin`).
+#[inline]
+fn half_at(block: &[u8], at: usize) -> f32 {
+    crate::cpu::blocks::f16_to_f32(u16::from_le_bytes([block[at], block[at + 1]]))
+}
+
+/// Byte shuffles that spread i16 lane `j` of each 128-bit half over it.
+const SPREAD_I16: [[u8; 32]; 8] = {
+    let mut picks = [[0u8; 32]; 8];
+    let mut j = 0;
+    while j < 8 {
+        let mut i = 0;
+        while i < 32 {
+            picks[j][i] = (2 * j + i % 2) as u8;
+            i += 1;
+        }
+        j += 1;
+    }
+    picks
+};
+
+/// Byte shuffles for Q6_K's 32-value chunk `c`: byte `2c` into both bytes of
+/// each i16 of the low half, byte `2c + 1` in the high half.
+const DOUBLE_RUN_SCALES: [[u8; 32]; 8] = {
+    let mut picks = [[0u8; 32]; 8];
+    let mut c = 0;
+    while c < 8 {
+        let mut i = 0;
+        while i < 32 {
+            picks[c][i] = (2 * c + i / 16) as u8;
+            i += 1;
+        }
+        c += 1;
+    }
+    picks
+};
+
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn shuffle_by(values: __m256i, pick: &[u8; 32]) -> __m256i {
+    // SAFETY: `pick` is 32 readable bytes; `loadu` has no alignment requirement.
+    _mm256_shuffle_epi8(values, unsafe { _mm256_loadu_si256(pick.as_ptr().cast()) })
+}
+
+/// Q4_K's 12 bytes of 6-bit scales and minimums (at `bytes[..12]`, which
+/// must hold 16 readable bytes) as i16 lanes: scales `s_0..s_8` then
+/// minimums `m_0..m_8` — `k4_scales` on 32-bit lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q4_k_scales(bytes: &[u8]) -> (__m128i, __m128i) {
+    assert!(bytes.len() >= 16);
+    // SAFETY: 16 readable bytes (checked above); `loadu` has no alignment requirement.
+    let words = unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) };
+    // Words [w0, w1]: the low 6 bits of scales and minimums 0..4.
+    let low = _mm_and_si128(words, _mm_set1_epi32(0x3f3f_3f3f));
+    // Scales and minimums 4..8: the nibbles of w2, the top 2 bits of w0 and w1.
+    let w2 = _mm_shuffle_epi32::<0b10_10_10_10>(words);
+    let nibbles = _mm_and_si128(
+        _mm_srlv_epi32(w2, _mm_setr_epi32(0, 4, 0, 0)),
+        _mm_set1_epi32(0x0f0f_0f0f),
+    );
+    let tops = _mm_slli_epi32::<4>(_mm_and_si128(
+        _mm_srli_epi32::<6>(words),
+        _mm_set1_epi32(0x0303_0303),
+    ));
+    let high = _mm_or_si128(nibbles, tops);
+    // [s0..4, s4..8, m0..4, m4..8] as bytes, then widened.
+    let bytes = _mm_unpacklo_epi32(low, high);
+    (
+        _mm_cvtepu8_epi16(bytes),
+        _mm_cvtepu8_epi16(_mm_unpackhi_epi64(bytes, bytes)),
+    )
+}
+
+/// The four totals of four vectors, in the four lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn totals4(v: [__m256i; 4]) -> __m128i {
+    let halves = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    _mm_add_epi32(
+        _mm256_castsi256_si128(halves),
+        _mm256_extracti128_si256::<1>(halves),
+    )
+}
+
+/// `acc = fma(v_p, scale, acc)` for the lanes `p = 0..4` of `v` in order
+/// (lane 0 of `acc` and `scale`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn fma_lanes_in_order(v: __m128, scale: __m128, acc: __m128) -> __m128 {
+    let acc = _mm_fmadd_ss(v, scale, acc);
+    let acc = _mm_fmadd_ss(_mm_movehdup_ps(v), scale, acc);
+    let acc = _mm_fmadd_ss(_mm_movehl_ps(v, v), scale, acc);
+    _mm_fmadd_ss(_mm_shuffle_ps::<0b11_11_11_11>(v, v), scale, acc)
+}
+
+/// One Q4_K weight row against one activation row, streamed a super-block
+/// at a time with nothing unpacked to memory: per 64 values one load of 32
+/// nibble bytes, two `maddubs` and two `madd` with the sub-block scales;
+/// the minimums meet the activations' 16-value sums in one `madd`. The f32
+/// steps are [`step`]'s, in vector lanes, so the result equals the general
+/// path's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBlock]) -> f32 {
+    let nibbles = _mm256_set1_epi8(0x0f);
+    let (mut acc, mut acc_min) = (_mm_setzero_ps(), _mm_setzero_ps());
+    for (block, a) in weights.iter().zip(acts) {
+        let (scales, mins) = q4_k_scales(&block[4..20]);
+        let scales = _mm256_broadcastsi128_si256(scales);
+        let (a_chunks, _) = a.quants.as_chunks::<32>();
+        let groups: [__m256i; 4] = std::array::from_fn(|p| {
+            let bytes = load_32(&block[16 + 32 * p..]);
+            let low = _mm256_and_si256(bytes, nibbles);
+            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles);
+            let low = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(low, load_i8x32(&a_chunks[2 * p])),
+                shuffle_by(scales, &SPREAD_I16[2 * p]),
+            );
+            let high = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(high, load_i8x32(&a_chunks[2 * p + 1])),
+                shuffle_by(scales, &SPREAD_I16[2 * p + 1]),
+            );
+            _mm256_add_epi32(low, high)
+        });
+        // Lane j: min_j · (Σ of sub-block j's activations), i.e. lane j of
+        // each pair of runs.
+        let widened = _mm256_cvtepu16_epi32(mins);
+        let doubled = _mm256_or_si256(widened, _mm256_slli_epi32::<16>(widened));
+        let min_terms = _mm256_madd_epi16(doubled, load_i16x16(&a.sums16));
+        let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+        if kind == KArithmetic::Q4KRepacked {
+            let scale = _mm_set_ss(d * a.d);
+            let min_scale = _mm_set_ss(dmin * a.d);
+            let sums = _mm_cvtepi32_ps(totals4(groups));
+            let pairs = _mm256_hadd_epi32(min_terms, min_terms);
+            let mins = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b10_00>(pairs));
+            acc = fma_lanes_in_order(sums, scale, acc);
+            acc_min = fma_lanes_in_order(_mm_cvtepi32_ps(mins), min_scale, acc_min);
+        } else {
+            let all = _mm256_add_epi32(
+                _mm256_add_epi32(groups[0], groups[1]),
+                _mm256_add_epi32(groups[2], groups[3]),
+            );
+            let sums = GroupSums {
+                scaled: [total(all), 0, 0, 0],
+                mins: [total(min_terms), 0, 0, 0],
+            };
+            let (mut scalar, mut unused) = (_mm_cvtss_f32(acc), 0.0);
+            step(kind, (d, dmin), &sums, a.d, (&mut scalar, &mut unused));
+            acc = _mm_set_ss(scalar);
+        }
+    }
+    finish(kind, _mm_cvtss_f32(acc), _mm_cvtss_f32(acc_min))
+}
+
+/// One Q6_K weight row against one activation row (the tiled arithmetic):
+/// per 32 values one `maddubs` of the rebuilt 6-bit quants and one `madd`
+/// with the two 16-value scales (a byte shuffle and a shift widen them); the
+/// offset of 32 comes off through the activations' 16-value sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
+    let low4 = _mm256_set1_epi8(0x0f);
+    let bits = |mask: u8| _mm256_set1_epi8(mask as i8);
+    let mut acc = 0.0f32;
+    for (block, a) in weights.iter().zip(acts) {
+        // SAFETY: 16 readable bytes at 192; `loadu` has no alignment requirement.
+        let scales8 = unsafe { _mm_loadu_si128(block[192..208].as_ptr().cast()) };
+        let both = _mm256_broadcastsi128_si256(scales8);
+        let mut sum = _mm256_setzero_si256();
+        for h in 0..2 {
+            let first = load_32(&block[64 * h..]);
+            let second = load_32(&block[64 * h + 32..]);
+            let high = load_32(&block[128 + 32 * h..]);
+            let top = |mask: u8| _mm256_and_si256(high, bits(mask));
+            let quants = [
+                _mm256_or_si256(
+                    _mm256_and_si256(first, low4),
+                    _mm256_slli_epi16::<4>(top(0x03)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(second, low4),
+                    _mm256_slli_epi16::<2>(top(0x0c)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(first), low4),
+                    top(0x30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(second), low4),
+                    _mm256_srli_epi16::<2>(top(0xc0)),
+                ),
+            ];
+            for (k, q) in quants.into_iter().enumerate() {
+                let c = 4 * h + k;
+                let chunk = &a.quants.as_chunks::<32>().0[c];
+                // Runs 2c and 2c + 1: scale byte 2c doubled in each i16 of the
+                // low half, 2c + 1 in the high half; the arithmetic shift keeps
+                // one, sign-extended.
+                let run_scales = _mm256_srai_epi16::<8>(shuffle_by(both, &DOUBLE_RUN_SCALES[c]));
+                let pairs = _mm256_maddubs_epi16(q, load_i8x32(chunk));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, run_scales));
+            }
+        }
+        let offsets = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8), load_i16x16(&a.sums16));
+        let scaled = _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(offsets));
+        let sums = GroupSums {
+            scaled: [total(scaled), 0, 0, 0],
+            mins: [0; 4],
+        };
+        step(
+            KArithmetic::Tiled,
+            (half_at(block, 208), 0.0),
+            &sums,
+            a.d,
+            (&mut acc, &mut 0.0),
+        );
+    }
+    acc
 }

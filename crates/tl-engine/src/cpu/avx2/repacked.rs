@@ -63,6 +63,9 @@ pub(super) fn row_tile<B: WeightBlock>(rows: [&[B]; ROWS], act: ActivationRow<'_
         let mut scale_bits = [0u16; ROWS];
         for r in 0..ROWS {
             let block = &rows[r][b];
+            // Eight interleaved streams from memory run at half speed
+            // without it (32000 × 2048: 6.9 → 14.4 GB/s a thread).
+            super::vec_dot::prefetch_ahead(block, rows[r]);
             scale_bits[r] = block.scale_bits();
             if let Quants::Nibbles(packed) = block.quants() {
                 nibbles[r] = unpack_nibbles(packed);

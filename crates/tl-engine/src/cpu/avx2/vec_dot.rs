@@ -100,7 +100,7 @@ const PREFETCH_ROWS_AHEAD: usize = 8;
 /// (rows are consecutive in memory).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn prefetch_ahead<B>(block: &B, row: &[B]) {
+pub(super) fn prefetch_ahead<B>(block: &B, row: &[B]) {
     let ahead = (block as *const B)
         .cast::<i8>()
         .wrapping_add(PREFETCH_ROWS_AHEAD * std::mem::size_of_val(row));

@@ -21,7 +21,7 @@ use std::cell::RefCell;
 
 pub(crate) use activations::{Q8KBlock, SuperBlockActivations};
 pub(crate) use blocks::{k4_scales, Unpacked};
-use dot::finish;
+pub(crate) use dot::finish;
 pub(crate) use dot::step;
 pub(crate) use dot::{GroupSums, KArithmetic};
 
@@ -32,9 +32,12 @@ use super::weight_type::WeightType;
 /// Values per K-quant super-block (`QK_K`).
 pub(crate) const SUPER_BLOCK_VALUES: usize = 256;
 
-/// Activation bytes per chunk of rows: reread for every weight row of a
-/// thread's share, so it should stay in L2.
-const ACTIVATION_CHUNK_BYTES: usize = 192 * 1024;
+/// Activation bytes of one super-block position over a chunk of rows: reread
+/// for every weight row of a tile, so it should stay in L1.
+const ACTIVATION_COLUMN_BYTES: usize = 24 * 1024;
+/// Weight rows that meet one super-block position of the activations before
+/// the next position (their accumulators stay in memory between).
+const COLUMN_TILE: usize = 16;
 
 thread_local! {
     /// Per activation row accumulators (`acc`, `acc_min`), reused across calls.
@@ -133,34 +136,88 @@ fn typed_rows<const N: usize>(
 ) {
     let per_row = weights.blocks_per_row;
     let mut unpacked = Unpacked::default();
-    // Activation rows are taken in chunks that stay in L2 while every weight
-    // row of the share passes over them.
-    let row_bytes = per_row * std::mem::size_of::<Q8KBlock>();
-    let chunk_rows = (ACTIVATION_CHUNK_BYTES / row_bytes.max(1)).max(8) / 8 * 8;
+    let columns = out.columns();
+    // Activation rows are taken in chunks whose super-blocks at one position
+    // stay in L1 while a tile of weight rows passes over them.
+    let chunk_rows = (ACTIVATION_COLUMN_BYTES / std::mem::size_of::<Q8KBlock>()).max(8) / 8 * 8;
     ACCUMULATORS.with_borrow_mut(|(acc, acc_min)| {
         for first in (0..m).step_by(chunk_rows) {
             let rows = chunk_rows.min(m - first);
-            for column in out.columns() {
+            // Under 8 activation rows (decode, small batches) the lean
+            // kernels stream each weight row; batches share each weight
+            // super-block's registers across eight rows at a time instead.
+            if rows < 8 && lean_columns(blocks, per_row, kind, acts, first..first + rows, out) {
+                continue;
+            }
+            for tile in (columns.start..columns.end).step_by(COLUMN_TILE) {
+                let tile = tile..(tile + COLUMN_TILE).min(columns.end);
                 acc.clear();
-                acc.resize(rows, 0.0);
+                acc.resize(tile.len() * rows, 0.0);
                 acc_min.clear();
-                acc_min.resize(rows, 0.0);
-                let row = &blocks[column * per_row..(column + 1) * per_row];
-                for (b, block) in row.iter().enumerate() {
-                    let super_block = SuperBlock {
-                        bytes: block,
-                        unpack,
-                        factors: blocks::factors(block),
-                    };
-                    let act = |a: usize| &acts.row(first + a)[b];
-                    accumulate(kind, &super_block, &mut unpacked, act, (acc, acc_min));
+                acc_min.resize(tile.len() * rows, 0.0);
+                for b in 0..per_row {
+                    for (c, column) in tile.clone().enumerate() {
+                        let block = &blocks[column * per_row + b];
+                        let super_block = SuperBlock {
+                            bytes: block,
+                            unpack,
+                            factors: blocks::factors(block),
+                        };
+                        let act = |a: usize| &acts.row(first + a)[b];
+                        let range = c * rows..(c + 1) * rows;
+                        let accumulators = (&mut acc[range.clone()], &mut acc_min[range]);
+                        accumulate(kind, &super_block, &mut unpacked, act, accumulators);
+                    }
                 }
-                for (a, (&acc, &acc_min)) in acc.iter().zip(acc_min.iter()).enumerate() {
-                    out.set(first + a, column, finish(kind, acc, acc_min));
+                for (c, column) in tile.enumerate() {
+                    for a in 0..rows {
+                        let i = c * rows + a;
+                        out.set(first + a, column, finish(kind, acc[i], acc_min[i]));
+                    }
                 }
             }
         }
     });
+}
+
+/// Computes `rows` with the lean single-row kernels, where the backend has
+/// one for the type; false when it has none.
+fn lean_columns<const N: usize>(
+    blocks: &[[u8; N]],
+    per_row: usize,
+    kind: KArithmetic,
+    acts: &SuperBlockActivations,
+    rows: std::ops::Range<usize>,
+    out: &mut OutputColumns<'_>,
+) -> bool {
+    for column in out.columns() {
+        let row = &blocks[column * per_row..(column + 1) * per_row];
+        let Some(lean) = lean_rows(row, kind) else {
+            return false;
+        };
+        for a in rows.clone() {
+            out.set(a, column, lean(acts.row(a)));
+        }
+    }
+    true
+}
+
+/// The lean kernel of one weight row for every activation row, where the
+/// backend has one for the type.
+#[cfg(x86_simd)]
+fn lean_rows<const N: usize>(
+    row: &[[u8; N]],
+    kind: KArithmetic,
+) -> Option<impl Fn(&[Q8KBlock]) -> f32 + '_> {
+    super::avx2::kquant_row(row, kind)
+}
+
+#[cfg(not(x86_simd))]
+fn lean_rows<const N: usize>(
+    _row: &[[u8; N]],
+    _kind: KArithmetic,
+) -> Option<fn(&[Q8KBlock]) -> f32> {
+    None
 }
 
 /// One weight super-block as the backends take it: its bytes, how to unpack
