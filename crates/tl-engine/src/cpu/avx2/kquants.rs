@@ -193,58 +193,6 @@ fn whole_sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
     }
 }
 
-/// The tiled arithmetic for eight activation rows at once: each row's
-/// integer lanes, one transposing reduction to the eight sums `S` and `M`,
-/// then `r = d·S`, `r = fma(−dmin, M, r)`, `acc = fma(r, d_a, acc)` in the
-/// eight lanes, the same operations [`step`] does one row at a time.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tiled_eight(
-    w: &WeightRegisters,
-    (d, dmin): (f32, f32),
-    with_mins: bool,
-    acts: [&Q8KBlock; 8],
-    acc: &mut [f32; 8],
-) {
-    // Two chunks of the weights at a time meet all eight rows, so the live
-    // registers are those two, their scales and the eight rows' sums.
-    let mut scaled = acts.map(|a| {
-        let run_sums = load_i16x16(&a.sums16);
-        _mm256_sub_epi32(
-            _mm256_setzero_si256(),
-            _mm256_madd_epi16(w.offset_scales, run_sums),
-        )
-    });
-    for p in 0..4 {
-        for (sum, a) in scaled.iter_mut().zip(acts) {
-            let (chunks, _) = a.quants.as_chunks::<32>();
-            let low = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p])),
-                w.chunk_scales[2 * p],
-            );
-            let high = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1])),
-                w.chunk_scales[2 * p + 1],
-            );
-            *sum = _mm256_add_epi32(*sum, _mm256_add_epi32(low, high));
-        }
-    }
-    let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum_each(scaled)));
-    if with_mins {
-        let mins = acts.map(|a| _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16)));
-        let m = _mm256_cvtepi32_ps(sum_each(mins));
-        r = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), m, r);
-    }
-    let scales = _mm256_setr_ps(
-        acts[0].d, acts[1].d, acts[2].d, acts[3].d, acts[4].d, acts[5].d, acts[6].d, acts[7].d,
-    );
-    // SAFETY: `acc` is 32 readable and writable bytes; `loadu`/`storeu` have
-    // no alignment requirement.
-    unsafe {
-        let updated = _mm256_fmadd_ps(r, scales, _mm256_loadu_ps(acc.as_ptr()));
-        _mm256_storeu_ps(acc.as_mut_ptr(), updated);
-    }
-}
-
 /// The 8×8 transpose of i32 lanes: lane `r` of output `j` is lane `j` of
 /// input `r`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -280,12 +228,78 @@ fn transpose_8x8(x: [__m256i; 8]) -> [__m256i; 8] {
     ]
 }
 
+/// `acc + madd(pairs, scales)`: 16-bit pair sums times their scales, added
+/// in pairs to the i32 lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn add_scaled(acc: __m256i, pairs: __m256i, scales: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales))
+}
+
+/// [`add_scaled`] in one AVX-512 VNNI instruction (`vpdpwssd`, which wraps
+/// as the add does, so the sums are the same).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn add_scaled_vnni(acc: __m256i, pairs: __m256i, scales: __m256i) -> __m256i {
+    _mm256_dpwssd_epi32(acc, pairs, scales)
+}
+
+/// The batch kernels, once with AVX2 alone and once with AVX-512 VNNI.
+macro_rules! batch_kernels {
+    ($(#[$attr:meta])* $tiled:ident, $repacked:ident, $add_scaled:ident) => {
+/// The tiled arithmetic for eight activation rows at once: each row's
+/// integer lanes, one transposing reduction to the eight sums `S` and `M`,
+/// then `r = d·S`, `r = fma(−dmin, M, r)`, `acc = fma(r, d_a, acc)` in the
+/// eight lanes, the same operations [`step`] does one row at a time.
+$(#[$attr])*
+        fn $tiled(
+    w: &WeightRegisters,
+    (d, dmin): (f32, f32),
+    with_mins: bool,
+    acts: [&Q8KBlock; 8],
+    acc: &mut [f32; 8],
+) {
+    // Two chunks of the weights at a time meet all eight rows, so the live
+    // registers are those two, their scales and the eight rows' sums.
+    let mut scaled = acts.map(|a| {
+        let run_sums = load_i16x16(&a.sums16);
+        _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_madd_epi16(w.offset_scales, run_sums),
+        )
+    });
+    for p in 0..4 {
+        for (sum, a) in scaled.iter_mut().zip(acts) {
+            let (chunks, _) = a.quants.as_chunks::<32>();
+            let low = _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p]));
+            let high = _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1]));
+            *sum = $add_scaled(*sum, low, w.chunk_scales[2 * p]);
+            *sum = $add_scaled(*sum, high, w.chunk_scales[2 * p + 1]);
+        }
+    }
+    let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum_each(scaled)));
+    if with_mins {
+        let mins = acts.map(|a| _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16)));
+        let m = _mm256_cvtepi32_ps(sum_each(mins));
+        r = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), m, r);
+    }
+    let scales = _mm256_setr_ps(
+        acts[0].d, acts[1].d, acts[2].d, acts[3].d, acts[4].d, acts[5].d, acts[6].d, acts[7].d,
+    );
+    // SAFETY: `acc` is 32 readable and writable bytes; `loadu`/`storeu` have
+    // no alignment requirement.
+    unsafe {
+        let updated = _mm256_fmadd_ps(r, scales, _mm256_loadu_ps(acc.as_ptr()));
+        _mm256_storeu_ps(acc.as_mut_ptr(), updated);
+    }
+}
+
 /// The repacked gemm's arithmetic for eight activation rows at once: per
 /// 64 values the eight rows' sums `S_p` in one vector, then
 /// `acc = fma(S_p, d·d_a, acc)` and `acc_min = fma(M_p, dmin·d_a, acc_min)`
 /// in the eight lanes, the operations [`step`] does one row at a time.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn repacked_eight(
+$(#[$attr])*
+        fn $repacked(
     w: &WeightRegisters,
     (d, dmin): (f32, f32),
     acts: [&Q8KBlock; 8],
@@ -310,15 +324,10 @@ fn repacked_eight(
     for p in 0..4 {
         let groups = acts.map(|a| {
             let (chunks, _) = a.quants.as_chunks::<32>();
-            let low = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p])),
-                w.chunk_scales[2 * p],
-            );
-            let high = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1])),
-                w.chunk_scales[2 * p + 1],
-            );
-            _mm256_add_epi32(low, high)
+            let low = _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p]));
+            let high = _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1]));
+            let sum = $add_scaled(_mm256_setzero_si256(), low, w.chunk_scales[2 * p]);
+            $add_scaled(sum, high, w.chunk_scales[2 * p + 1])
         });
         let sums = _mm256_cvtepi32_ps(sum_each(groups));
         total = _mm256_fmadd_ps(sums, scale, total);
@@ -331,6 +340,24 @@ fn repacked_eight(
         _mm256_storeu_ps(acc_min.as_mut_ptr(), total_min);
     }
 }
+
+    };
+}
+
+batch_kernels!(
+    #[target_feature(enable = "avx2,fma,f16c")]
+    tiled_eight,
+    repacked_eight,
+    add_scaled
+);
+
+batch_kernels!(
+    /// Needs the features [`super::vnni_available`] checks.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    tiled_eight_vnni,
+    repacked_eight_vnni,
+    add_scaled_vnni
+);
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
@@ -359,6 +386,7 @@ fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn accumulate<'a, const N: usize>(
     kind: KArithmetic,
+    vnni: bool,
     w: &SuperBlock<'_, N>,
     scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
@@ -380,13 +408,23 @@ pub(super) fn accumulate<'a, const N: usize>(
         let mins = acc_min.as_chunks_mut::<8>().0.iter_mut();
         for (group, accumulators) in groups.zip(mins).enumerate() {
             let acts = std::array::from_fn(|r| block(8 * group + r));
-            repacked_eight(&registers, w.factors, acts, accumulators);
+            if vnni {
+                // SAFETY: the caller found the features (`vnni_available`).
+                unsafe { repacked_eight_vnni(&registers, w.factors, acts, accumulators) };
+            } else {
+                repacked_eight(&registers, w.factors, acts, accumulators);
+            }
         }
     } else {
         let with_mins = kind == KArithmetic::TiledWithMins;
         for (group, acc) in groups.enumerate() {
             let acts = std::array::from_fn(|r| block(8 * group + r));
-            tiled_eight(&registers, w.factors, with_mins, acts, acc);
+            if vnni {
+                // SAFETY: the caller found the features (`vnni_available`).
+                unsafe { tiled_eight_vnni(&registers, w.factors, with_mins, acts, acc) };
+            } else {
+                tiled_eight(&registers, w.factors, with_mins, acts, acc);
+            }
         }
     }
     for i in first..rows {

@@ -41,13 +41,17 @@ pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {
 /// unpacked block where one is needed).
 pub(crate) fn kquant_accumulate<'a, const N: usize>(
     kind: super::kquants::KArithmetic,
+    vnni: bool,
     w: &super::kquants::SuperBlock<'_, N>,
     scratch: &mut super::kquants::Unpacked,
     block: impl Fn(usize) -> &'a super::kquants::Q8KBlock,
     accumulators: (&mut [f32], &mut [f32]),
 ) {
-    // SAFETY: as for `quantize_block`, the features are enabled at build time.
-    unsafe { kquants::accumulate(kind, w, scratch, block, accumulators) }
+    // Checked again here, where it makes the kernels' `unsafe` calls sound.
+    let vnni = vnni && vnni_available();
+    // SAFETY: as for `quantize_block`, the features are enabled at build
+    // time, and VNNI's were found above.
+    unsafe { kquants::accumulate(kind, vnni, w, scratch, block, accumulators) }
 }
 
 /// The lean single-row kernel for a K-quant weight row (Q4_K and Q6_K),

@@ -166,7 +166,8 @@ fn typed_rows<const N: usize>(
                         let act = |a: usize| &acts.row(first + a)[b];
                         let range = c * rows..(c + 1) * rows;
                         let accumulators = (&mut acc[range.clone()], &mut acc_min[range]);
-                        accumulate(kind, &super_block, &mut unpacked, act, accumulators);
+                        let vnni = weights.vnni;
+                        accumulate(kind, vnni, &super_block, &mut unpacked, act, accumulators);
                     }
                 }
                 for (c, column) in tile.enumerate() {
@@ -236,6 +237,7 @@ use super::avx2::kquant_accumulate as accumulate;
 #[cfg_attr(x86_simd, allow(dead_code))]
 fn portable_accumulate<'a, const N: usize>(
     kind: KArithmetic,
+    _vnni: bool,
     w: &SuperBlock<'_, N>,
     scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
@@ -295,22 +297,28 @@ mod tests {
                 unpack,
                 factors: blocks::factors(&bytes),
             };
-            for &kind in kinds {
+            // VNNI where the CPU has it (the AVX2 kernels otherwise, twice).
+            for (&kind, vnni) in kinds.iter().flat_map(|k| [(k, false), (k, true)]) {
                 let start: Vec<f32> = (0..11).map(|_| rng.normal(1.0)).collect();
                 let (mut simd, mut simd_min) = (start.clone(), start.clone());
                 let (mut portable, mut portable_min) = (start.clone(), start);
                 let mut scratch = Unpacked::default();
                 accumulate(
                     kind,
+                    vnni,
                     &block,
                     &mut scratch,
                     |i| &rows[i],
                     (&mut simd, &mut simd_min),
                 );
                 let accs = (&mut portable[..], &mut portable_min[..]);
-                portable_accumulate(kind, &block, &mut scratch, |i| &rows[i], accs);
+                portable_accumulate(kind, false, &block, &mut scratch, |i| &rows[i], accs);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&simd), bits(&portable), "{N}-byte blocks, {kind:?}");
+                assert_eq!(
+                    bits(&simd),
+                    bits(&portable),
+                    "{N}-byte blocks, {kind:?} {vnni}"
+                );
                 assert_eq!(
                     bits(&simd_min),
                     bits(&portable_min),
