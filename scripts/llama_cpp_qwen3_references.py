@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes llama.cpp's logits for the tiny synthetic Qwen3 model to
 crates/tl-engine/tests/golden/llama_cpp_tiny_qwen3_logits.json, the reference
-that crates/tl-engine/tests/qwen3_llama_cpp.rs holds the CPU backend to.
+that crates/tl-engine/tests/architectures_llama_cpp.rs holds the CPU backend to.
 
 The model is crates/tl-engine/tests/golden/tiny-qwen3-q8_0.gguf: the output
 of `tl model synth --shape tiny-qwen3 --quant q8_0 --seed 0` with its norm

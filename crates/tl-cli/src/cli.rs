@@ -583,7 +583,7 @@ pub struct InspectArgs {
 /// `tl model synth`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
-    /// Shape: tiny, tiny-qwen3, tiny-wide, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
+    /// Shape: tiny, tiny-qwen3, tiny-qwen2, tiny-wide, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
     #[arg(long, value_name = "NAME")]
     pub shape: String,
     /// Weight type: f16, q8_0, q4_0, q4_1, q5_0 or q5_1 for every matrix and the
@@ -591,7 +591,7 @@ pub struct SynthArgs {
     /// gives each tensor in that mix.
     #[arg(long, value_name = "TYPE")]
     pub quant: String,
-    /// Architecture: llama or qwen3. Optional, implied by --shape; an error when it
+    /// Architecture: llama, qwen2 or qwen3. Optional, implied by --shape; an error when it
     /// disagrees with the shape.
     #[arg(long, value_name = "NAME")]
     pub arch: Option<String>,

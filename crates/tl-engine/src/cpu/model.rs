@@ -48,6 +48,8 @@ struct Block {
     attention_output: Linear,
     /// Per-head query and key norms, when the architecture has them.
     qk_norm: Option<QkNorm>,
+    /// Query, key and value biases, when the architecture has them.
+    qkv_bias: Option<QkvBias>,
     feed_forward_norm: Vec<f32>,
     gate: Linear,
     up: Linear,
@@ -59,6 +61,27 @@ struct Block {
 struct QkNorm {
     query: Vec<f32>,
     key: Vec<f32>,
+}
+
+/// The biases added to the query, key and value projections.
+struct QkvBias {
+    query: Vec<f32>,
+    key: Vec<f32>,
+    value: Vec<f32>,
+}
+
+impl QkvBias {
+    /// Adds each bias to every row of its projection (`[row][feature]`), as
+    /// llama.cpp's `ggml_add` does.
+    fn add_to(&self, query: &mut [f32], key: &mut [f32], value: &mut [f32]) {
+        for (rows, bias) in [(query, &self.query), (key, &self.key), (value, &self.value)] {
+            for row in rows.chunks_exact_mut(bias.len()) {
+                for (v, b) in row.iter_mut().zip(bias) {
+                    *v += b;
+                }
+            }
+        }
+    }
 }
 
 impl Model {
@@ -285,8 +308,18 @@ impl Block {
         } else {
             None
         };
+        let qkv_bias = if config.qkv_bias {
+            Some(QkvBias {
+                query: loader.vector(&name(BlockTensor::QueryBias), q_width)?,
+                key: loader.vector(&name(BlockTensor::KeyBias), kv_width)?,
+                value: loader.vector(&name(BlockTensor::ValueBias), kv_width)?,
+            })
+        } else {
+            None
+        };
         Ok(Block {
             qk_norm,
+            qkv_bias,
             attention_norm: loader.vector(&name(BlockTensor::AttentionNorm), hidden)?,
             query: loader.linear(&name(BlockTensor::Query), q_width, hidden)?,
             key: loader.linear(&name(BlockTensor::Key), kv_width, hidden)?,
@@ -368,6 +401,9 @@ impl Stages for CpuPass<'_, '_, '_> {
             ],
             &s.normed,
         )?;
+        if let Some(bias) = &block.qkv_bias {
+            bias.add_to(&mut s.query, &mut s.key, &mut s.value);
+        }
         match &mut self.rows {
             Rows::Sequence { start, cache } => {
                 position_sequence(model, block, layer, *start, cache, s)

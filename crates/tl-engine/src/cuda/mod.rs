@@ -100,6 +100,11 @@ impl CudaModel {
     /// Uploads the model in `file` to `gpu`, for caches of up to `max_positions`.
     pub fn load(file: &GgufFile, max_positions: usize, gpu: Arc<Gpu>) -> Result<Self> {
         let config = ModelConfig::from_gguf(file)?;
+        if config.qkv_bias {
+            return Err(Error::Unsupported(
+                "the CUDA backend has no query, key and value biases yet".into(),
+            ));
+        }
         heads_of(&config).check()?;
         check_memory(&gpu, &config, max_positions)?;
         let cpu = Device::Cpu;

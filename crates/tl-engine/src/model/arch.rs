@@ -17,6 +17,9 @@ pub struct Architecture {
     /// Whether each query and key head is RMS-normalised with its own weight
     /// vector (`attn_q_norm` / `attn_k_norm`) before RoPE.
     pub qk_norm: bool,
+    /// Whether the query, key and value projections add a bias vector
+    /// (`attn_q.bias`, `attn_k.bias`, `attn_v.bias`) before RoPE.
+    pub qkv_bias: bool,
 }
 
 /// Every architecture the engine runs. Each is a pre-norm transformer of
@@ -28,11 +31,20 @@ pub const ARCHITECTURES: &[Architecture] = &[
         name: "llama",
         rope_style: RopeStyle::Adjacent,
         qk_norm: false,
+        qkv_bias: false,
+    },
+    // Qwen2 and Qwen2.5.
+    Architecture {
+        name: "qwen2",
+        rope_style: RopeStyle::Halves,
+        qk_norm: false,
+        qkv_bias: true,
     },
     Architecture {
         name: "qwen3",
         rope_style: RopeStyle::Halves,
         qk_norm: true,
+        qkv_bias: false,
     },
 ];
 

@@ -43,6 +43,9 @@ pub struct ModelConfig {
     /// vector, `attn_q_norm` / `attn_k_norm`) before RoPE (from the
     /// architecture table).
     pub qk_norm: bool,
+    /// Whether the query, key and value projections add a bias (from the
+    /// architecture table).
+    pub qkv_bias: bool,
 }
 
 impl ModelConfig {
@@ -77,6 +80,7 @@ impl ModelConfig {
         let config = ModelConfig {
             rope_style: traits.rope_style,
             qk_norm: traits.qk_norm,
+            qkv_bias: traits.qkv_bias,
             block_count: keys.required_usize("block_count")?,
             feed_forward_length: keys.required_usize("feed_forward_length")?,
             rope_dimension_count: keys

@@ -1,6 +1,7 @@
 //! The one table mapping the weights of the llama architecture (and of Qwen3,
-//! llama plus per-head query/key norms) to GGUF tensor names, as llama.cpp's
-//! converter writes them, and to the shapes a configuration gives them.
+//! llama plus per-head query/key norms, and Qwen2, llama plus query/key/value
+//! biases) to GGUF tensor names, as llama.cpp's converter writes them, and to
+//! the shapes a configuration gives them.
 
 use crate::model::config::ModelConfig;
 
@@ -25,6 +26,10 @@ pub enum BlockTensor {
     QueryNorm,
     /// Qwen3: the same for every key head.
     KeyNorm,
+    /// Qwen2: the biases of the query, key and value projections.
+    QueryBias,
+    KeyBias,
+    ValueBias,
     FeedForwardNorm,
     Gate,
     Up,
@@ -33,11 +38,14 @@ pub enum BlockTensor {
 
 impl BlockTensor {
     /// Every tensor of a block, in file order.
-    pub const ALL: [BlockTensor; 11] = [
+    pub const ALL: [BlockTensor; 14] = [
         Self::AttentionNorm,
         Self::Query,
+        Self::QueryBias,
         Self::Key,
+        Self::KeyBias,
         Self::Value,
+        Self::ValueBias,
         Self::AttentionOutput,
         Self::QueryNorm,
         Self::KeyNorm,
@@ -60,6 +68,9 @@ impl BlockTensor {
             Self::AttentionOutput => vec![hidden, q_width],
             Self::QueryNorm | Self::KeyNorm if c.qk_norm => vec![c.head_dim],
             Self::QueryNorm | Self::KeyNorm => return None,
+            Self::QueryBias if c.qkv_bias => vec![q_width],
+            Self::KeyBias | Self::ValueBias if c.qkv_bias => vec![kv_width],
+            Self::QueryBias | Self::KeyBias | Self::ValueBias => return None,
             Self::Gate | Self::Up => vec![ffn, hidden],
             Self::Down => vec![hidden, ffn],
         })
@@ -68,6 +79,9 @@ impl BlockTensor {
     /// The GGUF name of this tensor in block `block`.
     pub fn name(self, block: usize) -> String {
         let suffix = match self {
+            Self::QueryBias => return format!("blk.{block}.attn_q.bias"),
+            Self::KeyBias => return format!("blk.{block}.attn_k.bias"),
+            Self::ValueBias => return format!("blk.{block}.attn_v.bias"),
             Self::AttentionNorm => "attn_norm",
             Self::Query => "attn_q",
             Self::Key => "attn_k",

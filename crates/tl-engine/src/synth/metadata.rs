@@ -51,6 +51,8 @@ pub fn model_metadata(shape: &Shape, quant: FileType) -> Vec<(String, Value)> {
             (key("rope.dimension_count"), count(shape.head_dim)),
             (key("vocab_size"), count(shape.vocab_size)),
         ]),
+        // Qwen2's converter writes only the common keys.
+        Architecture::Qwen2 => {}
         // The head width is free of the hidden width, so it is spelled out.
         Architecture::Qwen3 => entries.extend([
             (key("attention.key_length"), count(shape.head_dim)),

@@ -134,6 +134,11 @@ fn block_plan(shape: &Shape, quant: GgmlType, block: usize) -> Vec<PlannedTensor
         matrix(&name(BlockTensor::Value), hidden, kv_width, quant),
         matrix(&name(BlockTensor::AttentionOutput), q_width, hidden, quant),
     ];
+    if shape.architecture.has_qkv_bias() {
+        tensors.push(bias(name(BlockTensor::QueryBias), q_width));
+        tensors.push(bias(name(BlockTensor::KeyBias), kv_width));
+        tensors.push(bias(name(BlockTensor::ValueBias), kv_width));
+    }
     if shape.architecture.has_qk_norm() {
         let head_dim = shape.head_dim as u64;
         tensors.push(norm(name(BlockTensor::QueryNorm), head_dim));
@@ -155,6 +160,19 @@ fn matrix(name: &str, row_length: u64, rows: u64, quant: GgmlType) -> PlannedTen
         dims: vec![row_length, rows],
         encoding: Encoding::Weights(quant),
         fill: Fill::Normal { std: WEIGHT_STD },
+    }
+}
+
+/// Standard deviation of the random biases: large enough that they move
+/// the logits visibly.
+pub const BIAS_STD: f32 = 0.5;
+
+fn bias(name: String, len: u64) -> PlannedTensor {
+    PlannedTensor {
+        name,
+        dims: vec![len],
+        encoding: Encoding::F32,
+        fill: Fill::Normal { std: BIAS_STD },
     }
 }
 

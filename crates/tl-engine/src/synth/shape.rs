@@ -11,25 +11,42 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
     Llama,
+    /// Llama with biases on the query, key and value projections.
+    Qwen2,
     /// Llama with per-head RMS norms on queries and keys and a free head width.
     Qwen3,
 }
 
 impl Architecture {
     /// Every architecture, in the order help texts list them.
-    pub const ALL: [Architecture; 2] = [Architecture::Llama, Architecture::Qwen3];
+    pub const ALL: [Architecture; 3] = [
+        Architecture::Llama,
+        Architecture::Qwen2,
+        Architecture::Qwen3,
+    ];
 
     /// The GGUF name (`llama`, `qwen3`), also the prefix of the hyperparameter keys.
     pub fn name(self) -> &'static str {
         match self {
             Architecture::Llama => "llama",
+            Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
         }
     }
 
+    /// The engine's row for this architecture, which says what its blocks hold.
+    fn traits(self) -> Option<&'static crate::model::arch::Architecture> {
+        crate::model::arch::find(self.name())
+    }
+
     /// Whether blocks carry `attn_q_norm` / `attn_k_norm` weights.
     pub fn has_qk_norm(self) -> bool {
-        self == Architecture::Qwen3
+        self.traits().is_some_and(|t| t.qk_norm)
+    }
+
+    /// Whether blocks carry `attn_q.bias`, `attn_k.bias` and `attn_v.bias`.
+    pub fn has_qkv_bias(self) -> bool {
+        self.traits().is_some_and(|t| t.qkv_bias)
     }
 }
 
@@ -57,6 +74,8 @@ pub enum ShapeName {
     Tiny,
     /// The same size as Qwen3 (heads of 32, queries twice the hidden width).
     TinyQwen3,
+    /// Tiny's size as Qwen2 (query, key and value biases).
+    TinyQwen2,
     /// 2 blocks of width 256, so every matrix row is whole K-quant super-blocks.
     TinyWide,
     TinyLlama,
@@ -67,9 +86,10 @@ pub enum ShapeName {
 
 impl ShapeName {
     /// Every shape, in the order help texts list them.
-    pub const ALL: [ShapeName; 7] = [
+    pub const ALL: [ShapeName; 8] = [
         ShapeName::Tiny,
         ShapeName::TinyQwen3,
+        ShapeName::TinyQwen2,
         ShapeName::TinyWide,
         ShapeName::TinyLlama,
         ShapeName::SmolLm2,
@@ -82,6 +102,7 @@ impl ShapeName {
         match self {
             ShapeName::Tiny => "tiny",
             ShapeName::TinyQwen3 => "tiny-qwen3",
+            ShapeName::TinyQwen2 => "tiny-qwen2",
             ShapeName::TinyWide => "tiny-wide",
             ShapeName::TinyLlama => "tinyllama",
             ShapeName::SmolLm2 => "smollm2",
@@ -95,7 +116,7 @@ impl ShapeName {
     pub fn is_tiny(self) -> bool {
         matches!(
             self,
-            ShapeName::Tiny | ShapeName::TinyQwen3 | ShapeName::TinyWide
+            ShapeName::Tiny | ShapeName::TinyQwen3 | ShapeName::TinyQwen2 | ShapeName::TinyWide
         )
     }
 
@@ -124,6 +145,14 @@ impl ShapeName {
             ShapeName::TinyQwen3 => Shape {
                 architecture: Architecture::Qwen3,
                 head_dim: 32,
+                rope_freq_base: 1_000_000.0,
+                rms_norm_eps: 1e-6,
+                context_length: 256,
+                tied_embeddings: true,
+                ..llama(2, 64, 128, 4, 2, 512)
+            },
+            ShapeName::TinyQwen2 => Shape {
+                architecture: Architecture::Qwen2,
                 rope_freq_base: 1_000_000.0,
                 rms_norm_eps: 1e-6,
                 context_length: 256,
@@ -238,7 +267,7 @@ mod tests {
         assert!(message.contains("unknown shape 'gpt-5'"), "{message}");
         assert!(message.contains("qwen3-0.6b"), "{message}");
         let message = "mamba".parse::<Architecture>().unwrap_err().to_string();
-        assert!(message.contains("llama, qwen3"), "{message}");
+        assert!(message.contains("llama, qwen2, qwen3"), "{message}");
     }
 
     #[test]

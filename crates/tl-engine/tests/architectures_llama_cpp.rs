@@ -1,9 +1,13 @@
-//! Qwen3 on the CPU against llama.cpp: the logits of a tiny synthetic Qwen3
-//! model (`golden/tiny-qwen3-q8_0.gguf`, norm weights varied per element)
-//! for a prompt batch and for single-token decode steps, against those
-//! llama.cpp computed for the same tokens
-//! (`golden/llama_cpp_tiny_qwen3_logits.json`, written by
-//! `scripts/llama_cpp_qwen3_references.py`, which says how).
+//! The architectures beside llama on the CPU against llama.cpp: the logits
+//! of tiny synthetic models for a prompt batch and for single-token decode
+//! steps, against those llama.cpp computed for the same tokens
+//! (`golden/llama_cpp_tiny_ARCH_logits.json`):
+//! - Qwen3, `golden/tiny-qwen3-q8_0.gguf` with norm weights varied per
+//!   element, references by `scripts/llama_cpp_qwen3_references.py`;
+//! - Qwen2, `golden/tiny-qwen2-q8_0.gguf` (`tl model synth --shape
+//!   tiny-qwen2 --quant q8_0`: biases normal(0, 0.5)), references by
+//!   `scripts/llama_cpp_logits.cpp` (the same cases through llama.cpp's C
+//!   API; it reproduces the Qwen3 file's numbers exactly).
 
 use std::path::PathBuf;
 
@@ -19,9 +23,9 @@ fn golden(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The model on the CPU, whose arithmetic the references pin.
-fn model() -> Backend {
-    let file = GgufFile::open(golden("tiny-qwen3-q8_0.gguf")).unwrap();
+/// The model of `arch` on the CPU, whose arithmetic the references pin.
+fn model(arch: &str) -> Backend {
+    let file = GgufFile::open(golden(&format!("tiny-{arch}-q8_0.gguf"))).unwrap();
     let options = GpuOptions::default();
     Backend::load(&file, CONTEXT, DeviceChoice::Cpu, &options)
         .unwrap()
@@ -36,8 +40,9 @@ fn logits(model: &Backend, tokens: &[u32], cache: &mut SequenceCache, want: Want
     }
 }
 
-fn references() -> Value {
-    let text = std::fs::read_to_string(golden("llama_cpp_tiny_qwen3_logits.json")).unwrap();
+fn references(arch: &str) -> Value {
+    let name = format!("llama_cpp_tiny_{arch}_logits.json");
+    let text = std::fs::read_to_string(golden(&name)).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -81,10 +86,9 @@ fn argmax(row: &[f32]) -> usize {
         .unwrap()
 }
 
-#[test]
-fn a_prompt_batch_gives_llama_cpp_logits() {
-    let model = model();
-    let case = &references()["prompt_batch"];
+fn a_prompt_batch_gives_llama_cpp_logits(arch: &str) {
+    let model = model(arch);
+    let case = &references(arch)["prompt_batch"];
     let tokens = ids(&case["tokens"]);
     let mut cache = model.new_cache(CONTEXT).unwrap();
     let logits = logits(&model, &tokens, &mut cache, Wanted::EveryRow);
@@ -102,10 +106,9 @@ fn a_prompt_batch_gives_llama_cpp_logits() {
     }
 }
 
-#[test]
-fn decode_steps_give_llama_cpp_logits() {
-    let model = model();
-    let case = &references()["decode"];
+fn decode_steps_give_llama_cpp_logits(arch: &str) {
+    let model = model(arch);
+    let case = &references(arch)["decode"];
     let prompt = ids(&case["prompt"]);
     let mut cache = model.new_cache(CONTEXT).unwrap();
     logits(&model, &prompt, &mut cache, Wanted::Logits);
@@ -122,4 +125,24 @@ fn decode_steps_give_llama_cpp_logits() {
         assert!(difference < TOLERANCE, "step {i}: {difference:e}");
         assert_eq!(argmax(&ours), argmax(&theirs), "step {i}");
     }
+}
+
+#[test]
+fn qwen3_prompt_batch_gives_llama_cpp_logits() {
+    a_prompt_batch_gives_llama_cpp_logits("qwen3");
+}
+
+#[test]
+fn qwen3_decode_steps_give_llama_cpp_logits() {
+    decode_steps_give_llama_cpp_logits("qwen3");
+}
+
+#[test]
+fn qwen2_prompt_batch_gives_llama_cpp_logits() {
+    a_prompt_batch_gives_llama_cpp_logits("qwen2");
+}
+
+#[test]
+fn qwen2_decode_steps_give_llama_cpp_logits() {
+    decode_steps_give_llama_cpp_logits("qwen2");
 }
