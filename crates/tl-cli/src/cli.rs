@@ -58,10 +58,11 @@ pub enum Command {
 /// `tl serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// GGUF model file to serve; repeat to serve several (requests pick one by
-    /// its file name without `.gguf`). The first is loaded at start, the
-    /// others when a request names them. Default: the default model.
-    #[arg(short, long, value_name = "FILE")]
+    /// GGUF model file (or catalogue name) to serve; repeat to serve several
+    /// (requests pick one by its file name without `.gguf`). The first is
+    /// loaded at start, the others when a request names them. Default: the
+    /// default model.
+    #[arg(short, long, value_name = "FILE|NAME")]
     pub model: Vec<PathBuf>,
     /// Address to listen on. The default accepts only this machine.
     #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1")]
@@ -123,9 +124,10 @@ pub struct ServeArgs {
 /// Which model to load and how.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// GGUF model file. Default: SmolLM2-135M-Instruct (Q4_1), fetched on first use
-    /// into the cache folder.
-    #[arg(short, long, value_name = "FILE")]
+    /// GGUF model file, or a catalogue name (`smollm2`, `gemma3`; `tl model
+    /// list`) fetched on first use into the cache folder. Default: smollm2
+    /// (SmolLM2-135M-Instruct, Q4_1).
+    #[arg(short, long, value_name = "FILE|NAME")]
     pub model: Option<PathBuf>,
 
     /// Context size in tokens (KV cache capacity). Default: the model's training
@@ -501,8 +503,8 @@ pub struct BenchArgs {
 /// `tl perplexity`.
 #[derive(Debug, Args)]
 pub struct PerplexityArgs {
-    /// GGUF model file (default: the default model).
-    #[arg(short, long, value_name = "FILE")]
+    /// GGUF model file or catalogue name (default: the default model).
+    #[arg(short, long, value_name = "FILE|NAME")]
     pub model: Option<PathBuf>,
     /// Text file to score.
     #[arg(short, long, value_name = "FILE")]
@@ -525,9 +527,14 @@ pub struct PerplexityArgs {
 pub enum ModelCommand {
     /// Show a GGUF file's architecture, hyperparameters, tensors, vocabulary and template.
     Inspect(InspectArgs),
-    /// Fetch the default model into the cache folder (if it is missing, or
-    /// again if the cached copy fails its sha256) and print its path.
-    Pull,
+    /// Fetch a model of the catalogue (default: smollm2, the default model)
+    /// into the cache folder, if it is missing or again if the cached copy
+    /// fails its sha256, and print its path.
+    Pull(PullArgs),
+    /// List the catalogue's models, with their sizes and whether they are cached.
+    List,
+    /// Remove a catalogue model's cached file.
+    Rm(RmArgs),
     /// Write a random-weight GGUF model of a real shape (TinyLlama, SmolLM2,
     /// Qwen3-0.6B, Llama-3-8B) for benchmarks and tests.
     ///
@@ -569,11 +576,27 @@ pub struct QuantizeArgs {
     pub allow_requantize: bool,
 }
 
+/// `tl model pull`.
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The model's name in the catalogue (`tl model list`).
+    #[arg(value_name = "NAME", default_value = "smollm2")]
+    pub name: String,
+}
+
+/// `tl model rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// The model's name in the catalogue (`tl model list`).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
 /// `tl model inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// GGUF file.
-    #[arg(value_name = "FILE")]
+    /// GGUF file, or a catalogue name (`tl model list`).
+    #[arg(value_name = "FILE|NAME")]
     pub file: PathBuf,
     /// List every tensor (default: the first 12 and a summary).
     #[arg(long)]

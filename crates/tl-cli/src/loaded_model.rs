@@ -10,18 +10,16 @@ use tl_engine::backend::Fallback;
 pub use tl_engine::LoadedModel;
 use tl_engine::{BeyondTraining, ModelFile};
 
+use crate::catalogue;
 use crate::cli::ModelArgs;
-use crate::default_model;
 
 /// The context used when neither `--ctx` nor a smaller training context says otherwise.
 const DEFAULT_CONTEXT: usize = 4096;
 
-/// The model file named by `-m`, or the default model (fetched if needed).
+/// The model file named by `-m` (a path, or a catalogue name fetched if
+/// needed), or the default model.
 pub fn resolve_path(model: Option<&PathBuf>) -> Result<PathBuf> {
-    match model {
-        Some(path) => Ok(path.clone()),
-        None => default_model::ensure(),
-    }
+    catalogue::resolve(model.map(PathBuf::as_path))
 }
 
 /// Loads the model named by the arguments.

@@ -2,9 +2,9 @@
 //! diagnostics to stderr (`logging`), runs the command, and turns any error
 //! into one line on stderr and exit code 1.
 
+mod catalogue;
 mod cli;
 mod commands;
-mod default_model;
 mod loaded_model;
 mod logging;
 

@@ -13,9 +13,9 @@ use crate::cli::InspectArgs;
 const TENSORS_SHOWN: usize = 12;
 
 pub fn run(args: &InspectArgs) -> Result<()> {
-    let file = GgufFile::open(&args.file)
-        .with_context(|| format!("cannot load {}", args.file.display()))?;
-    println!("file: {}", args.file.display());
+    let path = crate::catalogue::resolve(Some(&args.file))?;
+    let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
+    println!("file: {}", path.display());
     println!(
         "GGUF v{}, {:.1} MB, {} metadata entries, {} tensors",
         file.version(),

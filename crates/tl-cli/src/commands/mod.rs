@@ -5,6 +5,7 @@ mod chat;
 mod check;
 mod generate;
 mod inspect;
+mod models;
 mod perplexity;
 mod program;
 mod quantize;
@@ -34,9 +35,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Model(ModelCommand::Inspect(args)) => inspect::run(&args),
         Command::Model(ModelCommand::Synth(args)) => synth::run(&args),
         Command::Model(ModelCommand::Quantize(args)) => quantize::run(&args),
-        Command::Model(ModelCommand::Pull) => {
-            println!("{}", crate::default_model::pull()?.display());
-            Ok(())
-        }
+        Command::Model(ModelCommand::Pull(args)) => models::pull(&args),
+        Command::Model(ModelCommand::List) => models::list(),
+        Command::Model(ModelCommand::Rm(args)) => models::remove(&args),
     }
 }

@@ -11,8 +11,8 @@ use tl_lang::loader::{load_file, LoadedProgram};
 use tl_lang::LangError;
 use tl_syntax::{Diagnostic, Severity, SourceMap};
 
+use crate::catalogue;
 use crate::cli::ProgramModelArgs;
-use crate::default_model;
 
 /// A failure already reported to the user (diagnostics on stderr): `main` exits
 /// with status 1 without printing it again.
@@ -65,7 +65,7 @@ pub fn load_checked(path: &Path) -> Result<LoadedProgram> {
 pub fn context(base_dir: PathBuf, program_args: Vec<String>, models: &ProgramModelArgs) -> Context {
     let mut ctx = Context::stdio(base_dir, program_args);
     ctx.default_model = Some(Box::new(|| {
-        default_model::ensure().map_err(|e| format!("{e:#}"))
+        catalogue::ensure(catalogue::default_entry()).map_err(|e| format!("{e:#}"))
     }));
     ctx.device = models.device;
     ctx.gpu_options = models.gpu.to_options();

@@ -3,14 +3,17 @@
 use anyhow::Result;
 use tl_server::ServerConfig;
 
+use crate::catalogue;
 use crate::cli::ServeArgs;
-use crate::default_model;
 
 pub fn run(args: &ServeArgs) -> Result<()> {
     let models = if args.model.is_empty() {
-        vec![default_model::ensure()?]
+        vec![catalogue::ensure(catalogue::default_entry())?]
     } else {
-        args.model.clone()
+        args.model
+            .iter()
+            .map(|m| catalogue::resolve(Some(m)))
+            .collect::<Result<Vec<_>>>()?
     };
     let config = ServerConfig {
         models,
