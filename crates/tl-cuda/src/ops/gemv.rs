@@ -3,7 +3,7 @@
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
-use crate::matrix::{DeviceMatrix, GgmlType};
+use crate::matrix::{is_k_quant, DeviceMatrix, GgmlType};
 use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
@@ -12,11 +12,14 @@ use crate::ops::{blocks_for, int, l2_prefetch_level};
 /// kernels) the RoPE rows.
 const STATIC_SHARED: usize = 32 * 8 + 16 * 4;
 
-/// Bytes of shared memory x takes when staged: Q8 blocks (values, then scale,
-/// scaled sum and integer sum per block) for quantized weights, f32 for float
-/// weights.
+/// Bytes of shared memory x takes when staged: Q8_K super-blocks (values,
+/// then the scale per 256 and the sum per 16) for K-quant weights, Q8 blocks
+/// (values, then scale, scaled sum and integer sum per block) for the other
+/// quantized types, f32 for float weights.
 fn staged_bytes(weight_type: GgmlType, cols: usize) -> usize {
-    if weight_type.is_quantized() {
+    if is_k_quant(weight_type) {
+        cols + cols / 256 * 4 + cols / 16 * 4
+    } else if weight_type.is_quantized() {
         cols + cols / 32 * 12
     } else {
         cols * 4

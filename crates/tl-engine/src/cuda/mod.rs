@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::Device;
 use tl_cuda::ops::attention::{self as attention_ops, Heads, LayerCache, QkNorm, Rotation};
 use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
+use tl_cuda::ops::rows::Rounding;
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
 use tl_gguf::GgufFile;
@@ -425,7 +426,8 @@ impl CudaModel {
 
     /// `y (+)= W·x` for `n` rows (x normalised first when `norm` says so),
     /// through cuBLAS on f16 copies of x and W. For quantized W, x is rounded
-    /// to Q8 blocks first, as the CPU backend's (and llama.cpp's) matmul does.
+    /// to Q8 blocks (Q8_K super-blocks for K-quants) first, as the CPU
+    /// backend's (and llama.cpp's) matmul does.
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &self,
@@ -437,13 +439,21 @@ impl CudaModel {
         accumulate: bool,
         p: &PrefillBuffers,
     ) -> Result<()> {
-        let q8 = w.weight_type().is_quantized();
-        row_ops::to_f16(&self.gpu, x, norm, q8, p.gemm_input.all(), n, w.cols())?;
+        let rounding = Rounding::for_weights(w.weight_type());
+        row_ops::to_f16(
+            &self.gpu,
+            x,
+            norm,
+            rounding,
+            p.gemm_input.all(),
+            n,
+            w.cols(),
+        )?;
         self.gemm_staged(w, y, n, accumulate, p)
     }
 
     /// `y (+)= W·input` for the `n` rows already staged in `p.gemm_input` (f16,
-    /// Q8-rounded for quantized W), as [`Self::matmul`]'s second half.
+    /// rounded as W's type asks), as [`Self::matmul`]'s second half.
     fn gemm_staged(
         &self,
         w: &DeviceMatrix,

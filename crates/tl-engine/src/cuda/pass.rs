@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
 use tl_cuda::ops::gemv::{gemv, gemv_batched, Epilogue};
-use tl_cuda::ops::rows as row_ops;
+use tl_cuda::ops::rows::{self as row_ops, Rounding};
 use tl_cuda::{DeviceMatrix, Span};
 
 use super::batch::{BatchBuffers, MAX_BATCH};
@@ -282,9 +282,9 @@ impl Stages for CudaPass<'_> {
                 let norm = Some((b.feed_forward_norm.all(), eps));
                 m.matmul(&b.gate_up, a.x, norm, a.hidden, n, false, p)?;
                 // SwiGLU writes the down projection's f16 GEMM input itself.
-                let q8 = b.down.weight_type().is_quantized();
+                let rounding = Rounding::for_weights(b.down.weight_type());
                 let ffn = m.config.feed_forward_length;
-                row_ops::swiglu_to_f16(gpu, a.hidden, p.gemm_input.all(), n, ffn, q8)?;
+                row_ops::swiglu_to_f16(gpu, a.hidden, p.gemm_input.all(), n, ffn, rounding)?;
                 m.gemm_staged(&b.down, a.x, n, true, p)?;
             }
         }

@@ -163,7 +163,7 @@ fn weight_type_of(name: &str, ggml_type: GgmlType) -> Result<GgmlType> {
         return Ok(ggml_type);
     }
     Err(Error::Unsupported(format!(
-        "tensor '{name}' has type {ggml_type}, which the CUDA backend cannot read yet (it reads F32, F16, BF16, Q4_0, Q4_1 and Q8_0)"
+        "tensor '{name}' has type {ggml_type}, which the CUDA backend cannot read yet (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K)"
     )))
 }
 
