@@ -768,10 +768,10 @@ __device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int co
 template <int T, int MODE, bool BATCHED>
 __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight, float eps,
                           float* y, int rows, int cols, RopeStore rope, int l2_prefetch,
-                          NextWeights next) {
+                          NextWeights next, int y_stride) {
     if (BATCHED) {
         x += (u64)blockIdx.y * cols;
-        y += (u64)blockIdx.y * rows;
+        y += (u64)blockIdx.y * y_stride;
     }
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
@@ -817,10 +817,10 @@ __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight
 template <int T, int ORDER, int MODE, bool BATCHED>
 __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
                            float eps, float* y, int rows, int cols, RopeStore rope,
-                           int l2_prefetch, NextWeights next, int tile) {
+                           int l2_prefetch, NextWeights next, int tile, int y_stride) {
     if (BATCHED) {
         x += (u64)blockIdx.y * cols;
-        y += (u64)blockIdx.y * rows;
+        y += (u64)blockIdx.y * y_stride;
     }
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
@@ -909,20 +909,21 @@ template <int T, int ORDER, int MODE, bool BATCHED>
 __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float* x,
                                          const float* norm_weight, float eps, float* y, int rows,
                                          int cols, RopeStore rope, int l2_prefetch,
-                                         NextWeights next, int tile) {
+                                         NextWeights next, int tile, int y_stride) {
     if constexpr (T == TYPE_F32 || T == TYPE_F16 || T == TYPE_BF16)
         gemv_rows<T, MODE, BATCHED>(qs, x, norm_weight, eps, y, rows, cols, rope, l2_prefetch,
-                                    next);
+                                    next, y_stride);
     else
         gemv_tiles<T, ORDER, MODE, BATCHED>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,
-                                            l2_prefetch, next, tile);
+                                            l2_prefetch, next, tile, y_stride);
 }
 
 // The kernels gemv_<mode><name> (names per unit, see compile.rs: float types
 // end in _l32, a warp per row; quantized types take tiles);
-// gemv_batched_<mode><name> take per-sequence cache tables too. Every kernel
-// takes the same parameters, so the host passes one list; `tile` (rows per
-// tile) is the quantized kernels'.
+// gemv_batched_<mode><name> take per-sequence cache tables too, and write
+// sequence s's rows at y + s·y_stride (a part of a wider output may be
+// written). Every kernel takes the same parameters, so the host passes one
+// list; `tile` (rows per tile) is the quantized kernels'.
 #define GEMV_KERNEL(KIND, MODE, NAME, T, ORDER)                                              \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_##KIND##NAME(const u8* qs, const u8* sc, const float* x,                        \
@@ -930,12 +931,13 @@ __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float
                           const float2* cos_sin, const int* position, int q_width,           \
                           int kv_width, int head_dim, int capacity, u16* k_cache,            \
                           u16* v_cache, int l2_prefetch, const u8* next_qs,                  \
-                          int next_qs_bytes, const u8* next_sc, int next_sc_bytes, int tile) { \
+                          int next_qs_bytes, const u8* next_sc, int next_sc_bytes, int tile, \
+                          int y_stride) {                                                    \
         RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                   \
                           capacity, k_cache, v_cache, 0,        0};                          \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
         gemv_any<T, ORDER, MODE, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,    \
-                                        l2_prefetch, next, tile);                            \
+                                        l2_prefetch, next, tile, y_stride);                  \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_batched_##KIND##NAME(                                                           \
@@ -943,12 +945,12 @@ __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float
             float* y, int rows, int cols, const float2* cos_sin, const int* position,        \
             int q_width, int kv_width, int head_dim, int capacity, u16* const* k_tables,     \
             u16* const* v_tables, int l2_prefetch, const u8* next_qs, int next_qs_bytes,     \
-            const u8* next_sc, int next_sc_bytes, int tile) {                                \
+            const u8* next_sc, int next_sc_bytes, int tile, int y_stride) {                  \
         RopeStore rope = {cos_sin, position, q_width, kv_width, head_dim,                    \
                           capacity, 0,       0,       k_tables, v_tables};                   \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
         gemv_any<T, ORDER, MODE, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,     \
-                                       l2_prefetch, next, tile);                             \
+                                       l2_prefetch, next, tile, y_stride);                   \
     }
 #define GEMV_KERNELS(NAME, T, ORDER)             \
     GEMV_KERNEL(, 0, NAME, T, ORDER)             \

@@ -163,20 +163,14 @@ impl Stages for CudaPass<'_> {
         let b = &m.blocks[layer];
         let a = self.activations()?;
         let kv = self.layer_cache(layer)?;
-        let eps = m.config.rms_norm_eps;
         match self.kernels() {
             Kernels::Gemv { hints: true } => m.project_qkv(b, a.x, a.qkv, n, a.positions, kv),
             Kernels::Gemv { hints: false } => {
-                let norm = Epilogue::Norm {
-                    weight: b.attention_norm.all(),
-                    eps,
-                };
-                gemv_batched(&m.gpu, &b.qkv, a.x, a.qkv, norm, n, None)?;
+                m.project_qkv_parts(b, a.x, a.qkv, n, None)?;
                 m.rope_store(b, a.qkv, n, a.positions, kv)
             }
             Kernels::Gemm(p) => {
-                let norm = Some((b.attention_norm.all(), eps));
-                m.matmul(&b.qkv, a.x, norm, a.qkv, n, false, p)?;
+                m.matmul_qkv(b, a.x, a.qkv, n, p)?;
                 m.rope_store(b, a.qkv, n, a.positions, kv)
             }
         }
@@ -332,6 +326,6 @@ impl CudaModel {
     fn matrix_after_block(&self, layer: usize) -> &DeviceMatrix {
         self.blocks
             .get(layer + 1)
-            .map_or(self.output_matrix(), |next| &next.qkv)
+            .map_or(self.output_matrix(), |next| next.qkv.first())
     }
 }

@@ -29,17 +29,12 @@ pub struct PrefillBuffers {
 impl PrefillBuffers {
     pub fn new(gpu: &Gpu, c: &ModelConfig, rows: usize, block: &BlockWeights) -> Result<Self> {
         let q_width = c.query_width();
-        let largest = [
-            &block.qkv,
-            &block.attention_output,
-            &block.gate_up,
-            &block.down,
-        ]
-        .iter()
-        .filter(|m| m.f16_values().is_none())
-        .map(|m| m.rows() * m.cols())
-        .max()
-        .unwrap_or(0);
+        let largest = block
+            .matrices()
+            .filter(|m| m.f16_values().is_none())
+            .map(|m| m.rows() * m.cols())
+            .max()
+            .unwrap_or(0);
         let widest_input = c.embedding_length.max(q_width).max(c.feed_forward_length);
         Ok(PrefillBuffers {
             ids: Buffer::zeros(gpu, rows)?,

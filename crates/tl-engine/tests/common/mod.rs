@@ -118,15 +118,16 @@ impl SyntheticTypes {
     }
 }
 
-/// The models of the weight types no model file here has: Q4_K with the
-/// MLP's down projection and the output head in Q6_K, and all of Q2_K,
-/// Q3_K, Q5_K, Q5_0 and Q5_1. Written once into the temporary folder (the
-/// same bytes every time: the name carries the generator's version).
+/// The models of the weight types no model file here has: Q4_K_M's mix
+/// (values and the MLP's down projection in Q6_K beside Q4_K, so Q, K and V
+/// differ in type, and a Q6_K output head), and all of Q2_K, Q3_K, Q5_K,
+/// Q5_0 and Q5_1. Written once into the temporary folder (the same bytes
+/// every time: the name carries the generator's version).
 const SYNTHETIC: [SyntheticTypes; 6] = [
     SyntheticTypes {
-        name: "q4_k",
+        name: "q4_k_m",
         query_key: GgmlType::Q4_K,
-        value: GgmlType::Q4_K,
+        value: GgmlType::Q6_K,
         attention_output: GgmlType::Q4_K,
         gate_up: GgmlType::Q4_K,
         down: GgmlType::Q6_K,
