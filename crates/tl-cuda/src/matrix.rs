@@ -105,6 +105,18 @@ pub fn gguf_bytes(ty: GgmlType, rows: usize, cols: usize) -> Option<usize> {
     usize::try_from(row).ok()?.checked_mul(rows)
 }
 
+/// Bytes a `rows × cols` matrix of this type takes on the device (its split
+/// layout pads some headers), `None` when a row is not a whole number of
+/// blocks.
+pub fn device_bytes(ty: GgmlType, rows: usize, cols: usize) -> Option<usize> {
+    let gguf = gguf_bytes(ty, rows, cols)?;
+    let Some(split) = block_split(ty) else {
+        return Some(gguf);
+    };
+    let blocks = gguf / ty.block_bytes() as usize;
+    blocks.checked_mul(split.quants.len() + split.header_bytes)
+}
+
 /// Splits GGUF blocks into (quants, scales) as [`block_split`] says: for each
 /// block in order, its quantized bits go to `quants` and its header record to
 /// `scales`. Float types pass through whole.
@@ -357,6 +369,9 @@ mod tests {
         assert_eq!(gguf_bytes(GgmlType::Q8_0, 1, 33), None);
         assert_eq!(gguf_bytes(GgmlType::Q6_K, 2, 512), Some(2 * 2 * 210));
         assert!(supports(GgmlType::Q4_K) && supports(GgmlType::Q5_0));
+        // Q6_K's 210-byte blocks take 192 + 20 on the device.
+        assert_eq!(device_bytes(GgmlType::Q6_K, 2, 512), Some(2 * 2 * 212));
+        assert_eq!(device_bytes(GgmlType::F16, 2, 64), Some(256));
         assert!(!supports(GgmlType::Q8_K) && !supports(GgmlType::I32));
     }
 

@@ -19,6 +19,7 @@
 mod batch;
 mod cache;
 mod pass;
+mod plan;
 mod prefill;
 pub mod program;
 mod weights;
@@ -74,9 +75,15 @@ pub struct CudaModel {
 }
 
 /// Errors unless the RoPE table for `max_positions` (made on the host, then
-/// copied flat for the upload) fits in host memory and one sequence's KV
-/// cache fits on the GPU: checked before anything is uploaded.
-fn check_memory(gpu: &Gpu, config: &ModelConfig, max_positions: usize) -> Result<()> {
+/// copied flat for the upload) fits in host memory, and the weights, one
+/// sequence's KV cache of `max_positions` and the workspace fit in the GPU's
+/// free memory: checked before anything is uploaded.
+fn check_memory(
+    gpu: &Gpu,
+    file: &GgufFile,
+    config: &ModelConfig,
+    max_positions: usize,
+) -> Result<()> {
     let rope = config.rope_table_bytes(max_positions)?;
     memory::check_available(
         &format!("a context of {max_positions} positions"),
@@ -85,16 +92,8 @@ fn check_memory(gpu: &Gpu, config: &ModelConfig, max_positions: usize) -> Result
             rope.saturating_mul(2),
         )],
     )?;
-    let kv_cache = config.kv_cache_bytes(max_positions)?;
-    let total = gpu.info().total_memory as u64;
-    if kv_cache > total {
-        return Err(Error::Memory(format!(
-            "one sequence's KV cache of {max_positions} positions needs {}, but the GPU has {}",
-            memory::format_bytes(kv_cache),
-            memory::format_bytes(total)
-        )));
-    }
-    Ok(())
+    let plan = plan::DevicePlan::of(file, config, max_positions)?;
+    plan.check(&gpu.info().name, gpu.memory_free()? as u64)
 }
 
 impl CudaModel {
@@ -102,7 +101,7 @@ impl CudaModel {
     pub fn load(file: &GgufFile, max_positions: usize, gpu: Arc<Gpu>) -> Result<Self> {
         let config = ModelConfig::from_gguf(file)?;
         heads_of(&config).check()?;
-        check_memory(&gpu, &config, max_positions)?;
+        check_memory(&gpu, file, &config, max_positions)?;
         let cpu = Device::Cpu;
         let mut up = Uploader::new(file, &gpu, &cpu);
         let embedding = up.matrix(
