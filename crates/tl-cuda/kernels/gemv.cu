@@ -12,10 +12,11 @@
 //
 // Each block first stages x in shared memory (normalised when asked). For the
 // quantized weight types x is staged as llama.cpp's Q8_0/Q8_1 blocks (int8
-// values, f16-rounded scale, Q8_1's scaled sum, the integer sum), exactly as the CPU
-// backend quantizes it, and rows are integer dot products (dp4a) whose f32
-// sums follow the CPU backend's order (ORDER_LANES / ORDER_BLOCKS below), so
-// the GPU computes the CPU's bits; it also reads a quarter of the activation
+// values, f16-rounded scale, Q8_1's scaled sum, the integer sum), or for
+// K-quants its Q8_K super-blocks (int8 values, f32 scale per 256, sums per 16),
+// exactly as the CPU backend quantizes it, and rows are integer dot products
+// (dp4a) whose f32 sums follow the CPU backend's order (ORDER_* below), so the
+// GPU computes the CPU's bits; it also reads a quarter of the activation
 // bytes. Float weights (F32/F16/BF16) use f32 x and sum in their own order,
 // their rows a grid-stride loop, so a block stages x once for many rows.
 
@@ -163,6 +164,57 @@ __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps
     __syncthreads();
     return staged;
 }
+
+// x as Q8_K super-blocks in shared memory: the int8 values, and per
+// super-block its f32 scale d, per 16 values the sum of their quants.
+struct StagedQ8K {
+    i8* q;
+    float* d;
+    int* sum16;
+};
+
+// Where the staged super-blocks lie in `shared`: q[cols] (16-byte aligned),
+// then d (cols/256) and sum16 (cols/16).
+__device__ __forceinline__ StagedQ8K staged_q8_k_at(void* shared, int cols) {
+    i8* q = (i8*)shared;
+    float* d = (float*)(q + cols);
+    StagedQ8K staged = {q, d, (int*)(d + cols / 256)};
+    return staged;
+}
+
+// Stages x (normalised when norm_weight != 0) as Q8_K super-blocks, one warp
+// per super-block in turn (quantize_q8_k_warp).
+__device__ StagedQ8K stage_q8_k(const float* x, const float* norm_weight, float eps, int cols,
+                                void* shared, double* scratch) {
+    const StagedQ8K staged = staged_q8_k_at(shared, cols);
+    const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
+    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int b = threadIdx.x / WARP; b < cols / 256; b += warps) {
+        const int at = b * 256 + 8 * lane;
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = staged_input(x, norm_weight, scale, at + j);
+        int q[8], run_sum;
+        const float d = quantize_q8_k_warp(v, q, &run_sum);
+        *(uint2*)(staged.q + at) = pack8(q);
+        if (lane == 0) staged.d[b] = d;
+        if (lane % 2 == 0) staged.sum16[b * 16 + lane / 2] = run_sum;
+    }
+    __syncthreads();
+    return staged;
+}
+
+// x staged for weights of type T: Q8_K super-blocks for K-quants, else Q8
+// blocks.
+template <int T>
+__device__ __forceinline__ auto stage_x(const float* x, const float* norm_weight, float eps,
+                                        int cols, void* shared, double* scratch) {
+    if constexpr (is_k_quant(T))
+        return stage_q8_k(x, norm_weight, eps, cols, shared, scratch);
+    else
+        return stage_q8(x, norm_weight, eps, cols, shared, scratch);
+}
+
 // How a row's f32 sum is ordered: the CPU backend's (llama.cpp's AVX2)
 // rounding, so that both backends compute the same bits.
 //   ORDER_LANES   (ggml_vec_dot_*_q8_*): 8 chains, chain l taking the integer
@@ -173,8 +225,18 @@ __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps
 //   ORDER_BLOCKS  (the repacked Q4_0 kernels, which llama.cpp and the CPU
 //                 backend use for Q4_0 matrices of a multiple of 8 rows): per
 //                 block acc = fma(the block's integer dot, dw·da, acc).
+// K-quants (cpu/kquants/dot.rs): each super-block gives the exact integer
+// sums S_p = Σ scale·Σ w·a and M_p = Σ min·Σ a of its four groups of 64
+// values, then
+//   ORDER_SUPER_BLOCKS  (ggml's tiled kernels): r = d·ΣS, for types with
+//                 minimums r = fma(-dmin, ΣM, r), and acc = fma(r, da, acc);
+//   ORDER_K_GROUPS  (the repacked Q4_K gemm, Q4_K matrices of a multiple of
+//                 8 rows): for each group acc = fma(S_p, d·da, acc) and
+//                 acc_min = fma(M_p, dmin·da, acc_min); the row is acc - acc_min.
 #define ORDER_LANES 0
 #define ORDER_BLOCKS 1
+#define ORDER_SUPER_BLOCKS 2
+#define ORDER_K_GROUPS 3
 
 
 // Quantized GEMVs work on tiles of consecutive output rows (for swiglu, their
@@ -195,12 +257,14 @@ __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps
 // plane p holding term p of every block of the row; rows lie `row_floats`
 // apart.
 
-// One block of 32 weights as read: Q4 blocks are 16 bytes of quants, Q8_0
-// blocks 32; the scale is one f16 d (Q4_0, Q8_0) or d and m (Q4_1).
+// One block of 32 weights as read: Q4 and Q5 blocks are 16 bytes of nibbles,
+// Q8_0 blocks 32; the scale is one f16 d (Q4_0, Q5_0, Q8_0) or d and m (Q4_1,
+// Q5_1); Q5's fifth bits come with it.
 template <int T>
 struct WeightBlock {
     uint4 lo, hi;  // hi: Q8_0 only
     u32 scale;
+    u32 fifths;  // Q5 only: bit j for value j
 };
 
 template <int T>
@@ -211,6 +275,11 @@ __device__ __forceinline__ WeightBlock<T> load_block(const u8* qs, const u8* sc,
         w.lo = p[0];
         w.hi = p[1];
         w.scale = ((const u16*)sc)[block];
+    } else if (is_five_bit(T)) {
+        w.lo = *(const uint4*)(qs + block * 16);
+        const uint2 header = ((const uint2*)sc)[block];
+        w.scale = header.x;
+        w.fifths = header.y;
     } else {
         w.lo = *(const uint4*)(qs + block * 16);
         w.scale = T == TYPE_Q4_1 ? ((const u32*)sc)[block] : ((const u16*)sc)[block];
@@ -218,11 +287,17 @@ __device__ __forceinline__ WeightBlock<T> load_block(const u8* qs, const u8* sc,
     return w;
 }
 
+// Bits 0..3 of n moved to bit 0 of bytes 0..3 (four values' fifth bits).
+__device__ __forceinline__ u32 spread_bits(u32 n) {
+    return (n & 1) | ((n & 2) << 7) | ((n & 4) << 14) | ((n & 8) << 21);
+}
+
 // The integer sums of the products of values 4l..4l+3 (l < 8) of weight block
 // w and staged x block b. Byte j of a Q4 block holds value j in its low
 // nibble and value j + 16 in its high one, so lanes 0-3 are low nibbles and
-// lanes 4-7 high ones; Q4_0's nibbles stand for q - 8, so each of its lane
-// sums starts from -8 times its x values' sum (a dp4a with -8s).
+// lanes 4-7 high ones (Q5 adds each value's fifth bit as bit 4); Q4_0's
+// values stand for q - 8 and Q5_0's for q - 16, so each of their lane sums
+// starts from -8 (-16) times its x values' sum (a dp4a with -8s or -16s).
 template <int T>
 __device__ __forceinline__ void lane_sums(const WeightBlock<T>& w, const StagedQ8& x, int b,
                                           int* lanes) {
@@ -240,13 +315,19 @@ __device__ __forceinline__ void lane_sums(const WeightBlock<T>& w, const StagedQ
         return;
     }
     const u32 m = 0x0f0f0f0fu;
-    const bool centre = T == TYPE_Q4_0;
+    const bool centre = T == TYPE_Q4_0 || T == TYPE_Q5_0;
+    const int bias = T == TYPE_Q5_0 ? (int)0xf0f0f0f0u : (int)0xf8f8f8f8u;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        const int low_bias = centre ? __dp4a((int)0xf8f8f8f8u, xl[j], 0) : 0;
-        const int high_bias = centre ? __dp4a((int)0xf8f8f8f8u, xh[j], 0) : 0;
-        lanes[j] = __dp4a((int)(wl[j] & m), xl[j], low_bias);
-        lanes[j + 4] = __dp4a((int)((wl[j] >> 4) & m), xh[j], high_bias);
+        const int low_bias = centre ? __dp4a(bias, xl[j], 0) : 0;
+        const int high_bias = centre ? __dp4a(bias, xh[j], 0) : 0;
+        u32 low = wl[j] & m, high = (wl[j] >> 4) & m;
+        if (is_five_bit(T)) {
+            low |= spread_bits(w.fifths >> (4 * j)) << 4;
+            high |= spread_bits(w.fifths >> (16 + 4 * j)) << 4;
+        }
+        lanes[j] = __dp4a((int)low, xl[j], low_bias);
+        lanes[j + 4] = __dp4a((int)high, xh[j], high_bias);
     }
 }
 
@@ -274,13 +355,16 @@ __device__ __forceinline__ float exact_float(int i) {
     return __fsub_rn(__int_as_float(0x4b400000 + i), 12582912.0f);
 }
 
-// The planes of one row of a tile.
+// The planes of one row of a tile. K-quant rows: S_0..S_3 (int bits), d,
+// and for types with minimums M_0..M_3 (int bits) and dmin, one walker.
 template <int T, int ORDER>
 struct Planes {
-    static constexpr int CHAINS = ORDER == ORDER_BLOCKS ? 1 : 8;
+    static constexpr int CHAINS = ORDER == ORDER_LANES ? 8 : 1;
     static constexpr int SCALE = CHAINS;    // dw·da
-    static constexpr int MIN = CHAINS + 1;  // m (Q4_1)
-    static constexpr int COUNT = CHAINS + 1 + (T == TYPE_Q4_1 ? 1 : 0);
+    static constexpr int MIN = CHAINS + 1;  // m (Q4_1, Q5_1)
+    static constexpr int K_D = 4, K_MINS = 5, K_DMIN = 9;
+    static constexpr int COUNT = is_k_quant(T) ? (k_has_mins(T) ? 10 : 5)
+                                               : CHAINS + 1 + (has_min(T) ? 1 : 0);
 };
 
 // Floats per plane (`plane_stride` in ops/gemv_tile.rs): the blocks, rounded up to
@@ -300,19 +384,33 @@ __device__ __forceinline__ int row_floats(int blocks) {
     return (floats / 4) % 2 == 0 ? floats + 4 : floats;
 }
 
-// Where a tile's planes start: after the staged x, 16-byte aligned.
+// Where a tile's planes start: after the staged x (`staged_bytes` in
+// ops/gemv.rs), 16-byte aligned.
+template <int T>
 __device__ __forceinline__ float* tile_planes(void* shared, int cols) {
-    return (float*)shared + (cols + cols / 32 * 12 + 15) / 16 * 4;
+    const int staged = is_k_quant(T) ? cols + cols / 256 * 4 + cols / 16 * 4 : cols + cols / 32 * 12;
+    return (float*)shared + (staged + 15) / 16 * 4;
 }
 
 // A thread's blocks of a tile, loaded before any is used: items k, k + step,
 // ... of the tile's NR·tile·blocks, item k being block k % blocks of the
 // tile's row q = k / blocks (gate rows first, then up rows: span q / tile).
 template <int T>
-struct TileBatch {
+struct BlockBatch {
     static constexpr int UNROLL = T == TYPE_Q8_0 ? 4 : 8;
     WeightBlock<T> w[UNROLL];
 };
+
+// K-quants: items are groups of 64 values (item k of a row being group k % 4
+// of super-block k / 4), one at a time (a group unpacked takes 26 registers).
+template <int T>
+struct GroupBatch {
+    static constexpr int UNROLL = 1;
+    KGroup w[UNROLL];
+};
+
+template <int T>
+using TileBatch = typename conditional<is_k_quant(T), GroupBatch<T>, BlockBatch<T>>::type;
 
 // Where item k of a tile is: its tile row q (span q / tile) and block b.
 struct ItemAt {
@@ -338,12 +436,12 @@ __device__ __forceinline__ void advance(ItemAt& at, ItemAt step, int blocks) {
 template <int T, int NR>
 __device__ __forceinline__ void load_batch(const u8* qs, const u8* sc, int rows, int blocks,
                                            int start, int tile, int first, int step,
-                                           TileBatch<T>& batch) {
+                                           BlockBatch<T>& batch) {
     const int valid = min(tile, rows - start);  // rows of the tile that exist
     const ItemAt stepped = item_at(step, blocks);
     ItemAt at = item_at(first, blocks);
 #pragma unroll
-    for (int u = 0; u < TileBatch<T>::UNROLL; ++u, advance(at, stepped, blocks)) {
+    for (int u = 0; u < BlockBatch<T>::UNROLL; ++u, advance(at, stepped, blocks)) {
         if (at.q >= NR * tile) break;
         const int s = at.q >= tile, i = at.q - s * tile;  // span, row
         if (i < valid)
@@ -353,7 +451,7 @@ __device__ __forceinline__ void load_batch(const u8* qs, const u8* sc, int rows,
 
 // Computes the batch's terms and stores them in the planes.
 template <int T, int ORDER, int NR>
-__device__ __forceinline__ void produce_batch(const TileBatch<T>& batch, const StagedQ8& x,
+__device__ __forceinline__ void produce_batch(const BlockBatch<T>& batch, const StagedQ8& x,
                                               int rows, int blocks, int start, int tile, int first,
                                               int step, float* planes) {
     typedef Planes<T, ORDER> P;
@@ -362,7 +460,7 @@ __device__ __forceinline__ void produce_batch(const TileBatch<T>& batch, const S
     const ItemAt stepped = item_at(step, blocks);
     ItemAt at = item_at(first, blocks);
 #pragma unroll
-    for (int u = 0; u < TileBatch<T>::UNROLL; ++u, advance(at, stepped, blocks)) {
+    for (int u = 0; u < BlockBatch<T>::UNROLL; ++u, advance(at, stepped, blocks)) {
         if (at.q >= NR * tile) break;
         const int s = at.q >= tile, i = at.q - s * tile, b = at.b;  // span, row, block
         if (i >= valid) continue;
@@ -377,7 +475,56 @@ __device__ __forceinline__ void produce_batch(const TileBatch<T>& batch, const S
             for (int l = 0; l < 8; ++l) term[l * stride] = exact_float(lanes[l]);
         }
         term[P::SCALE * stride] = __fmul_rn(h2f((u16)(w.scale & 0xffff)), x.d[b]);
-        if (T == TYPE_Q4_1) term[P::MIN * stride] = h2f((u16)(w.scale >> 16));
+        if (has_min(T)) term[P::MIN * stride] = h2f((u16)(w.scale >> 16));
+    }
+}
+
+// A thread's K-quant groups, items numbered as in load_batch with four items
+// (the super-block's groups) per block.
+template <int T, int NR>
+__device__ __forceinline__ void load_batch(const u8* qs, const u8* sc, int rows, int blocks,
+                                           int start, int tile, int first, int step,
+                                           GroupBatch<T>& batch) {
+    const int valid = min(tile, rows - start);
+    const ItemAt stepped = item_at(step, 4 * blocks);
+    ItemAt at = item_at(first, 4 * blocks);
+#pragma unroll
+    for (int u = 0; u < GroupBatch<T>::UNROLL; ++u, advance(at, stepped, 4 * blocks)) {
+        if (at.q >= NR * tile) break;
+        const int s = at.q >= tile, i = at.q - s * tile;  // span, row
+        if (i < valid)
+            batch.w[u] = load_k_group<T>(qs, sc, ((u64)s * rows + start + i) * blocks + at.b / 4,
+                                         at.b % 4);
+    }
+}
+
+// Computes the groups' integer sums and stores them (and the factors, from
+// group 0) in the planes.
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void produce_batch(const GroupBatch<T>& batch, const StagedQ8K& x,
+                                              int rows, int blocks, int start, int tile, int first,
+                                              int step, float* planes) {
+    typedef Planes<T, ORDER> P;
+    const int stride = plane_stride(blocks), valid = min(tile, rows - start);
+    const int row_size = row_floats<T, ORDER>(blocks);
+    const ItemAt stepped = item_at(step, 4 * blocks);
+    ItemAt at = item_at(first, 4 * blocks);
+#pragma unroll
+    for (int u = 0; u < GroupBatch<T>::UNROLL; ++u, advance(at, stepped, 4 * blocks)) {
+        if (at.q >= NR * tile) break;
+        const int s = at.q >= tile, i = at.q - s * tile;  // span, row
+        const int b = at.b / 4, p = at.b % 4;              // super-block, group
+        if (i >= valid) continue;
+        const KGroup& g = batch.w[u];
+        int scaled, mins;
+        k_group_sums<T>(g, x.q + b * 256 + 64 * p, x.sum16 + b * 16 + 4 * p, &scaled, &mins);
+        float* term = planes + at.q * row_size + b;
+        term[p * stride] = __int_as_float(scaled);
+        if (k_has_mins(T)) term[(P::K_MINS + p) * stride] = __int_as_float(mins);
+        if (p == 0) {
+            term[P::K_D * stride] = g.d;
+            if (k_has_mins(T)) term[P::K_DMIN * stride] = g.dmin;
+        }
     }
 }
 
@@ -405,7 +552,7 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8& x,
                 if (b0 + 4 * q >= blocks) break;  // past the plane's padding
                 terms[s][q] = *(const float4*)(row + c * stride + 4 * q);
                 scales[s][q] = *(const float4*)(row + P::SCALE * stride + 4 * q);
-                if (T == TYPE_Q4_1) mins[s][q] = *(const float4*)(row + P::MIN * stride + 4 * q);
+                if (has_min(T)) mins[s][q] = *(const float4*)(row + P::MIN * stride + 4 * q);
             }
         }
 #pragma unroll
@@ -418,7 +565,7 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8& x,
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     if (b0 + 4 * q + j < blocks) acc[s] = fmaf(s4[j], t4[j], acc[s]);
-                if (T == TYPE_Q4_1) {  // every chain thread, so none waits on lane 0
+                if (has_min(T)) {  // every chain thread, so none waits on lane 0
                     const float m4[4] = {mins[s][q].x, mins[s][q].y, mins[s][q].z,
                                          mins[s][q].w};
 #pragma unroll
@@ -437,9 +584,56 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8& x,
             sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 2));
             sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 1));
         }
-        if (T == TYPE_Q4_1) sum = __fadd_rn(sum, min_terms[s]);
+        if (has_min(T)) sum = __fadd_rn(sum, min_terms[s]);
         out[s] = sum;
     }
+}
+
+// The walk of the NR spans' row `i` of K-quant weights, super-block after
+// super-block with the CPU backend's f32 steps (cpu/kquants/dot.rs `step`
+// and `finish`; ORDER_* above). One thread per row (c is always 0).
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void walk_row(const float* planes, const StagedQ8K& x, int blocks,
+                                         int tile, int i, int c, float* out) {
+    typedef Planes<T, ORDER> P;
+    const int stride = plane_stride(blocks), row_size = row_floats<T, ORDER>(blocks);
+    float acc[NR], acc_min[NR];
+#pragma unroll
+    for (int s = 0; s < NR; ++s) acc[s] = acc_min[s] = 0.0f;
+    for (int b = 0; b < blocks; ++b) {
+        const float da = x.d[b];
+#pragma unroll
+        for (int s = 0; s < NR; ++s) {
+            const float* term = planes + (s * tile + i) * row_size + b;
+            int scaled[4], mins[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                scaled[p] = __float_as_int(term[p * stride]);
+                if (k_has_mins(T)) mins[p] = __float_as_int(term[(P::K_MINS + p) * stride]);
+            }
+            const float d = term[P::K_D * stride];
+            const float dmin = k_has_mins(T) ? term[P::K_DMIN * stride] : 0.0f;
+            if (ORDER == ORDER_K_GROUPS) {
+                const float scale = __fmul_rn(d, da), min_scale = __fmul_rn(dmin, da);
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    acc[s] = fmaf(__int2float_rn(scaled[p]), scale, acc[s]);
+                    acc_min[s] = fmaf(__int2float_rn(mins[p]), min_scale, acc_min[s]);
+                }
+            } else {
+                // The sums' totals wrap as the CPU's i32 sums do.
+                const u32 total = (u32)scaled[0] + (u32)scaled[1] + (u32)scaled[2] + (u32)scaled[3];
+                float r = __fmul_rn(d, __int2float_rn((int)total));
+                if (k_has_mins(T)) {
+                    const u32 m = (u32)mins[0] + (u32)mins[1] + (u32)mins[2] + (u32)mins[3];
+                    r = fmaf(-dmin, __int2float_rn((int)m), r);
+                }
+                acc[s] = fmaf(r, da, acc[s]);
+            }
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < NR; ++s) out[s] = ORDER == ORDER_K_GROUPS ? __fsub_rn(acc[s], acc_min[s]) : acc[s];
 }
 
 // Σ over NR float rows against f32 x, lanes striding over 16-value units.
@@ -574,10 +768,10 @@ __device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int co
 template <int T, int MODE, bool BATCHED>
 __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight, float eps,
                           float* y, int rows, int cols, RopeStore rope, int l2_prefetch,
-                          NextWeights next) {
+                          NextWeights next, int y_stride) {
     if (BATCHED) {
         x += (u64)blockIdx.y * cols;
-        y += (u64)blockIdx.y * rows;
+        y += (u64)blockIdx.y * y_stride;
     }
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
@@ -623,17 +817,21 @@ __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight
 template <int T, int ORDER, int MODE, bool BATCHED>
 __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
                            float eps, float* y, int rows, int cols, RopeStore rope,
-                           int l2_prefetch, NextWeights next, int tile) {
+                           int l2_prefetch, NextWeights next, int tile, int y_stride) {
     if (BATCHED) {
         x += (u64)blockIdx.y * cols;
-        y += (u64)blockIdx.y * rows;
+        y += (u64)blockIdx.y * y_stride;
     }
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
     constexpr int NR = MODE == 3 ? 2 : 1;
     constexpr int CHAINS = Planes<T, ORDER>::CHAINS;
     constexpr int STEP = TileBatch<T>::UNROLL;
-    const int blocks = cols / 32, items = NR * tile * blocks, start = blockIdx.x * tile;
+    // Items: blocks of 32 weights, or the four 64-value groups of a K-quant
+    // super-block.
+    constexpr int ITEMS_PER_BLOCK = is_k_quant(T) ? 4 : 1;
+    const int blocks = cols / block_values(T), start = blockIdx.x * tile;
+    const int items = NR * tile * blocks * ITEMS_PER_BLOCK;
 #if GEMV_CLOCKS
     const long long clkw = clock64();
 #endif
@@ -652,11 +850,11 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
 #if GEMV_CLOCKS
     const long long clk0 = clock64();
 #endif
-    const StagedQ8 xq = stage_q8(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch);
+    const auto xq = stage_x<T>(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch);
 #if GEMV_CLOCKS
     const long long clk1 = clock64();
 #endif
-    float* planes = tile_planes(shared, cols);
+    float* planes = tile_planes<T>(shared, cols);
     // Each batch is requested before the one before it is used.
     for (int k0 = threadIdx.x; k0 < items; k0 += STEP * blockDim.x) {
         TileBatch<T> next_batch;
@@ -711,20 +909,21 @@ template <int T, int ORDER, int MODE, bool BATCHED>
 __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float* x,
                                          const float* norm_weight, float eps, float* y, int rows,
                                          int cols, RopeStore rope, int l2_prefetch,
-                                         NextWeights next, int tile) {
-    if constexpr (T == TYPE_Q4_0 || T == TYPE_Q4_1 || T == TYPE_Q8_0)
-        gemv_tiles<T, ORDER, MODE, BATCHED>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,
-                                            l2_prefetch, next, tile);
-    else
+                                         NextWeights next, int tile, int y_stride) {
+    if constexpr (T == TYPE_F32 || T == TYPE_F16 || T == TYPE_BF16)
         gemv_rows<T, MODE, BATCHED>(qs, x, norm_weight, eps, y, rows, cols, rope, l2_prefetch,
-                                    next);
+                                    next, y_stride);
+    else
+        gemv_tiles<T, ORDER, MODE, BATCHED>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,
+                                            l2_prefetch, next, tile, y_stride);
 }
 
 // The kernels gemv_<mode><name> (names per unit, see compile.rs: float types
 // end in _l32, a warp per row; quantized types take tiles);
-// gemv_batched_<mode><name> take per-sequence cache tables too. Every kernel
-// takes the same parameters, so the host passes one list; `tile` (rows per
-// tile) is the quantized kernels'.
+// gemv_batched_<mode><name> take per-sequence cache tables too, and write
+// sequence s's rows at y + s·y_stride (a part of a wider output may be
+// written). Every kernel takes the same parameters, so the host passes one
+// list; `tile` (rows per tile) is the quantized kernels'.
 #define GEMV_KERNEL(KIND, MODE, NAME, T, ORDER)                                              \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_##KIND##NAME(const u8* qs, const u8* sc, const float* x,                        \
@@ -732,12 +931,13 @@ __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float
                           const float2* cos_sin, const int* position, int q_width,           \
                           int kv_width, int head_dim, int capacity, u16* k_cache,            \
                           u16* v_cache, int l2_prefetch, const u8* next_qs,                  \
-                          int next_qs_bytes, const u8* next_sc, int next_sc_bytes, int tile) { \
+                          int next_qs_bytes, const u8* next_sc, int next_sc_bytes, int tile, \
+                          int y_stride) {                                                    \
         RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                   \
                           capacity, k_cache, v_cache, 0,        0};                          \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
         gemv_any<T, ORDER, MODE, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,    \
-                                        l2_prefetch, next, tile);                            \
+                                        l2_prefetch, next, tile, y_stride);                  \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_batched_##KIND##NAME(                                                           \
@@ -745,12 +945,12 @@ __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float
             float* y, int rows, int cols, const float2* cos_sin, const int* position,        \
             int q_width, int kv_width, int head_dim, int capacity, u16* const* k_tables,     \
             u16* const* v_tables, int l2_prefetch, const u8* next_qs, int next_qs_bytes,     \
-            const u8* next_sc, int next_sc_bytes, int tile) {                                \
+            const u8* next_sc, int next_sc_bytes, int tile, int y_stride) {                  \
         RopeStore rope = {cos_sin, position, q_width, kv_width, head_dim,                    \
                           capacity, 0,       0,       k_tables, v_tables};                   \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
         gemv_any<T, ORDER, MODE, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,     \
-                                       l2_prefetch, next, tile);                             \
+                                       l2_prefetch, next, tile, y_stride);                   \
     }
 #define GEMV_KERNELS(NAME, T, ORDER)             \
     GEMV_KERNEL(, 0, NAME, T, ORDER)             \

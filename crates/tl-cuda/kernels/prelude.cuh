@@ -11,6 +11,16 @@ typedef unsigned long long u64;
 #define WARP 32
 #define FULL_MASK 0xffffffffu
 
+// std::conditional (no standard headers here).
+template <bool B, typename A, typename C>
+struct conditional {
+    typedef A type;
+};
+template <typename A, typename C>
+struct conditional<false, A, C> {
+    typedef C type;
+};
+
 // Programmatic dependent launch (sm_90+). A kernel the host launches as a
 // dependent may start while the kernel before it in the stream still runs: it
 // may read what nothing earlier writes (weights) at once, but must call
@@ -229,13 +239,14 @@ __device__ __forceinline__ float silu_libm(float g) {
 
 // ---- Weight layouts on the device -------------------------------------------
 // Quantized matrices are uploaded with their GGUF blocks split into two arrays:
-// the quants of each row back to back (`qs`) and the per-block scales (`sc`), so
-// every quant load is an aligned 8- or 16-byte vector. The bits are the GGUF
-// bits; nothing is re-quantized.
+// the quants of each row back to back (`qs`) and a header record per block
+// (`sc`: its scales), so every quant load is an aligned 8- or 16-byte vector.
+// The bits are the GGUF bits; nothing is re-quantized.
 //   Q4_0: qs 16 bytes per block (value j in the low nibble of byte j, value j+16
 //         in the high nibble), sc: one f16 `d` per block; x = (q - 8) * d.
 //   Q4_1: as Q4_0, sc: f16 `d` then f16 `m` per block; x = q * d + m.
 //   Q8_0: qs 32 signed bytes per block, sc: one f16 `d`; x = q * d.
+//   Q5_0, Q5_1 and the K-quants: see quants.cuh.
 //   F16 / BF16 / F32: qs is the plain row-major matrix, sc unused.
 #define TYPE_F32 0
 #define TYPE_F16 1
@@ -243,6 +254,13 @@ __device__ __forceinline__ float silu_libm(float g) {
 #define TYPE_Q4_0 3
 #define TYPE_Q4_1 4
 #define TYPE_Q8_0 5
+#define TYPE_Q5_0 6
+#define TYPE_Q5_1 7
+#define TYPE_Q2_K 8
+#define TYPE_Q3_K 9
+#define TYPE_Q4_K 10
+#define TYPE_Q5_K 11
+#define TYPE_Q6_K 12
 
 // One "unit" is 16 values of one row; `unit_dot` returns Σ w·x over them and
 // `unit_values` writes them out. For Q4 a unit is half a block's bytes: bytes
@@ -318,29 +336,5 @@ __device__ __forceinline__ float unit_dot(const u8* qs, const u8* sc, u64 row, i
             dot += w.x * xs[v * 4] + w.y * xs[v * 4 + 1] + w.z * xs[v * 4 + 2] + w.w * xs[v * 4 + 3];
         }
         return dot;
-    }
-}
-
-// The value at (row, col) of a matrix, dequantized.
-template <int T>
-__device__ __forceinline__ float value_at(const u8* qs, const u8* sc, u64 row, int cols, int col) {
-    if (T == TYPE_Q4_0 || T == TYPE_Q4_1) {
-        const int block = col / 32, j = col % 32;
-        const u8 byte = qs[row * (u64)(cols / 2) + (u64)block * 16 + (j % 16)];
-        const int q = j < 16 ? (byte & 0xf) : (byte >> 4);
-        const u64 bi = row * (u64)(cols / 32) + block;
-        if (T == TYPE_Q4_0) return (float)(q - 8) * h2f(((const u16*)sc)[bi]);
-        // Rounded twice, as the CPU backend's dequantization (no fused multiply-add).
-        return __fadd_rn(__fmul_rn((float)q, h2f(((const u16*)sc)[2 * bi])),
-                         h2f(((const u16*)sc)[2 * bi + 1]));
-    } else if (T == TYPE_Q8_0) {
-        const int q = (int)(i8)qs[row * (u64)cols + col];
-        return (float)q * h2f(((const u16*)sc)[row * (u64)(cols / 32) + col / 32]);
-    } else if (T == TYPE_F16) {
-        return h2f(((const u16*)qs)[row * (u64)cols + col]);
-    } else if (T == TYPE_BF16) {
-        return bf2f(((const u16*)qs)[row * (u64)cols + col]);
-    } else {
-        return ((const float*)qs)[row * (u64)cols + col];
     }
 }

@@ -3,25 +3,52 @@
 // into such an input), dequantization of
 // a weight matrix into f16 (the GEMM's other input), embedding lookup, argmax.
 
+// How GEMM inputs are rounded before f16 (`Rounding` in ops/rows.rs): not at
+// all (float weights), as llama.cpp's Q8 blocks (the 32-value types) or as
+// its Q8_K super-blocks (K-quants).
+#define ROUND_NONE 0
+#define ROUND_Q8 1
+#define ROUND_Q8_K 2
+
+// Values [8·lane, 8·lane + 8) of the 256 at `v`, as a warp's lanes hold them
+// for quantize_q8_k_warp, written back as q·d in f16.
+__device__ __forceinline__ void round_q8_k_to_f16(const float* v, u16* out) {
+    int q[8], run_sum;
+    const float d = quantize_q8_k_warp(v, q, &run_sum);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = f2h(__fmul_rn((float)q[j], d));
+}
+
 // The f16 input of a prefill GEMM: out[r] = x[r], or rmsnorm(x[r])·weight when
-// `weight` is given, rounded to f16. With q8 != 0 the values first go through
-// llama.cpp's Q8 block quantization (as q·d, d rounded to f16), so the GEMM
-// multiplies the activations the CPU backend's quantized matmul multiplies.
-// One block per row.
-extern "C" __global__ void rows_to_f16(const float* x, const float* weight, float eps, int q8,
-                                       u16* out, int cols) {
+// `weight` is given, rounded to f16. With rounding ROUND_Q8 (ROUND_Q8_K) the
+// values first go through llama.cpp's Q8 block (Q8_K super-block)
+// quantization, as q·d, so the GEMM multiplies the activations the CPU
+// backend's quantized matmul multiplies. One block per row.
+extern "C" __global__ void rows_to_f16(const float* x, const float* weight, float eps,
+                                       int rounding, u16* out, int cols) {
     __shared__ double scratch[32];
     const u64 row = blockIdx.x;
     const float* xr = x + row * (u64)cols;
     u16* o = out + row * (u64)cols;
     const float scale = weight ? rms_scale(xr, cols, eps, scratch) : 1.0f;
-    if (!q8) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    if (rounding == ROUND_NONE) {
         for (int i = threadIdx.x; i < cols; i += blockDim.x)
             o[i] = f2h(staged_input(xr, weight, scale, i));
         return;
     }
+    if (rounding == ROUND_Q8_K) {
+        // One warp per super-block, lane l holding values 8l..8l+7.
+        for (int b = warp; b < cols / 256; b += blockDim.x / WARP) {
+            const int at = b * 256 + 8 * lane;
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = staged_input(xr, weight, scale, at + j);
+            round_q8_k_to_f16(v, o + at);
+        }
+        return;
+    }
     // One warp per Q8 block, lane i holding value i.
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     for (int b = warp; b < cols / 32; b += blockDim.x / WARP) {
         const int i = b * 32 + lane;
         float d;
@@ -42,16 +69,31 @@ extern "C" __global__ void swiglu(const float* gate_up, float* out, int rows, in
 }
 
 // swiglu then rows_to_f16 (no norm) in one pass, for the MLP's down projection
-// in a prefill batch: out[r][i] = f16(silu(gate)·up), or with q8 != 0 that
-// value first Q8-rounded as rows_to_f16 does. The same operations as the two
+// in a prefill batch: out[r][i] = f16(silu(gate)·up), or with rounding that
+// value first rounded as rows_to_f16 does. The same operations as the two
 // kernels, so the same bits, without writing and reading back the f32 values.
 // A grid-stride loop over all values, as swiglu's (one block per row measured
-// slower: each warp waited on its loads block after block); with q8 the width
-// is a multiple of 32 and the stride of whole warps, so each warp holds one Q8
-// block, lane i value i.
+// slower: each warp waited on its loads block after block); with ROUND_Q8 the
+// width is a multiple of 32 and the stride of whole warps, so each warp holds
+// one Q8 block, lane i value i; with ROUND_Q8_K (width a multiple of 256) the
+// warps take super-blocks in turn, eight values a lane.
 extern "C" __global__ void swiglu_to_f16(const float* gate_up, u16* out, int rows, int width,
-                                         int q8) {
+                                         int rounding) {
     const u64 n = (u64)rows * width;
+    if (rounding == ROUND_Q8_K) {
+        const u64 warps = (u64)gridDim.x * blockDim.x / WARP;
+        const int lane = threadIdx.x % WARP, per_row = width / 256;
+        for (u64 b = (blockIdx.x * (u64)blockDim.x + threadIdx.x) / WARP; b < n / 256; b += warps) {
+            const u64 r = b / per_row, c = (b % per_row) * 256 + 8 * lane;
+            const float* g = gate_up + r * 2 * width + c;
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = silu(g[j]) * g[width + j];
+            round_q8_k_to_f16(v, out + r * width + c);
+        }
+        return;
+    }
+    const bool q8 = rounding == ROUND_Q8;
     // 32-bit division where the indices fit (a 64-bit one is a long routine).
     const bool narrow = n <= 0xffffffffull;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
@@ -107,6 +149,13 @@ ROW_KERNELS(bf16, TYPE_BF16)
 ROW_KERNELS(q4_0, TYPE_Q4_0)
 ROW_KERNELS(q4_1, TYPE_Q4_1)
 ROW_KERNELS(q8_0, TYPE_Q8_0)
+ROW_KERNELS(q5_0, TYPE_Q5_0)
+ROW_KERNELS(q5_1, TYPE_Q5_1)
+ROW_KERNELS(q2_k, TYPE_Q2_K)
+ROW_KERNELS(q3_k, TYPE_Q3_K)
+ROW_KERNELS(q4_k, TYPE_Q4_K)
+ROW_KERNELS(q5_k, TYPE_Q5_K)
+ROW_KERNELS(q6_k, TYPE_Q6_K)
 
 // Whether (v, j) beats (value, index) for argmax: larger, or equal with a lower
 // index; NaN never wins, and anything beats "nothing yet" (index == n) but NaN.

@@ -16,11 +16,13 @@ use crate::error::{CudaError, Result};
 use crate::options::GpuOptions;
 
 const PRELUDE: (&str, &str) = ("prelude.cuh", include_str!("../kernels/prelude.cuh"));
+const QUANTS: (&str, &str) = ("quants.cuh", include_str!("../kernels/quants.cuh"));
 const GEMV: (&str, &str) = ("gemv.cu", include_str!("../kernels/gemv.cu"));
 
 /// The kernels that are not GEMVs, in one unit.
 const COMMON: &[(&str, &str)] = &[
     PRELUDE,
+    QUANTS,
     ("rows.cu", include_str!("../kernels/rows.cu")),
     ("sample.cu", include_str!("../kernels/sample.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
@@ -43,7 +45,15 @@ const GEMV_UNITS: &[(&str, &str, &str, &str)] = &[
     ("q4_0", "q4_0", "TYPE_Q4_0", "ORDER_LANES"),
     ("q4_0_blocks", "q4_0_blocks", "TYPE_Q4_0", "ORDER_BLOCKS"),
     ("q4_1", "q4_1", "TYPE_Q4_1", "ORDER_LANES"),
+    ("q5_0", "q5_0", "TYPE_Q5_0", "ORDER_LANES"),
+    ("q5_1", "q5_1", "TYPE_Q5_1", "ORDER_LANES"),
     ("q8_0", "q8_0", "TYPE_Q8_0", "ORDER_LANES"),
+    ("q2_k", "q2_k", "TYPE_Q2_K", "ORDER_SUPER_BLOCKS"),
+    ("q3_k", "q3_k", "TYPE_Q3_K", "ORDER_SUPER_BLOCKS"),
+    ("q4_k", "q4_k", "TYPE_Q4_K", "ORDER_SUPER_BLOCKS"),
+    ("q4_k_blocks", "q4_k_blocks", "TYPE_Q4_K", "ORDER_K_GROUPS"),
+    ("q5_k", "q5_k", "TYPE_Q5_K", "ORDER_SUPER_BLOCKS"),
+    ("q6_k", "q6_k", "TYPE_Q6_K", "ORDER_SUPER_BLOCKS"),
 ];
 
 /// A translation unit: its name and full source.
@@ -75,7 +85,7 @@ pub fn units(defines: &str) -> Vec<Unit> {
     }];
     for (suffix, kernels, type_constant, order) in GEMV_UNITS {
         let mut source = defines.to_owned();
-        source.push_str(&concatenated(&[PRELUDE, GEMV]));
+        source.push_str(&concatenated(&[PRELUDE, QUANTS, GEMV]));
         source.push_str(&format!(
             "GEMV_KERNELS({kernels}, {type_constant}, {order})\n"
         ));
@@ -255,7 +265,7 @@ mod tests {
     #[test]
     fn every_source_file_is_in_a_unit() {
         let units = units("");
-        for (name, _) in COMMON.iter().chain([&GEMV]) {
+        for (name, _) in COMMON.iter().chain([&QUANTS, &GEMV]) {
             let marker = format!("#line 1 \"{name}\"");
             assert!(units.iter().any(|u| u.source.contains(&marker)), "{name}");
         }
@@ -306,6 +316,16 @@ mod tests {
                 "gemv_norm_swiglu_q4_0_blocks",
                 "gemv_norm_rope_f16_l32",
                 "gemv_batched_norm_rope_q4_1",
+                "gemv_norm_swiglu_q5_0",
+                "gemv_batched_residual_q5_1",
+                "gemv_norm_rope_q2_k",
+                "gemv_batched_norm_swiglu_q3_k",
+                "gemv_norm_swiglu_q4_k_blocks",
+                "gemv_batched_norm_rope_q4_k",
+                "gemv_residual_q5_k",
+                "gemv_batched_norm_q6_k",
+                "dequantize_f16_q6_k",
+                "embed_q5_1",
                 "attention_f16_accumulator",
                 "attention_f16_accumulator_batched",
                 "attention_flash_64",

@@ -22,5 +22,5 @@ pub mod ops;
 pub mod profile;
 
 pub use graph::Graph;
-pub use matrix::{supports, DeviceMatrix, GgmlType};
+pub use matrix::{device_bytes, supports, DeviceMatrix, GgmlType};
 pub use profile::KernelTime;

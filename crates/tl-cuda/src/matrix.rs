@@ -3,6 +3,8 @@
 //! so the kernels load quants as aligned 8- and 16-byte vectors; the bits are the
 //! file's bits, nothing is dequantized or re-quantized.
 
+use std::ops::Range;
+
 use crate::buffer::{Buffer, Span};
 use crate::error::{CudaError, Result};
 use crate::gpu::Gpu;
@@ -19,7 +21,18 @@ pub fn supports(ty: GgmlType) -> bool {
             | GgmlType::BF16
             | GgmlType::Q4_0
             | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
             | GgmlType::Q8_0
+    ) || is_k_quant(ty)
+}
+
+/// Whether the type is a K-quant (super-blocks of 256 values, met by Q8_K
+/// activations).
+pub fn is_k_quant(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
     )
 }
 
@@ -33,17 +46,55 @@ pub(crate) fn kernel_suffix(ty: GgmlType) -> &'static str {
         GgmlType::BF16 => "bf16",
         GgmlType::Q4_0 => "q4_0",
         GgmlType::Q4_1 => "q4_1",
+        GgmlType::Q5_0 => "q5_0",
+        GgmlType::Q5_1 => "q5_1",
         GgmlType::Q8_0 => "q8_0",
+        GgmlType::Q2_K => "q2_k",
+        GgmlType::Q3_K => "q3_k",
+        GgmlType::Q4_K => "q4_k",
+        GgmlType::Q5_K => "q5_k",
+        GgmlType::Q6_K => "q6_k",
         _ => "unsupported",
     }
 }
 
-/// Bytes at the front of a block that hold its scale(s): `d`, or `d` and `m`.
-fn scale_bytes(ty: GgmlType) -> usize {
+/// How a type's GGUF blocks are split on upload (`Weight layouts` in
+/// quants.cuh): `quants`, the block's quantized bits, go to the quants array
+/// (a multiple of 16 bytes, so the kernels load them as aligned vectors), and
+/// the `header` pieces (source range, offset in the record) to a record of
+/// `header_bytes` (zero-padded, a whole number of the widest value the kernels
+/// read from it) in the scales array.
+struct BlockSplit {
+    quants: Range<usize>,
+    header: &'static [(Range<usize>, usize)],
+    header_bytes: usize,
+}
+
+/// The split of a quantized type's blocks (`None` for float types, uploaded
+/// as they are).
+fn block_split(ty: GgmlType) -> Option<BlockSplit> {
+    let split = |quants, header, header_bytes| {
+        Some(BlockSplit {
+            quants,
+            header,
+            header_bytes,
+        })
+    };
     match ty {
-        GgmlType::Q4_0 | GgmlType::Q8_0 => 2,
-        GgmlType::Q4_1 => 4,
-        _ => 0,
+        GgmlType::Q4_0 => split(2..18, &[(0..2, 0)], 2),
+        GgmlType::Q4_1 => split(4..20, &[(0..4, 0)], 4),
+        GgmlType::Q8_0 => split(2..34, &[(0..2, 0)], 2),
+        // d (and m), then the 32 fifth bits at 4 bytes, read as one 8-byte
+        // record.
+        GgmlType::Q5_0 => split(6..22, &[(0..2, 0), (2..6, 4)], 8),
+        GgmlType::Q5_1 => split(8..24, &[(0..8, 0)], 8),
+        // The sub-block scales, then d (and dmin).
+        GgmlType::Q2_K => split(16..80, &[(0..16, 0), (80..84, 16)], 20),
+        GgmlType::Q3_K => split(0..96, &[(96..110, 0)], 16),
+        GgmlType::Q4_K => split(16..144, &[(0..16, 0)], 16),
+        GgmlType::Q5_K => split(16..176, &[(0..16, 0)], 16),
+        GgmlType::Q6_K => split(0..192, &[(192..210, 0)], 20),
+        _ => None,
     }
 }
 
@@ -54,19 +105,37 @@ pub fn gguf_bytes(ty: GgmlType, rows: usize, cols: usize) -> Option<usize> {
     usize::try_from(row).ok()?.checked_mul(rows)
 }
 
-/// Splits GGUF blocks into (quants, scales): for each block in order, its scale
-/// bytes go to `scales` and the rest to `quants`.
+/// Bytes a `rows × cols` matrix of this type takes on the device (its split
+/// layout pads some headers), `None` when a row is not a whole number of
+/// blocks.
+pub fn device_bytes(ty: GgmlType, rows: usize, cols: usize) -> Option<usize> {
+    let gguf = gguf_bytes(ty, rows, cols)?;
+    let Some(split) = block_split(ty) else {
+        return Some(gguf);
+    };
+    let blocks = gguf / ty.block_bytes() as usize;
+    blocks.checked_mul(split.quants.len() + split.header_bytes)
+}
+
+/// Splits GGUF blocks into (quants, scales) as [`block_split`] says: for each
+/// block in order, its quantized bits go to `quants` and its header record to
+/// `scales`. Float types pass through whole.
 pub fn split_blocks(weight_type: GgmlType, gguf: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let (block_bytes, scale_bytes) = (weight_type.block_bytes() as usize, scale_bytes(weight_type));
-    if scale_bytes == 0 {
+    let Some(split) = block_split(weight_type) else {
         return (gguf.to_vec(), Vec::new());
-    }
+    };
+    let block_bytes = weight_type.block_bytes() as usize;
     let blocks = gguf.len() / block_bytes;
-    let mut quants = Vec::with_capacity(blocks * (block_bytes - scale_bytes));
-    let mut scales = Vec::with_capacity(blocks * scale_bytes);
-    for block in gguf.chunks_exact(block_bytes) {
-        scales.extend_from_slice(&block[..scale_bytes]);
-        quants.extend_from_slice(&block[scale_bytes..]);
+    let mut quants = Vec::with_capacity(blocks * split.quants.len());
+    let mut scales = vec![0u8; blocks * split.header_bytes];
+    for (block, record) in gguf
+        .chunks_exact(block_bytes)
+        .zip(scales.chunks_exact_mut(split.header_bytes))
+    {
+        quants.extend_from_slice(&block[split.quants.clone()]);
+        for (source, at) in split.header {
+            record[*at..*at + source.len()].copy_from_slice(&block[source.clone()]);
+        }
     }
     (quants, scales)
 }
@@ -82,15 +151,33 @@ pub enum SummationOrder {
     /// The repacked Q4_0 kernels, which llama.cpp and the CPU backend use for
     /// Q4_0 matrices with a multiple of 8 rows: one chain of whole-block sums.
     WholeBlocks,
+    /// ggml's tiled K-quant kernels (the CPU backend's for every K-quant but
+    /// repacked Q4_K): per super-block `r = d·S − dmin·M`, then one chain
+    /// `acc = fma(r, d_a, acc)`.
+    SuperBlocks,
+    /// The repacked Q4_K gemm (Q4_K matrices with a multiple of 8 rows): per
+    /// 64 values `acc = fma(S, d·d_a, acc)` and `acc_min = fma(M, dmin·d_a,
+    /// acc_min)`, then `acc − acc_min`.
+    RepackedQ4K,
 }
 
 impl SummationOrder {
     /// The CPU backend's order for a matrix of `rows` rows of this type.
     pub fn of(weight_type: GgmlType, rows: usize) -> Self {
-        if weight_type == GgmlType::Q4_0 && rows.is_multiple_of(8) {
-            SummationOrder::WholeBlocks
-        } else {
-            SummationOrder::Lanes
+        let repacked = rows.is_multiple_of(8);
+        match weight_type {
+            GgmlType::Q4_0 if repacked => SummationOrder::WholeBlocks,
+            GgmlType::Q4_K if repacked => SummationOrder::RepackedQ4K,
+            ty if is_k_quant(ty) => SummationOrder::SuperBlocks,
+            _ => SummationOrder::Lanes,
+        }
+    }
+
+    /// The suffix its GEMV kernels add to the type's.
+    fn kernel_suffix(self) -> &'static str {
+        match self {
+            SummationOrder::Lanes | SummationOrder::SuperBlocks => "",
+            SummationOrder::WholeBlocks | SummationOrder::RepackedQ4K => "_blocks",
         }
     }
 }
@@ -127,9 +214,11 @@ impl DeviceMatrix {
                 weight_type.name()
             )));
         }
-        if cols == 0 || !cols.is_multiple_of(32) {
+        let block_values = (weight_type.block_elements() as usize).max(32);
+        if cols == 0 || !cols.is_multiple_of(block_values) {
             return Err(CudaError::Unsupported(format!(
-                "the CUDA kernels need rows whose length is a multiple of 32; this matrix has {cols}"
+                "the CUDA kernels need {} rows whose length is a multiple of {block_values}; this matrix has {cols}",
+                weight_type.name()
             )));
         }
         let mut quants = Vec::new();
@@ -190,12 +279,9 @@ impl DeviceMatrix {
     }
 
     /// The suffix of this matrix's GEMV kernels: its type's, and for the
-    /// whole-block order `_blocks`.
+    /// repacked orders `_blocks`.
     pub(crate) fn gemv_suffix(&self) -> String {
-        let order = match self.summation {
-            SummationOrder::Lanes => "",
-            SummationOrder::WholeBlocks => "_blocks",
-        };
+        let order = self.summation.kernel_suffix();
         format!("{}{order}", kernel_suffix(self.weight_type))
     }
 
@@ -281,6 +367,72 @@ mod tests {
         assert_eq!(gguf_bytes(GgmlType::Q8_0, 1, 32), Some(34));
         assert_eq!(gguf_bytes(GgmlType::F32, 3, 32), Some(384));
         assert_eq!(gguf_bytes(GgmlType::Q8_0, 1, 33), None);
-        assert!(!supports(GgmlType::Q4_K));
+        assert_eq!(gguf_bytes(GgmlType::Q6_K, 2, 512), Some(2 * 2 * 210));
+        assert!(supports(GgmlType::Q4_K) && supports(GgmlType::Q5_0));
+        // Q6_K's 210-byte blocks take 192 + 20 on the device.
+        assert_eq!(device_bytes(GgmlType::Q6_K, 2, 512), Some(2 * 2 * 212));
+        assert_eq!(device_bytes(GgmlType::F16, 2, 64), Some(256));
+        assert!(!supports(GgmlType::Q8_K) && !supports(GgmlType::I32));
+    }
+
+    /// Blocks numbered 0, 1, ...: byte `i` of block `b` is `b + i` (mod 256).
+    fn numbered_blocks(ty: GgmlType, blocks: usize) -> Vec<u8> {
+        let size = ty.block_bytes() as usize;
+        (0..blocks * size)
+            .map(|at| (at / size + at % size) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn q5_0_blocks_move_their_fifth_bits_beside_d() {
+        let gguf = numbered_blocks(GgmlType::Q5_0, 2);
+        let (quants, scales) = split_blocks(GgmlType::Q5_0, &gguf);
+        // d, two bytes of padding, the four bytes of fifth bits.
+        assert_eq!(scales, [0, 1, 0, 0, 2, 3, 4, 5, 1, 2, 0, 0, 3, 4, 5, 6]);
+        let nibbles = |b: u8| (6..22).map(move |i| b + i);
+        assert_eq!(quants, nibbles(0).chain(nibbles(1)).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn k_quant_records_hold_the_scales_then_the_factors() {
+        for ty in [
+            GgmlType::Q2_K,
+            GgmlType::Q3_K,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+        ] {
+            let gguf = numbered_blocks(ty, 3);
+            let (quants, scales) = split_blocks(ty, &gguf);
+            let split = block_split(ty).unwrap();
+            assert_eq!(quants.len(), 3 * split.quants.len(), "{ty:?}");
+            assert!(split.quants.len().is_multiple_of(16), "{ty:?}");
+            assert_eq!(scales.len(), 3 * split.header_bytes, "{ty:?}");
+            // Every byte of a block lands once: quants and header pieces
+            // cover it without overlap.
+            let mut covered = vec![0; ty.block_bytes() as usize];
+            for i in split.quants.clone() {
+                covered[i] += 1;
+            }
+            for (source, _) in split.header {
+                for i in source.clone() {
+                    covered[i] += 1;
+                }
+            }
+            assert!(covered.iter().all(|&c| c == 1), "{ty:?}: {covered:?}");
+        }
+        // Q6_K: 16 scales, then d, then two bytes of padding.
+        let (_, scales) = split_blocks(GgmlType::Q6_K, &numbered_blocks(GgmlType::Q6_K, 1));
+        assert_eq!(scales, (192..210).chain([0, 0]).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn summation_follows_the_cpu_backends_choice() {
+        use SummationOrder::*;
+        assert_eq!(SummationOrder::of(GgmlType::Q4_K, 16), RepackedQ4K);
+        assert_eq!(SummationOrder::of(GgmlType::Q4_K, 12), SuperBlocks);
+        assert_eq!(SummationOrder::of(GgmlType::Q6_K, 16), SuperBlocks);
+        assert_eq!(SummationOrder::of(GgmlType::Q5_0, 16), Lanes);
+        assert_eq!(SummationOrder::of(GgmlType::Q4_0, 16), WholeBlocks);
     }
 }

@@ -10,6 +10,7 @@ use tl_cuda::ops::attention::{
     LayerCache, QkNorm, Rotation,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
+use tl_cuda::ops::rows::Rounding;
 use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SampleSettings};
 use tl_cuda::ops::{blas, rows};
 use tl_cuda::{Buffer, CudaError, DeviceMatrix, GgmlType, Gpu, Graph};
@@ -79,14 +80,101 @@ fn poisoned_f16(gpu: &Gpu, n: usize) -> Buffer<u16> {
     Buffer::from_host(gpu, &vec![f16::NAN.to_bits(); n]).unwrap()
 }
 
-const TYPES: [GgmlType; 6] = [
+const TYPES: [GgmlType; 13] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
     GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
 ];
+
+fn is_k_quant(t: GgmlType) -> bool {
+    t.block_elements() == 256
+}
+
+/// Random bytes for one block of a K-quant (any bytes are a valid block once
+/// its f16 factors are finite): the factors set to `d` (and `dmin`), small
+/// enough that values stay near ±1.
+fn random_k_block(rng: &mut Rng, t: GgmlType) -> Vec<u8> {
+    let mut block: Vec<u8> = (0..t.block_bytes()).map(|_| rng.next() as u8).collect();
+    let (d, dmin) = (
+        f16::from_f32(rng.unit() * 2e-3),
+        f16::from_f32(rng.unit() * 2e-3),
+    );
+    let at = match t {
+        GgmlType::Q2_K => vec![(80, d), (82, dmin)],
+        GgmlType::Q3_K => vec![(108, d)],
+        GgmlType::Q4_K | GgmlType::Q5_K => vec![(0, d), (2, dmin)],
+        _ => vec![(208, d)],
+    };
+    for (offset, factor) in at {
+        block[offset..offset + 2].copy_from_slice(&factor.to_le_bytes());
+    }
+    block
+}
+
+/// The 256 values of a K-quant block as the CPU backend dequantizes them
+/// (candle's `to_float`: products rounded one at a time, in this order).
+fn k_block_values(t: GgmlType, b: &[u8]) -> Vec<f32> {
+    let half = |at: usize| f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+    (0..256)
+        .map(|v| {
+            let (j, k, i) = (v / 128, (v / 32) % 4, v % 32);
+            match t {
+                GgmlType::Q2_K => {
+                    let s = b[v / 16];
+                    let q = (b[16 + 32 * j + i] >> (2 * k)) & 3;
+                    let (dl, ml) = (half(80) * (s & 0xf) as f32, half(82) * (s >> 4) as f32);
+                    dl * q as f32 - ml
+                }
+                GgmlType::Q3_K => {
+                    let s = &b[96..108];
+                    let (p, t) = (v / 64, (v / 16) % 4);
+                    let low = (s[(p % 2) * 4 + t] >> ((p / 2) * 4)) & 0xf;
+                    let scale = (low | ((s[8 + t] >> (2 * p)) & 3) << 4) as i32 - 32;
+                    let q = ((b[32 + 32 * j + i] >> (2 * k)) & 3) as i32;
+                    let q = q - if (b[i] >> (4 * j + k)) & 1 == 1 { 0 } else { 4 };
+                    half(108) * scale as f32 * q as f32
+                }
+                GgmlType::Q4_K | GgmlType::Q5_K => {
+                    let (pair, high) = (v / 64, (v / 32) % 2);
+                    let s = &b[4..16];
+                    let sub = 2 * pair + high;
+                    let (scale, min) = if sub < 4 {
+                        (s[sub] & 63, s[sub + 4] & 63)
+                    } else {
+                        (
+                            (s[sub + 4] & 0xf) | ((s[sub - 4] >> 6) << 4),
+                            (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4),
+                        )
+                    };
+                    let nibbles = if t == GgmlType::Q5_K { 48 } else { 16 };
+                    let byte = b[nibbles + 32 * pair + i];
+                    let mut q = if high == 1 { byte >> 4 } else { byte & 0xf };
+                    if t == GgmlType::Q5_K {
+                        q |= ((b[16 + i] >> (2 * pair + high)) & 1) << 4;
+                    }
+                    let (d1, m1) = (half(0) * scale as f32, half(2) * min as f32);
+                    d1 * q as f32 - m1
+                }
+                _ => {
+                    let low = b[64 * j + 32 * (k % 2) + i];
+                    let nibble = if k >= 2 { low >> 4 } else { low & 0xf };
+                    let q = (nibble | ((b[128 + 32 * j + i] >> (2 * k)) & 3) << 4) as i32 - 32;
+                    half(208) * b[192 + v / 16] as i8 as f32 * q as f32
+                }
+            }
+        })
+        .collect()
+}
 
 /// Random GGUF bytes of a rows × cols matrix and the values they stand for.
 fn random_matrix(rng: &mut Rng, t: GgmlType, rows: usize, cols: usize) -> (Vec<u8>, Vec<f32>) {
@@ -136,6 +224,29 @@ fn random_matrix(rng: &mut Rng, t: GgmlType, rows: usize, cols: usize) -> (Vec<u
                     }
                 }
             }
+            GgmlType::Q5_0 | GgmlType::Q5_1 => {
+                for _ in 0..cols / 32 {
+                    let d = f16::from_f32(rng.unit() * 0.05);
+                    let m = f16::from_f32(rng.unit() * 0.5);
+                    bytes.extend_from_slice(&d.to_le_bytes());
+                    if t == GgmlType::Q5_1 {
+                        bytes.extend_from_slice(&m.to_le_bytes());
+                    }
+                    let quants: Vec<u8> = (0..32).map(|_| (rng.next() % 32) as u8).collect();
+                    let fifths = (0..32).fold(0u32, |h, j| h | u32::from(quants[j] >> 4) << j);
+                    bytes.extend_from_slice(&fifths.to_le_bytes());
+                    for j in 0..16 {
+                        bytes.push((quants[j] & 0xf) | ((quants[j + 16] & 0xf) << 4));
+                    }
+                    for &q in &quants {
+                        values.push(if t == GgmlType::Q5_0 {
+                            (q as f32 - 16.0) * d.to_f32()
+                        } else {
+                            q as f32 * d.to_f32() + m.to_f32()
+                        });
+                    }
+                }
+            }
             GgmlType::Q8_0 => {
                 for _ in 0..cols / 32 {
                     let d = f16::from_f32(rng.unit() * 0.02);
@@ -145,6 +256,13 @@ fn random_matrix(rng: &mut Rng, t: GgmlType, rows: usize, cols: usize) -> (Vec<u
                         bytes.push(q as u8);
                         values.push(q as f32 * d.to_f32());
                     }
+                }
+            }
+            t if is_k_quant(t) => {
+                for _ in 0..cols / 256 {
+                    let block = random_k_block(rng, t);
+                    values.extend(k_block_values(t, &block));
+                    bytes.extend(block);
                 }
             }
             other => panic!("no test data for {}", other.name()),
@@ -187,6 +305,33 @@ fn q8_dequantized(x: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// x as the GEMV kernels see it for K-quant weights: llama.cpp's Q8_K
+/// super-blocks (iscale = -127/max for the first value of largest magnitude,
+/// quants rounded half to even, d = 1/iscale), dequantized.
+fn q8_k_dequantized(x: &[f32]) -> Vec<f32> {
+    x.chunks(256)
+        .flat_map(|block| {
+            let max = block
+                .iter()
+                .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+            let iscale = if max != 0.0 { -127.0 / max } else { 0.0 };
+            let d = if max != 0.0 { 1.0 / iscale } else { 0.0 };
+            block
+                .iter()
+                .map(move |&v| (iscale * v).round_ties_even().min(127.0) * d)
+        })
+        .collect()
+}
+
+/// x as the GEMV kernels see it for weights of type `t`.
+fn activations_for(t: GgmlType, x: &[f32]) -> Vec<f32> {
+    if is_k_quant(t) {
+        q8_k_dequantized(x)
+    } else {
+        q8_dequantized(x)
+    }
+}
+
 fn is_quantized(t: GgmlType) -> bool {
     t.is_quantized()
 }
@@ -200,8 +345,15 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(1);
     for t in TYPES {
-        for (rows, cols) in [
-            (1, 32),
+        // K-quant shapes (whole super-blocks), odd and even row counts, for
+        // the quantized types (the float tolerance suits longer sums).
+        let block_shapes: &[(usize, usize)] = if t.is_quantized() {
+            &[(1, 256), (6, 512), (9, 1536), (64, 2048), (7, 5632)]
+        } else {
+            &[]
+        };
+        let shapes = [
+            (1usize, 32usize),
             (7, 96),
             (33, 576),
             (300, 2048),
@@ -212,7 +364,11 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
             // More rows than one sweep of the grid: blocks loop, prefetching.
             (20000, 64),
             (9000, 2048),
-        ] {
+        ];
+        for &(rows, cols) in shapes.iter().chain(block_shapes) {
+            if !cols.is_multiple_of(t.block_elements() as usize) {
+                continue;
+            }
             let (bytes, w) = random_matrix(&mut rng, t, rows, cols);
             let m = DeviceMatrix::upload(&gpu, t, rows, cols, &bytes).unwrap();
             let x = rng.vec(cols);
@@ -225,9 +381,10 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
             // block's sum rounded to f16 (llama.cpp's Q8_1 `s`), which moves a
             // lone output (the 2-row gate/up pair) by up to a few 1e-3.
             let (x, tolerance) = if is_quantized(t) {
-                normed = q8_dequantized(&normed);
-                let tolerance = if t == GgmlType::Q4_1 { 5e-3 } else { 1e-3 };
-                (q8_dequantized(&x), tolerance)
+                normed = activations_for(t, &normed);
+                let with_s = matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1);
+                let tolerance = if with_s { 5e-3 } else { 1e-3 };
+                (activations_for(t, &x), tolerance)
             } else {
                 (x, 1e-5)
             };
@@ -294,7 +451,7 @@ fn dequantize_and_embed_give_the_blocks_values() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(2);
     for t in TYPES {
-        let (rows, cols) = (37, 96);
+        let (rows, cols) = (37, if is_k_quant(t) { 512 } else { 96 });
         let (bytes, w) = random_matrix(&mut rng, t, rows, cols);
         let m = DeviceMatrix::upload(&gpu, t, rows, cols, &bytes).unwrap();
         let out = poisoned_f16(&gpu, rows * cols);
@@ -343,19 +500,30 @@ fn row_kernels_match_the_reference() {
             .chunks(cols)
             .flat_map(|r| reference_norm(r, &weight, 1e-6))
             .collect();
-        let run = |norm: bool, q8: bool| {
+        let run = |norm: bool, rounding: Rounding| {
             let out = poisoned_f16(&gpu, n_rows * cols);
             let norm = norm.then_some((wb.all(), 1e-6));
-            rows::to_f16(&gpu, xb.all(), norm, q8, out.all(), n_rows, cols).unwrap();
+            rows::to_f16(&gpu, xb.all(), norm, rounding, out.all(), n_rows, cols).unwrap();
             as_f32(download(&gpu, &out, n_rows * cols))
         };
         // Plain conversion rounds each value to the nearest f16.
         let plain: Vec<f32> = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
-        assert_eq!(run(false, false), plain);
-        assert!(relative_error(&run(true, false), &normed) < 1e-3);
+        assert_eq!(run(false, Rounding::None), plain);
+        assert!(relative_error(&run(true, Rounding::None), &normed) < 1e-3);
         // Q8 rounding gives the values the CPU's quantized matmul uses.
-        assert!(relative_error(&run(false, true), &q8_dequantized(&x)) < 1e-3);
-        assert!(relative_error(&run(true, true), &q8_dequantized(&normed)) < 1e-3);
+        let q8 = Rounding::Q8Blocks;
+        assert!(relative_error(&run(false, q8), &q8_dequantized(&x)) < 1e-3);
+        assert!(relative_error(&run(true, q8), &q8_dequantized(&normed)) < 1e-3);
+        if cols % 256 == 0 {
+            let q8_k = Rounding::Q8KSuperBlocks;
+            let want: Vec<f32> = q8_k_dequantized(&x)
+                .iter()
+                .map(|&v| f16::from_f32(v).to_f32())
+                .collect();
+            assert_eq!(run(false, q8_k), want, "Q8_K rounding of {n_rows}x{cols}");
+            let err = relative_error(&run(true, q8_k), &q8_k_dequantized(&normed));
+            assert!(err < 1e-3, "normed Q8_K rounding: {err}");
+        }
     }
     let (n_rows, width) = (3, 77);
     let gate_up = rng.vec(n_rows * 2 * width);
@@ -370,25 +538,37 @@ fn row_kernels_match_the_reference() {
         .collect();
     assert!(relative_error(&download(&gpu, &out, n_rows * width), &want) < 1e-6);
     // SwiGLU straight into an f16 GEMM input: the bits of swiglu then to_f16,
-    // with and without Q8 rounding (widths of whole blocks for Q8, and odd).
-    for (n_rows, width, q8) in [
-        (3, 77, false),
-        (4, 96, true),
-        (2, 5632, true),
-        (2, 5632, false),
+    // with and without rounding (widths of whole blocks for Q8 and Q8_K, and
+    // odd).
+    for (n_rows, width, rounding) in [
+        (3, 77, Rounding::None),
+        (4, 96, Rounding::Q8Blocks),
+        (2, 5632, Rounding::Q8Blocks),
+        (2, 5632, Rounding::None),
+        (3, 512, Rounding::Q8KSuperBlocks),
+        (2, 5632, Rounding::Q8KSuperBlocks),
     ] {
         let gate_up = rng.vec(n_rows * 2 * width);
         let gb = Buffer::from_host(&gpu, &gate_up).unwrap();
         let hidden = poisoned_f32(&gpu, n_rows * width);
         rows::swiglu(&gpu, gb.all(), hidden.all(), n_rows, width).unwrap();
         let two_steps = poisoned_f16(&gpu, n_rows * width);
-        rows::to_f16(&gpu, hidden.all(), None, q8, two_steps.all(), n_rows, width).unwrap();
+        rows::to_f16(
+            &gpu,
+            hidden.all(),
+            None,
+            rounding,
+            two_steps.all(),
+            n_rows,
+            width,
+        )
+        .unwrap();
         let fused = poisoned_f16(&gpu, n_rows * width);
-        rows::swiglu_to_f16(&gpu, gb.all(), fused.all(), n_rows, width, q8).unwrap();
+        rows::swiglu_to_f16(&gpu, gb.all(), fused.all(), n_rows, width, rounding).unwrap();
         assert_eq!(
             download(&gpu, &fused, n_rows * width),
             download(&gpu, &two_steps, n_rows * width),
-            "{n_rows}x{width}, q8 {q8}"
+            "{n_rows}x{width}, {rounding:?}"
         );
     }
 }
@@ -926,10 +1106,11 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
         head_dim: 64,
     };
     let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
-    let (rows, cols, capacity) = (q_width + 2 * kv_width, 320, 40);
+    let (rows, capacity) = (q_width + 2 * kv_width, 40);
     let table = test_rope_table(capacity, h.head_dim, 0.29);
     let tb = Buffer::from_host(&gpu, &table).unwrap();
     for t in TYPES {
+        let cols = if is_k_quant(t) { 512 } else { 320 };
         let (bytes, _) = random_matrix(&mut rng, t, rows, cols);
         let m = DeviceMatrix::upload(&gpu, t, rows, cols, &bytes).unwrap();
         let x = Buffer::from_host(&gpu, &rng.vec(cols)).unwrap();

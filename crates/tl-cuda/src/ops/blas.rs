@@ -8,6 +8,7 @@ use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::Gpu;
+use crate::ops::gemv::Output;
 use crate::ops::int;
 
 /// `y[t] (+)= W · x[t]` for `tokens` rows: W is `[out][in]` f16, x `[tokens][in]`
@@ -24,22 +25,53 @@ pub fn gemm_f16(
     in_features: usize,
     accumulate: bool,
 ) -> Result<()> {
+    let y = Output {
+        y,
+        stride: out_features,
+    };
+    gemm_f16_into(gpu, w, x, y, tokens, out_features, in_features, accumulate)
+}
+
+/// [`gemm_f16`] writing row t of the product at `y[t·stride..]` (a part of
+/// wider rows: the keys of a QKV output, say).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f16_into(
+    gpu: &Gpu,
+    w: Span<'_, u16>,
+    x: Span<'_, u16>,
+    output: Output<'_>,
+    tokens: usize,
+    out_features: usize,
+    in_features: usize,
+    accumulate: bool,
+) -> Result<()> {
+    let Output { y, stride } = output;
     w.require(out_features * in_features, "GEMM weights")?;
     x.require(tokens * in_features, "GEMM input")?;
-    y.require(tokens * out_features, "GEMM output")?;
+    if stride < out_features {
+        return Err(CudaError::Unsupported(format!(
+            "a GEMM output stride of {stride} is less than its {out_features} rows"
+        )));
+    }
+    if tokens == 0 {
+        return Ok(());
+    }
+    y.require((tokens - 1) * stride + out_features, "GEMM output")?;
     let (m, n, k) = (
         int(out_features, "rows")?,
         int(tokens, "tokens")?,
         int(in_features, "cols")?,
     );
+    let ldc = int(stride, "output stride")?;
     let alpha = 1.0f32;
     let beta = if accumulate { 1.0f32 } else { 0.0 };
     // Column-major view: Yᵀ (out × tokens) = Wᵀᵀ · Xᵀ, where W row-major is a
     // column-major (in × out) matrix used transposed and X row-major is a
-    // column-major (in × tokens) matrix.
+    // column-major (in × tokens) matrix; Yᵀ's columns lie `stride` apart.
     let name = || format!("cublas gemm_f16 {out_features}x{in_features} x{tokens}");
     gpu.timed(name, || {
-        // SAFETY: the three spans hold the sizes checked above, the handle's stream
+        // SAFETY: the three spans hold the sizes checked above (y: `tokens`
+        // columns of `out_features` values, `stride` apart), the handle's stream
         // is our stream, and alpha/beta are live locals read during the call.
         unsafe {
             cudarc::cublas::result::gemm_ex(
@@ -59,7 +91,7 @@ pub fn gemm_f16(
                 &beta as *const f32 as *const c_void,
                 y.address() as *mut c_void,
                 cudaDataType::CUDA_R_32F,
-                m,
+                ldc,
                 cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )

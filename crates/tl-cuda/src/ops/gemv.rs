@@ -3,7 +3,7 @@
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
-use crate::matrix::{DeviceMatrix, GgmlType};
+use crate::matrix::{is_k_quant, DeviceMatrix, GgmlType};
 use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
@@ -12,11 +12,14 @@ use crate::ops::{blocks_for, int, l2_prefetch_level};
 /// kernels) the RoPE rows.
 const STATIC_SHARED: usize = 32 * 8 + 16 * 4;
 
-/// Bytes of shared memory x takes when staged: Q8 blocks (values, then scale,
-/// scaled sum and integer sum per block) for quantized weights, f32 for float
-/// weights.
+/// Bytes of shared memory x takes when staged: Q8_K super-blocks (values,
+/// then the scale per 256 and the sum per 16) for K-quant weights, Q8 blocks
+/// (values, then scale, scaled sum and integer sum per block) for the other
+/// quantized types, f32 for float weights.
 fn staged_bytes(weight_type: GgmlType, cols: usize) -> usize {
-    if weight_type.is_quantized() {
+    if is_k_quant(weight_type) {
+        cols + cols / 256 * 4 + cols / 16 * 4
+    } else if weight_type.is_quantized() {
         cols + cols / 32 * 12
     } else {
         cols * 4
@@ -179,16 +182,57 @@ pub fn gemv_batched(
     sequences: usize,
     next: Option<&DeviceMatrix>,
 ) -> Result<()> {
+    let out_rows = output_rows(w, epilogue);
+    let y = Output {
+        y,
+        stride: out_rows,
+    };
+    gemv_batched_into(gpu, w, x, y, epilogue, sequences, next)
+}
+
+/// Where a batched product's rows go: sequence s's at `y[s·stride..]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Output<'a> {
+    pub y: Span<'a, f32>,
+    /// Values from one sequence's rows to the next's, at least the product's
+    /// rows (more when it writes a part of wider rows: the keys of a QKV
+    /// output, say).
+    pub stride: usize,
+}
+
+/// Rows of the product's output (half the matrix's for SwiGLU).
+fn output_rows(w: &DeviceMatrix, epilogue: Epilogue<'_>) -> usize {
+    match epilogue {
+        Epilogue::NormSwiglu { .. } => w.rows() / 2,
+        _ => w.rows(),
+    }
+}
+
+/// [`gemv_batched`] writing each sequence's rows where `output` says, so that
+/// products of matrices of different types can fill one output side by side
+/// (each sequence's numbers are still those of a lone [`gemv`]).
+pub fn gemv_batched_into(
+    gpu: &Gpu,
+    w: &DeviceMatrix,
+    x: Span<'_, f32>,
+    output: Output<'_>,
+    epilogue: Epilogue<'_>,
+    sequences: usize,
+    next: Option<&DeviceMatrix>,
+) -> Result<()> {
     if sequences == 0 {
         return Ok(());
     }
     let (rows, cols) = (w.rows(), w.cols());
     x.require(cols * sequences, "gemv input")?;
-    let out_rows = match epilogue {
-        Epilogue::NormSwiglu { .. } => rows / 2,
-        _ => rows,
-    };
-    y.require(out_rows * sequences, "gemv output")?;
+    let out_rows = output_rows(w, epilogue);
+    let Output { y, stride } = output;
+    if stride < out_rows {
+        return Err(CudaError::Unsupported(format!(
+            "a gemv output stride of {stride} is less than its {out_rows} rows"
+        )));
+    }
+    y.require((sequences - 1) * stride + out_rows, "gemv output")?;
     let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
     let launch = launch_shape(gpu, w, out_rows, sequences, pairs)?;
     let (mode, norm) = match epilogue {
@@ -254,6 +298,7 @@ pub fn gemv_batched(
     args.push(Arg::I32(l2_prefetch_level(gpu)));
     args.extend(next_matrix_args(gpu, w, next)?);
     args.push(Arg::I32(int(launch.tile_rows, "tile rows")?));
+    args.push(Arg::I32(int(stride, "output stride")?));
     let sequences = int(sequences, "sequences")? as u32;
     let (grid, threads, shared) = (
         (launch.blocks, sequences),
@@ -262,7 +307,8 @@ pub fn gemv_batched(
     );
     // Only quantized GEMVs start early (see gemv.cu).
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
-    // x holds cols values per sequence, y out_rows per sequence, the norm
+    // x holds cols values per sequence, y out_rows at each multiple of the
+    // stride (checked above) per sequence, the norm
     // weight cols, the positions and cache tables one per sequence, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
     // upload), so every access is inside the spans; the dynamic shared memory

@@ -5,7 +5,7 @@
 //! memory in between.
 
 use crate::error::{CudaError, Result};
-use crate::matrix::{GgmlType, SummationOrder};
+use crate::matrix::{is_k_quant, GgmlType, SummationOrder};
 use crate::options::{GpuOptions, MAX_TILE_THREADS};
 
 /// Threads per block at most (`GEMV_MAX_THREADS` in gemv.cu).
@@ -43,22 +43,52 @@ impl TileKind {
     fn chains(&self) -> usize {
         match self.order {
             SummationOrder::Lanes => 8,
-            SummationOrder::WholeBlocks => 1,
+            SummationOrder::WholeBlocks
+            | SummationOrder::SuperBlocks
+            | SummationOrder::RepackedQ4K => 1,
         }
     }
 
     /// Floats a block leaves per row (`Planes::COUNT`): its chain terms,
-    /// dw·da and, for Q4_1, m.
+    /// dw·da and, for Q4_1 and Q5_1, m; for a K-quant super-block its four
+    /// 64-value sums and d, and for types with minimums their four sums and
+    /// dmin too.
     fn planes(&self) -> usize {
-        self.chains() + 1 + usize::from(self.weight_type == GgmlType::Q4_1)
+        let ty = self.weight_type;
+        if is_k_quant(ty) {
+            let with_mins = matches!(ty, GgmlType::Q2_K | GgmlType::Q4_K | GgmlType::Q5_K);
+            return if with_mins { 10 } else { 5 };
+        }
+        self.chains() + 1 + usize::from(matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1))
     }
 
-    /// Blocks of 32 weights a thread loads at a time (`TileBatch::UNROLL`).
+    /// Items a thread loads at a time (`TileBatch::UNROLL`): blocks of 32
+    /// weights, or 64-value groups of a K-quant super-block (up to 96 bytes
+    /// each, so one at a time keeps them in registers).
     fn batch(&self) -> usize {
-        if self.weight_type == GgmlType::Q8_0 {
+        match self.weight_type {
+            GgmlType::Q8_0 => 4,
+            ty if is_k_quant(ty) => 1,
+            _ => 8,
+        }
+    }
+
+    /// Values of a block (`BLOCK_VALUES` in gemv.cu): 256 for K-quants.
+    fn block_values(&self) -> usize {
+        if is_k_quant(self.weight_type) {
+            256
+        } else {
+            32
+        }
+    }
+
+    /// Items of a block (`ITEMS_PER_BLOCK`): a K-quant super-block's four
+    /// groups of 64 values are computed by four threads.
+    fn items_per_block(&self) -> usize {
+        if is_k_quant(self.weight_type) {
             4
         } else {
-            8
+            1
         }
     }
 
@@ -121,7 +151,7 @@ impl TileShape {
         multiprocessors: usize,
         options: &GpuOptions,
     ) -> Result<TileShape> {
-        let blocks = cols / 32;
+        let blocks = cols / kind.block_values();
         let staged = staged_bytes.div_ceil(16) * 16;
         let row_bytes = kind.spans() * row_floats(kind, blocks) * 4;
         // The most rows that fit, even (walker threads take the rows in
@@ -138,7 +168,7 @@ impl TileShape {
             .max(2)
             .next_multiple_of(2)
             .min(most);
-        let items = kind.spans() * rows * blocks;
+        let items = kind.spans() * rows * blocks * kind.items_per_block();
         // At least the options' `gemv_tile_threads` (512 by default): every
         // thread stages part of x (its quarters of Q8 blocks) before any
         // product, so more threads shorten every tile's start (a 135M

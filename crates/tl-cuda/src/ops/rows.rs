@@ -4,31 +4,77 @@
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
-use crate::matrix::DeviceMatrix;
+use crate::matrix::{is_k_quant, DeviceMatrix, GgmlType};
 use crate::ops::{int, stride_blocks, STRIDE_THREADS};
 
 const THREADS: u32 = STRIDE_THREADS;
 
+/// How a GEMM input is rounded before f16 (`ROUND_*` in rows.cu): as the
+/// CPU backend's quantized matmul rounds the activations it multiplies by
+/// weights of that type, so the GEMM sees the same activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    /// Not at all (float weights).
+    None,
+    /// llama.cpp's Q8 blocks of 32 (the 32-value quantized types).
+    Q8Blocks,
+    /// llama.cpp's Q8_K super-blocks of 256 (K-quants).
+    Q8KSuperBlocks,
+}
+
+impl Rounding {
+    /// The rounding of the activations the CPU multiplies by `weight_type`.
+    pub fn for_weights(weight_type: GgmlType) -> Self {
+        if is_k_quant(weight_type) {
+            Rounding::Q8KSuperBlocks
+        } else if weight_type.is_quantized() {
+            Rounding::Q8Blocks
+        } else {
+            Rounding::None
+        }
+    }
+
+    /// The kernels' `rounding` argument.
+    fn arg(self) -> i32 {
+        match self {
+            Rounding::None => 0,
+            Rounding::Q8Blocks => 1,
+            Rounding::Q8KSuperBlocks => 2,
+        }
+    }
+
+    /// Errors unless rows of `width` values are whole blocks of this rounding.
+    fn check(self, width: usize) -> Result<()> {
+        let block = match self {
+            Rounding::None => return Ok(()),
+            Rounding::Q8Blocks => 32,
+            Rounding::Q8KSuperBlocks => 256,
+        };
+        if width.is_multiple_of(block) {
+            return Ok(());
+        }
+        Err(CudaError::Unsupported(format!(
+            "{self:?} rounding needs rows of whole {block}-value blocks; these have {width}"
+        )))
+    }
+}
+
 /// The f16 input of a prefill GEMM: `rows` rows of `cols` values of x, each
-/// normalised first when `norm` gives (weight, eps), and passed through
-/// llama.cpp's Q8 block rounding when `q8` (for quantized weights, so the GEMM
-/// sees the activations the CPU backend's matmul sees).
+/// normalised first when `norm` gives (weight, eps), and rounded as
+/// `rounding` says first (for quantized weights, so the GEMM sees the
+/// activations the CPU backend's matmul sees).
 pub fn to_f16(
     gpu: &Gpu,
     x: Span<'_, f32>,
     norm: Option<(Span<'_, f32>, f32)>,
-    q8: bool,
+    rounding: Rounding,
     out: Span<'_, u16>,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
     x.require(rows * cols, "GEMM input")?;
     out.require(rows * cols, "f16 GEMM input")?;
-    if q8 && !cols.is_multiple_of(32) {
-        return Err(CudaError::Unsupported(format!(
-            "Q8 rounding needs rows of whole 32-value blocks; these have {cols}"
-        )));
-    }
+    rounding.check(cols)?;
     let (weight, eps) = match norm {
         Some((weight, eps)) => {
             weight.require(cols, "norm weight")?;
@@ -40,13 +86,14 @@ pub fn to_f16(
         x.into(),
         weight,
         Arg::F32(eps),
-        Arg::I32(i32::from(q8)),
+        Arg::I32(rounding.arg()),
         out.into(),
         Arg::I32(int(cols, "cols")?),
     ];
     // SAFETY: matches rows_to_f16(const float*, const float*, float, int, u16*,
     // int); one block per row reads `cols` values of x (and of the norm weight,
-    // or none when null) and writes `cols` values of out, all checked above.
+    // or none when null) and writes `cols` values of out, all checked above;
+    // with rounding, rows are whole blocks (checked) and THREADS whole warps.
     unsafe {
         gpu.launch(
             "rows_to_f16",
@@ -88,35 +135,31 @@ pub fn swiglu(
 }
 
 /// [`swiglu`] and then [`to_f16`] (without a norm) in one pass: `out[r][i] =
-/// f16(silu(gate)·up)`, Q8-rounded first when `q8`, the same bits as the two
-/// calls (the MLP down projection's GEMM input in a prefill batch).
+/// f16(silu(gate)·up)`, rounded first as `rounding` says, the same bits as
+/// the two calls (the MLP down projection's GEMM input in a prefill batch).
 pub fn swiglu_to_f16(
     gpu: &Gpu,
     gate_up: Span<'_, f32>,
     out: Span<'_, u16>,
     rows: usize,
     width: usize,
-    q8: bool,
+    rounding: Rounding,
 ) -> Result<()> {
     gate_up.require(rows * width * 2, "swiglu input")?;
     out.require(rows * width, "f16 GEMM input")?;
-    if q8 && !width.is_multiple_of(32) {
-        return Err(CudaError::Unsupported(format!(
-            "Q8 rounding needs rows of whole 32-value blocks; these have {width}"
-        )));
-    }
+    rounding.check(width)?;
     let args = [
         gate_up.into(),
         out.into(),
         Arg::I32(int(rows, "rows")?),
         Arg::I32(int(width, "width")?),
-        Arg::I32(i32::from(q8)),
+        Arg::I32(rounding.arg()),
     ];
     let grid = (stride_blocks(gpu, rows * width), 1);
     // SAFETY: matches swiglu_to_f16(const float*, u16*, int, int, int); indices
     // stay below rows·width (out) and rows·2·width (input), both checked. With
-    // q8, width is a multiple of 32 and THREADS of whole warps, so every warp
-    // runs its shuffles with all lanes.
+    // rounding, width is a multiple of the block (checked) and THREADS of whole
+    // warps, so every warp runs its shuffles with all lanes.
     unsafe { gpu.launch("swiglu_to_f16", grid, THREADS, 0, &args) }
 }
 

@@ -36,6 +36,19 @@ pub struct BatchBuffers {
     pub sampler: SampleBuffers,
 }
 
+/// Bytes of the activation buffers of a batched step (those that grow with
+/// the model; the token, position, table, argmax and sampler buffers are
+/// small).
+pub fn batch_bytes(c: &ModelConfig) -> u64 {
+    let q_width = c.query_width();
+    let per_sequence = c.embedding_length
+        + (q_width + 2 * c.key_value_width())
+        + q_width
+        + c.feed_forward_length
+        + c.vocab_size;
+    (MAX_BATCH * per_sequence) as u64 * 4
+}
+
 impl BatchBuffers {
     pub fn new(gpu: &Gpu, c: &ModelConfig) -> Result<Self> {
         let n = MAX_BATCH;

@@ -19,6 +19,7 @@
 mod batch;
 mod cache;
 mod pass;
+mod plan;
 mod prefill;
 pub mod program;
 mod weights;
@@ -27,7 +28,8 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
 use tl_cuda::ops::attention::{self as attention_ops, Heads, LayerCache, QkNorm, Rotation};
-use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
+use tl_cuda::ops::gemv::{gemv_batched, gemv_batched_into, Epilogue, Output};
+use tl_cuda::ops::rows::Rounding;
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
 use tl_gguf::GgufFile;
@@ -73,9 +75,15 @@ pub struct CudaModel {
 }
 
 /// Errors unless the RoPE table for `max_positions` (made on the host, then
-/// copied flat for the upload) fits in host memory and one sequence's KV
-/// cache fits on the GPU: checked before anything is uploaded.
-fn check_memory(gpu: &Gpu, config: &ModelConfig, max_positions: usize) -> Result<()> {
+/// copied flat for the upload) fits in host memory, and the weights, one
+/// sequence's KV cache of `max_positions` and the workspace fit in the GPU's
+/// free memory: checked before anything is uploaded.
+fn check_memory(
+    gpu: &Gpu,
+    file: &GgufFile,
+    config: &ModelConfig,
+    max_positions: usize,
+) -> Result<()> {
     let rope = config.rope_table_bytes(max_positions)?;
     memory::check_available(
         &format!("a context of {max_positions} positions"),
@@ -84,16 +92,8 @@ fn check_memory(gpu: &Gpu, config: &ModelConfig, max_positions: usize) -> Result
             rope.saturating_mul(2),
         )],
     )?;
-    let kv_cache = config.kv_cache_bytes(max_positions)?;
-    let total = gpu.info().total_memory as u64;
-    if kv_cache > total {
-        return Err(Error::Memory(format!(
-            "one sequence's KV cache of {max_positions} positions needs {}, but the GPU has {}",
-            memory::format_bytes(kv_cache),
-            memory::format_bytes(total)
-        )));
-    }
-    Ok(())
+    let plan = plan::DevicePlan::of(file, config, max_positions)?;
+    plan.check(&gpu.info().name, gpu.memory_free()? as u64)
 }
 
 impl CudaModel {
@@ -106,7 +106,7 @@ impl CudaModel {
             ));
         }
         heads_of(&config).check()?;
-        check_memory(&gpu, &config, max_positions)?;
+        check_memory(&gpu, file, &config, max_positions)?;
         let cpu = Device::Cpu;
         let mut up = Uploader::new(file, &gpu, &cpu);
         let embedding = up.matrix(
@@ -209,20 +209,51 @@ impl CudaModel {
         // The GEMV asks L2 for the matrix after it.
         let next = Some(&b.attention_output);
         let rotation = self.rotation(b);
-        if rotation.qk_norm.is_none() && !rotation.halves {
-            let norm_rope = Epilogue::NormRope {
-                weight,
-                eps,
-                heads: self.heads(),
-                cos_sin: rotation.cos_sin,
-                position: positions,
-                cache: kv,
-            };
-            return Ok(gemv_batched(gpu, &b.qkv, x, qkv, norm_rope, n, next)?);
+        match b.qkv.fused() {
+            Some(fused) if rotation.qk_norm.is_none() && !rotation.halves => {
+                let norm_rope = Epilogue::NormRope {
+                    weight,
+                    eps,
+                    heads: self.heads(),
+                    cos_sin: rotation.cos_sin,
+                    position: positions,
+                    cache: kv,
+                };
+                Ok(gemv_batched(gpu, fused, x, qkv, norm_rope, n, next)?)
+            }
+            _ => {
+                self.project_qkv_parts(b, x, qkv, n, next)?;
+                self.rope_store(b, qkv, n, positions, kv)
+            }
         }
-        let norm = Epilogue::Norm { weight, eps };
-        gemv_batched(gpu, &b.qkv, x, qkv, norm, n, next)?;
-        self.rope_store(b, qkv, n, positions, kv)
+    }
+
+    /// Block `b`'s normalised QKV projection of `n` rows without RoPE: one
+    /// GEMV per part of the QKV weights, each writing its rows of `qkv`. Each
+    /// launch asks L2 for the weights after it (the next part's, then
+    /// `next`'s).
+    fn project_qkv_parts(
+        &self,
+        b: &BlockWeights,
+        x: tl_cuda::Span<'_, f32>,
+        qkv: tl_cuda::Span<'_, f32>,
+        n: usize,
+        next: Option<&DeviceMatrix>,
+    ) -> Result<()> {
+        let norm = Epilogue::Norm {
+            weight: b.attention_norm.all(),
+            eps: self.config.rms_norm_eps,
+        };
+        let (parts, stride) = (b.qkv.parts(), b.qkv.rows());
+        let mut offset = 0;
+        for (i, part) in parts.iter().enumerate() {
+            let y = qkv.sub(offset, qkv.len() - offset)?;
+            let hint = parts.get(i + 1).or(next);
+            let output = Output { y, stride };
+            gemv_batched_into(&self.gpu, part, x, output, norm, n, hint)?;
+            offset += part.rows();
+        }
+        Ok(())
     }
 
     /// Block `b`'s q/k norms and RoPE on `n` rows of `qkv`, keys and values
@@ -420,17 +451,13 @@ impl CudaModel {
     /// rounded in another order.
     fn prompt_by_rows(&self, n: usize) -> bool {
         let quantized = |m: &DeviceMatrix| m.weight_type().is_quantized();
-        n < attention_ops::TILED_MIN_ROWS
-            && self.blocks.iter().all(|b| {
-                [&b.qkv, &b.attention_output, &b.gate_up, &b.down]
-                    .into_iter()
-                    .all(quantized)
-            })
+        n < attention_ops::TILED_MIN_ROWS && self.blocks.iter().all(|b| b.matrices().all(quantized))
     }
 
     /// `y (+)= W·x` for `n` rows (x normalised first when `norm` says so),
     /// through cuBLAS on f16 copies of x and W. For quantized W, x is rounded
-    /// to Q8 blocks first, as the CPU backend's (and llama.cpp's) matmul does.
+    /// to Q8 blocks (Q8_K super-blocks for K-quants) first, as the CPU
+    /// backend's (and llama.cpp's) matmul does.
     #[allow(clippy::too_many_arguments)]
     fn matmul(
         &self,
@@ -442,17 +469,81 @@ impl CudaModel {
         accumulate: bool,
         p: &PrefillBuffers,
     ) -> Result<()> {
-        let q8 = w.weight_type().is_quantized();
-        row_ops::to_f16(&self.gpu, x, norm, q8, p.gemm_input.all(), n, w.cols())?;
-        self.gemm_staged(w, y, n, accumulate, p)
+        let y = Output {
+            y,
+            stride: w.rows(),
+        };
+        self.matmul_into(w, x, norm, y, n, accumulate, p)
+    }
+
+    /// [`Self::matmul`] writing row t's products at `y[t·stride..]`.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_into(
+        &self,
+        w: &DeviceMatrix,
+        x: tl_cuda::Span<'_, f32>,
+        norm: Option<(tl_cuda::Span<'_, f32>, f32)>,
+        y: Output<'_>,
+        n: usize,
+        accumulate: bool,
+        p: &PrefillBuffers,
+    ) -> Result<()> {
+        let rounding = Rounding::for_weights(w.weight_type());
+        row_ops::to_f16(
+            &self.gpu,
+            x,
+            norm,
+            rounding,
+            p.gemm_input.all(),
+            n,
+            w.cols(),
+        )?;
+        self.gemm_staged_into(w, y, n, accumulate, p)
+    }
+
+    /// Block `b`'s normalised QKV projection of the `n` rows of `x` into
+    /// `qkv` through GEMMs, one per part of the QKV weights.
+    fn matmul_qkv(
+        &self,
+        b: &BlockWeights,
+        x: tl_cuda::Span<'_, f32>,
+        qkv: tl_cuda::Span<'_, f32>,
+        n: usize,
+        p: &PrefillBuffers,
+    ) -> Result<()> {
+        let norm = Some((b.attention_norm.all(), self.config.rms_norm_eps));
+        let stride = b.qkv.rows();
+        let mut offset = 0;
+        for part in b.qkv.parts() {
+            let y = qkv.sub(offset, qkv.len() - offset)?;
+            self.matmul_into(part, x, norm, Output { y, stride }, n, false, p)?;
+            offset += part.rows();
+        }
+        Ok(())
     }
 
     /// `y (+)= W·input` for the `n` rows already staged in `p.gemm_input` (f16,
-    /// Q8-rounded for quantized W), as [`Self::matmul`]'s second half.
+    /// rounded as W's type asks), as [`Self::matmul`]'s second half.
     fn gemm_staged(
         &self,
         w: &DeviceMatrix,
         y: tl_cuda::Span<'_, f32>,
+        n: usize,
+        accumulate: bool,
+        p: &PrefillBuffers,
+    ) -> Result<()> {
+        let y = Output {
+            y,
+            stride: w.rows(),
+        };
+        self.gemm_staged_into(w, y, n, accumulate, p)
+    }
+
+    /// [`Self::gemm_staged`] writing row t's products at `y[t·stride..]`.
+    fn gemm_staged_into(
+        &self,
+        w: &DeviceMatrix,
+        y: Output<'_>,
         n: usize,
         accumulate: bool,
         p: &PrefillBuffers,
@@ -466,7 +557,7 @@ impl CudaModel {
             }
         };
         let input = p.gemm_input.all();
-        blas::gemm_f16(&self.gpu, weights, input, y, n, rows, cols, accumulate)?;
+        blas::gemm_f16_into(&self.gpu, weights, input, y, n, rows, cols, accumulate)?;
         Ok(())
     }
 }

@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
 use tl_cuda::ops::gemv::{gemv, gemv_batched, Epilogue};
-use tl_cuda::ops::rows as row_ops;
+use tl_cuda::ops::rows::{self as row_ops, Rounding};
 use tl_cuda::{DeviceMatrix, Span};
 
 use super::batch::{BatchBuffers, MAX_BATCH};
@@ -163,20 +163,14 @@ impl Stages for CudaPass<'_> {
         let b = &m.blocks[layer];
         let a = self.activations()?;
         let kv = self.layer_cache(layer)?;
-        let eps = m.config.rms_norm_eps;
         match self.kernels() {
             Kernels::Gemv { hints: true } => m.project_qkv(b, a.x, a.qkv, n, a.positions, kv),
             Kernels::Gemv { hints: false } => {
-                let norm = Epilogue::Norm {
-                    weight: b.attention_norm.all(),
-                    eps,
-                };
-                gemv_batched(&m.gpu, &b.qkv, a.x, a.qkv, norm, n, None)?;
+                m.project_qkv_parts(b, a.x, a.qkv, n, None)?;
                 m.rope_store(b, a.qkv, n, a.positions, kv)
             }
             Kernels::Gemm(p) => {
-                let norm = Some((b.attention_norm.all(), eps));
-                m.matmul(&b.qkv, a.x, norm, a.qkv, n, false, p)?;
+                m.matmul_qkv(b, a.x, a.qkv, n, p)?;
                 m.rope_store(b, a.qkv, n, a.positions, kv)
             }
         }
@@ -282,9 +276,9 @@ impl Stages for CudaPass<'_> {
                 let norm = Some((b.feed_forward_norm.all(), eps));
                 m.matmul(&b.gate_up, a.x, norm, a.hidden, n, false, p)?;
                 // SwiGLU writes the down projection's f16 GEMM input itself.
-                let q8 = b.down.weight_type().is_quantized();
+                let rounding = Rounding::for_weights(b.down.weight_type());
                 let ffn = m.config.feed_forward_length;
-                row_ops::swiglu_to_f16(gpu, a.hidden, p.gemm_input.all(), n, ffn, q8)?;
+                row_ops::swiglu_to_f16(gpu, a.hidden, p.gemm_input.all(), n, ffn, rounding)?;
                 m.gemm_staged(&b.down, a.x, n, true, p)?;
             }
         }
@@ -332,6 +326,6 @@ impl CudaModel {
     fn matrix_after_block(&self, layer: usize) -> &DeviceMatrix {
         self.blocks
             .get(layer + 1)
-            .map_or(self.output_matrix(), |next| &next.qkv)
+            .map_or(self.output_matrix(), |next| next.qkv.first())
     }
 }

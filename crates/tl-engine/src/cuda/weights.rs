@@ -1,5 +1,6 @@
 //! Uploading a GGUF model's weights to the GPU in their quantized layout: Q, K
-//! and V stacked into one matrix, gate over up into another, norms as f32.
+//! and V stacked into one matrix (when they share a type), gate over up into
+//! another, norms as f32.
 
 use candle_core::Device;
 use tl_cuda::{Buffer, DeviceMatrix, Gpu};
@@ -11,11 +12,44 @@ use crate::model::rope::RopeTable;
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
 
+/// A block's query, key and value projections, `[q; k; v]` rows over the
+/// hidden size: one stacked matrix when the three share a type (one launch,
+/// RoPE and the cache write in its epilogue), else one matrix each (a Q4_K_M
+/// file keeps the values in Q6_K or Q8_0 beside Q4_K queries and keys), each
+/// filling its rows of the QKV output.
+pub struct Qkv {
+    parts: Vec<DeviceMatrix>,
+}
+
+impl Qkv {
+    /// The stacked matrix, when there is one.
+    pub fn fused(&self) -> Option<&DeviceMatrix> {
+        match self.parts.as_slice() {
+            [whole] => Some(whole),
+            _ => None,
+        }
+    }
+
+    /// The matrices in row order (one when fused).
+    pub fn parts(&self) -> &[DeviceMatrix] {
+        &self.parts
+    }
+
+    /// Rows of the QKV output.
+    pub fn rows(&self) -> usize {
+        self.parts.iter().map(DeviceMatrix::rows).sum()
+    }
+
+    /// The first matrix a product by these weights reads (for L2 hints).
+    pub fn first(&self) -> &DeviceMatrix {
+        &self.parts[0]
+    }
+}
+
 /// One transformer block's weights on the GPU.
 pub struct BlockWeights {
     pub attention_norm: Buffer<f32>,
-    /// `[q; k; v]` rows over the hidden size.
-    pub qkv: DeviceMatrix,
+    pub qkv: Qkv,
     pub attention_output: DeviceMatrix,
     /// Per-head norm weights of queries and keys, when the architecture has
     /// them.
@@ -60,24 +94,30 @@ impl<'a> Uploader<'a> {
         Ok(Buffer::from_host(self.gpu, &values)?)
     }
 
+    /// The type of tensor `name`, after checking that it is `rows × cols` and
+    /// that the kernels read it.
+    fn checked_type(&self, name: &str, rows: usize, cols: usize) -> Result<GgmlType> {
+        let info = self
+            .file
+            .tensor_info(name)
+            .ok_or_else(|| Error::InvalidModel(format!("tensor '{name}' is missing")))?;
+        if info.shape() != [rows, cols] {
+            return Err(Error::InvalidModel(format!(
+                "tensor '{name}' has shape {:?}, expected {:?}",
+                info.shape(),
+                [rows, cols]
+            )));
+        }
+        weight_type_of(name, info.ggml_type)
+    }
+
     /// Matrices of the same type and width stacked by rows; each part is
     /// (tensor name, rows).
     pub fn stacked(&mut self, parts: &[(&str, usize)], cols: usize) -> Result<DeviceMatrix> {
         let mut weight_type = None;
         let mut data = Vec::with_capacity(parts.len());
         for &(name, rows) in parts {
-            let info = self
-                .file
-                .tensor_info(name)
-                .ok_or_else(|| Error::InvalidModel(format!("tensor '{name}' is missing")))?;
-            if info.shape() != [rows, cols] {
-                return Err(Error::InvalidModel(format!(
-                    "tensor '{name}' has shape {:?}, expected {:?}",
-                    info.shape(),
-                    [rows, cols]
-                )));
-            }
-            let this_type = weight_type_of(name, info.ggml_type)?;
+            let this_type = self.checked_type(name, rows, cols)?;
             if weight_type.is_some_and(|t| t != this_type) {
                 return Err(Error::Unsupported(format!(
                     "the CUDA backend fuses {} but they have different types",
@@ -85,6 +125,10 @@ impl<'a> Uploader<'a> {
                 )));
             }
             weight_type = Some(this_type);
+            let info = self
+                .file
+                .tensor_info(name)
+                .ok_or_else(|| Error::InvalidModel(format!("tensor '{name}' is missing")))?;
             data.push((rows, self.file.data_of(info)));
         }
         let weight_type =
@@ -97,6 +141,25 @@ impl<'a> Uploader<'a> {
     /// One matrix.
     pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<DeviceMatrix> {
         self.stacked(&[(name, rows)], cols)
+    }
+
+    /// Q, K and V (each (tensor name, rows)): stacked when they share a type,
+    /// else one matrix each.
+    fn qkv(&mut self, parts: &[(&str, usize); 3], cols: usize) -> Result<Qkv> {
+        let types = parts
+            .iter()
+            .map(|&(name, rows)| self.checked_type(name, rows, cols))
+            .collect::<Result<Vec<_>>>()?;
+        if types.iter().all(|&t| t == types[0]) {
+            return Ok(Qkv {
+                parts: vec![self.stacked(parts, cols)?],
+            });
+        }
+        let parts = parts
+            .iter()
+            .map(|&(name, rows)| self.matrix(name, rows, cols))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Qkv { parts })
     }
 
     /// Block `i`'s weights.
@@ -116,7 +179,7 @@ impl<'a> Uploader<'a> {
         Ok(BlockWeights {
             qk_norm,
             attention_norm: self.vector(&name(BlockTensor::AttentionNorm), hidden)?,
-            qkv: self.stacked(
+            qkv: self.qkv(
                 &[
                     (&name(BlockTensor::Query), q_width),
                     (&name(BlockTensor::Key), kv_width),
@@ -163,19 +226,26 @@ fn weight_type_of(name: &str, ggml_type: GgmlType) -> Result<GgmlType> {
         return Ok(ggml_type);
     }
     Err(Error::Unsupported(format!(
-        "tensor '{name}' has type {ggml_type}, which the CUDA backend cannot read yet (it reads F32, F16, BF16, Q4_0, Q4_1 and Q8_0)"
+        "tensor '{name}' has type {ggml_type}, which the CUDA backend cannot read yet (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K)"
     )))
 }
 
 impl BlockWeights {
     /// The block's matrices, for work done to each.
-    pub fn matrices_mut(&mut self) -> [&mut DeviceMatrix; 4] {
-        [
-            &mut self.qkv,
+    pub fn matrices_mut(&mut self) -> impl Iterator<Item = &mut DeviceMatrix> {
+        self.qkv.parts.iter_mut().chain([
             &mut self.attention_output,
             &mut self.gate_up,
             &mut self.down,
-        ]
+        ])
+    }
+
+    /// The block's matrices.
+    pub fn matrices(&self) -> impl Iterator<Item = &DeviceMatrix> {
+        self.qkv
+            .parts
+            .iter()
+            .chain([&self.attention_output, &self.gate_up, &self.down])
     }
 }
 
