@@ -54,10 +54,13 @@ fn registers(quants: [__m256i; 8], scales: __m256i, mins: __m256i, offset: i16) 
         0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
         2, 3,
     );
-    let chunk_scales = std::array::from_fn(|c| {
+    // Loops rather than closures through `array::from_fn`, which cannot
+    // inline a closure that uses this function's target features.
+    let mut chunk_scales = [_mm256_setzero_si256(); 8];
+    for (c, chunk) in chunk_scales.iter_mut().enumerate() {
         let spread = _mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(c as i32));
-        _mm256_shuffle_epi8(spread, pick)
-    });
+        *chunk = _mm256_shuffle_epi8(spread, pick);
+    }
     WeightRegisters {
         quants,
         chunk_scales,
@@ -68,7 +71,10 @@ fn registers(quants: [__m256i; 8], scales: __m256i, mins: __m256i, offset: i16) 
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn load(w: &Unpacked) -> WeightRegisters {
-    let quants = std::array::from_fn(|c| load_32(&w.quants[32 * c..]));
+    let mut quants = [_mm256_setzero_si256(); 8];
+    for (c, q) in quants.iter_mut().enumerate() {
+        *q = load_32(&w.quants[32 * c..]);
+    }
     registers(
         quants,
         load_i16x16(&w.scales),
@@ -261,13 +267,12 @@ $(#[$attr])*
 ) {
     // Two chunks of the weights at a time meet all eight rows, so the live
     // registers are those two, their scales and the eight rows' sums.
-    let mut scaled = acts.map(|a| {
-        let run_sums = load_i16x16(&a.sums16);
-        _mm256_sub_epi32(
-            _mm256_setzero_si256(),
-            _mm256_madd_epi16(w.offset_scales, run_sums),
-        )
-    });
+    // (Loops, not `map` with a closure: see `registers`.)
+    let mut scaled = [_mm256_setzero_si256(); 8];
+    for (sum, a) in scaled.iter_mut().zip(acts) {
+        let offsets = _mm256_madd_epi16(w.offset_scales, load_i16x16(&a.sums16));
+        *sum = _mm256_sub_epi32(_mm256_setzero_si256(), offsets);
+    }
     for p in 0..4 {
         for (sum, a) in scaled.iter_mut().zip(acts) {
             let (chunks, _) = a.quants.as_chunks::<32>();
@@ -279,7 +284,10 @@ $(#[$attr])*
     }
     let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum_each(scaled)));
     if with_mins {
-        let mins = acts.map(|a| _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16)));
+        let mut mins = [_mm256_setzero_si256(); 8];
+        for (m, a) in mins.iter_mut().zip(acts) {
+            *m = _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16));
+        }
         let m = _mm256_cvtepi32_ps(sum_each(mins));
         r = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), m, r);
     }
@@ -320,15 +328,21 @@ $(#[$attr])*
     };
     // Lane j of row r: min_j · (Σ of sub-block j's activations); transposed,
     // sub-block j over the rows.
-    let min_terms = transpose_8x8(acts.map(|a| _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16))));
+    // (Loops, not `map` with a closure: see `registers`.)
+    let mut min_terms = [_mm256_setzero_si256(); 8];
+    for (m, a) in min_terms.iter_mut().zip(acts) {
+        *m = _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16));
+    }
+    let min_terms = transpose_8x8(min_terms);
     for p in 0..4 {
-        let groups = acts.map(|a| {
+        let mut groups = [_mm256_setzero_si256(); 8];
+        for (group, a) in groups.iter_mut().zip(acts) {
             let (chunks, _) = a.quants.as_chunks::<32>();
             let low = _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p]));
             let high = _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1]));
             let sum = $add_scaled(_mm256_setzero_si256(), low, w.chunk_scales[2 * p]);
-            $add_scaled(sum, high, w.chunk_scales[2 * p + 1])
-        });
+            *group = $add_scaled(sum, high, w.chunk_scales[2 * p + 1]);
+        }
         let sums = _mm256_cvtepi32_ps(sum_each(groups));
         total = _mm256_fmadd_ps(sums, scale, total);
         let mins = _mm256_add_epi32(min_terms[2 * p], min_terms[2 * p + 1]);
@@ -557,7 +571,9 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
         let (scales, mins) = q4_k_scales(&block[4..20]);
         let scales = _mm256_broadcastsi128_si256(scales);
         let (a_chunks, _) = a.quants.as_chunks::<32>();
-        let groups: [__m256i; 4] = std::array::from_fn(|p| {
+        // (A loop, not `array::from_fn` with a closure: see `registers`.)
+        let mut groups = [_mm256_setzero_si256(); 4];
+        for (p, group) in groups.iter_mut().enumerate() {
             let bytes = load_32(&block[16 + 32 * p..]);
             let low = _mm256_and_si256(bytes, nibbles);
             let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles);
@@ -569,8 +585,8 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
                 _mm256_maddubs_epi16(high, load_i8x32(&a_chunks[2 * p + 1])),
                 shuffle_by(scales, &SPREAD_I16[2 * p + 1]),
             );
-            _mm256_add_epi32(low, high)
-        });
+            *group = _mm256_add_epi32(low, high);
+        }
         // Lane j: min_j · (Σ of sub-block j's activations), i.e. lane j of
         // each pair of runs.
         let widened = _mm256_cvtepu16_epi32(mins);
