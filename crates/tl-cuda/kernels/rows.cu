@@ -58,6 +58,16 @@ extern "C" __global__ void rows_to_f16(const float* x, const float* weight, floa
 }
 
 // gate_up is [rows][2·width] (gate then up); out[r][i] = silu(gate)·up.
+// x[r][i] += bias[i] for rows r < rows (the query, key and value biases of a
+// row of QKV outputs): one f32 add, as the CPU backend's.
+extern "C" __global__ void add_row_bias(float* x, const float* bias, int rows, int width) {
+    const u64 n = (u64)rows * width;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        x[i] += bias[i % width];
+    }
+}
+
 extern "C" __global__ void swiglu(const float* gate_up, float* out, int rows, int width) {
     const u64 n = (u64)rows * width;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;

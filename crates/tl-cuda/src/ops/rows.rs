@@ -105,6 +105,29 @@ pub fn to_f16(
     }
 }
 
+/// `x[r][i] += bias[i]` for `rows` rows of `bias.len()` values.
+pub fn add_row_bias(gpu: &Gpu, x: Span<'_, f32>, bias: Span<'_, f32>, rows: usize) -> Result<()> {
+    let width = bias.len();
+    x.require(rows * width, "rows to add the bias to")?;
+    let args = [
+        x.into(),
+        bias.into(),
+        Arg::I32(int(rows, "rows")?),
+        Arg::I32(int(width, "width")?),
+    ];
+    // SAFETY: matches add_row_bias(float*, const float*, int, int); indices
+    // stay below rows·width (x, checked) and width (bias).
+    unsafe {
+        gpu.launch(
+            "add_row_bias",
+            (stride_blocks(gpu, rows * width), 1),
+            THREADS,
+            0,
+            &args,
+        )
+    }
+}
+
 /// `out[r][i] = silu(gate_up[r][i]) · gate_up[r][width + i]`.
 pub fn swiglu(
     gpu: &Gpu,

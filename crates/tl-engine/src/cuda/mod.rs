@@ -100,11 +100,6 @@ impl CudaModel {
     /// Uploads the model in `file` to `gpu`, for caches of up to `max_positions`.
     pub fn load(file: &GgufFile, max_positions: usize, gpu: Arc<Gpu>) -> Result<Self> {
         let config = ModelConfig::from_gguf(file)?;
-        if config.qkv_bias {
-            return Err(Error::Unsupported(
-                "the CUDA backend has no query, key and value biases yet".into(),
-            ));
-        }
         heads_of(&config).check()?;
         check_memory(&gpu, file, &config, max_positions)?;
         let cpu = Device::Cpu;
@@ -210,7 +205,9 @@ impl CudaModel {
         let next = Some(&b.attention_output);
         let rotation = self.rotation(b);
         match b.qkv.fused() {
-            Some(fused) if rotation.qk_norm.is_none() && !rotation.halves => {
+            Some(fused)
+                if rotation.qk_norm.is_none() && !rotation.halves && b.qkv_bias.is_none() =>
+            {
                 let norm_rope = Epilogue::NormRope {
                     weight,
                     eps,
@@ -223,6 +220,7 @@ impl CudaModel {
             }
             _ => {
                 self.project_qkv_parts(b, x, qkv, n, next)?;
+                self.add_qkv_bias(b, qkv, n)?;
                 self.rope_store(b, qkv, n, positions, kv)
             }
         }
@@ -252,6 +250,20 @@ impl CudaModel {
             let output = Output { y, stride };
             gemv_batched_into(&self.gpu, part, x, output, norm, n, hint)?;
             offset += part.rows();
+        }
+        Ok(())
+    }
+
+    /// Adds block `b`'s query, key and value biases (if any) to `n` rows of
+    /// `qkv`, before RoPE as the CPU backend does.
+    pub(crate) fn add_qkv_bias(
+        &self,
+        b: &BlockWeights,
+        qkv: tl_cuda::Span<'_, f32>,
+        n: usize,
+    ) -> Result<()> {
+        if let Some(bias) = &b.qkv_bias {
+            row_ops::add_row_bias(&self.gpu, qkv, bias.all(), n)?;
         }
         Ok(())
     }

@@ -167,10 +167,12 @@ impl Stages for CudaPass<'_> {
             Kernels::Gemv { hints: true } => m.project_qkv(b, a.x, a.qkv, n, a.positions, kv),
             Kernels::Gemv { hints: false } => {
                 m.project_qkv_parts(b, a.x, a.qkv, n, None)?;
+                m.add_qkv_bias(b, a.qkv, n)?;
                 m.rope_store(b, a.qkv, n, a.positions, kv)
             }
             Kernels::Gemm(p) => {
                 m.matmul_qkv(b, a.x, a.qkv, n, p)?;
+                m.add_qkv_bias(b, a.qkv, n)?;
                 m.rope_store(b, a.qkv, n, a.positions, kv)
             }
         }

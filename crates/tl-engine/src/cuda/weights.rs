@@ -54,6 +54,9 @@ pub struct BlockWeights {
     /// Per-head norm weights of queries and keys, when the architecture has
     /// them.
     pub qk_norm: Option<[Buffer<f32>; 2]>,
+    /// The query, key and value biases end to end (one row of QKV outputs),
+    /// when the architecture has them.
+    pub qkv_bias: Option<Buffer<f32>>,
     pub feed_forward_norm: Buffer<f32>,
     /// `[gate; up]` rows over the hidden size.
     pub gate_up: DeviceMatrix,
@@ -176,8 +179,18 @@ impl<'a> Uploader<'a> {
         } else {
             None
         };
+        let qkv_bias = if c.qkv_bias {
+            let mut bias = self.cpu.vector(&name(BlockTensor::QueryBias), q_width)?;
+            bias.extend(self.cpu.vector(&name(BlockTensor::KeyBias), kv_width)?);
+            bias.extend(self.cpu.vector(&name(BlockTensor::ValueBias), kv_width)?);
+            self.bytes += bias.len() * 4;
+            Some(Buffer::from_host(self.gpu, &bias)?)
+        } else {
+            None
+        };
         Ok(BlockWeights {
             qk_norm,
+            qkv_bias,
             attention_norm: self.vector(&name(BlockTensor::AttentionNorm), hidden)?,
             qkv: self.qkv(
                 &[

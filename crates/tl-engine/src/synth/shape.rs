@@ -74,7 +74,7 @@ pub enum ShapeName {
     Tiny,
     /// The same size as Qwen3 (heads of 32, queries twice the hidden width).
     TinyQwen3,
-    /// Tiny's size as Qwen2 (query, key and value biases).
+    /// A tiny Qwen2 (query, key and value biases), heads of 32.
     TinyQwen2,
     /// 2 blocks of width 256, so every matrix row is whole K-quant super-blocks.
     TinyWide,
@@ -151,13 +151,14 @@ impl ShapeName {
                 tied_embeddings: true,
                 ..llama(2, 64, 128, 4, 2, 512)
             },
+            // Heads of 32, the narrowest the CUDA attention takes.
             ShapeName::TinyQwen2 => Shape {
                 architecture: Architecture::Qwen2,
                 rope_freq_base: 1_000_000.0,
                 rms_norm_eps: 1e-6,
                 context_length: 256,
                 tied_embeddings: true,
-                ..llama(2, 64, 128, 4, 2, 512)
+                ..llama(2, 128, 256, 4, 2, 512)
             },
             ShapeName::TinyWide => Shape {
                 context_length: 256,

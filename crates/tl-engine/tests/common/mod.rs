@@ -147,13 +147,13 @@ const SYNTHETIC: [SyntheticTypes; 6] = [
 /// super-blocks.
 const SYNTHETIC_SHAPE: (usize, usize, usize, usize, usize, usize) = (256, 512, 2, 4, 2, 64);
 
-/// Paths of the [`SYNTHETIC`] models, written on first use.
+/// Paths of the [`SYNTHETIC`] models and a tiny Qwen2, written on first use.
 pub fn synthetic_models() -> &'static [PathBuf] {
     static MODELS: OnceLock<Vec<PathBuf>> = OnceLock::new();
     MODELS.get_or_init(|| {
         let dir = std::env::temp_dir().join("tl-test-models");
         std::fs::create_dir_all(&dir).unwrap();
-        SYNTHETIC
+        let mut models: Vec<PathBuf> = SYNTHETIC
             .iter()
             .map(|types| {
                 let path = dir.join(format!("synthetic-{}-v1.gguf", types.name));
@@ -162,7 +162,17 @@ pub fn synthetic_models() -> &'static [PathBuf] {
                 }
                 path
             })
-            .collect()
+            .collect();
+        // A tiny Qwen2 (query, key and value biases; RoPE on halves), carried
+        // in the test binary like the vocabulary below.
+        let qwen2 = dir.join("synthetic-tiny-qwen2-v2.gguf");
+        if !qwen2.exists() {
+            let temp = dir.join(format!("tiny-qwen2.{}.tmp", std::process::id()));
+            std::fs::write(&temp, include_bytes!("../golden/tiny-qwen2-q8_0.gguf")).unwrap();
+            std::fs::rename(&temp, &qwen2).unwrap();
+        }
+        models.push(qwen2);
+        models
     })
 }
 
