@@ -7,7 +7,7 @@ mod common;
 use std::io::Write;
 use std::process::Stdio;
 
-use common::{default_model, run, stderr, stdout, testdata, tl};
+use common::{default_model, gpl_perplexity, run, stderr, stdout, testdata, tl};
 
 fn model() -> &'static str {
     default_model().to_str().expect("model path is UTF-8")
@@ -72,22 +72,7 @@ fn perplexity_equals_llama_cpp() {
     // Its 512-token windows run through the tiled attention, which we follow
     // bit for bit, so the four decimals it prints agree.
     const LLAMA_CPP: f64 = 18.3459;
-    let text = testdata().join("reference/gpl-3.txt");
-    let out = run(&[
-        "perplexity",
-        "-m",
-        model(),
-        "-f",
-        text.to_str().unwrap(),
-        "-c",
-        "512",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let last = stdout(&out).lines().last().unwrap_or_default().to_string();
-    let value: f64 = last
-        .strip_prefix("perplexity: ")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("last line {last:?}"));
+    let value = gpl_perplexity(default_model());
     assert!(
         (value - LLAMA_CPP).abs() < 5e-5,
         "perplexity {value} vs llama.cpp {LLAMA_CPP}"

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{default_model, run, stderr, stdout, testdata};
+use common::{default_model, gpl_perplexity as perplexity, run, stderr, stdout};
 use sha2::{Digest, Sha256};
 
 fn sha256(path: &Path) -> String {
@@ -133,25 +133,6 @@ const FROM_DEFAULT: [(&str, &str); 8] = [
         "a269e3181fcbb25046f99f64ba8d3c159165b211c2ff4ffca7ba1bb219d2ccd0",
     ),
 ];
-
-/// `tl perplexity -c 512` on the GPL text, its last line's value.
-fn perplexity(model: &Path) -> f64 {
-    let text = testdata().join("reference/gpl-3.txt");
-    let out = run(&[
-        "perplexity",
-        "-m",
-        model.to_str().unwrap(),
-        "-f",
-        text.to_str().unwrap(),
-        "-c",
-        "512",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let last = stdout(&out).lines().last().unwrap_or_default().to_string();
-    last.strip_prefix("perplexity: ")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("last line {last:?}"))
-}
 
 #[test]
 fn the_default_model_requantizes_to_llama_quantize_bytes_and_perplexity() {

@@ -4,14 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use tl_engine::quantize::{FileType, QuantizeOptions, QuantizePlan};
 use tl_gguf::GgufFile;
 
-use super::synth::{byte_bar, check_destination, human_bytes};
+use super::synth::{check_destination, human_bytes, write_with_progress};
 use crate::cli::QuantizeArgs;
 
 pub fn run(args: &QuantizeArgs) -> Result<()> {
@@ -66,14 +65,9 @@ fn describe(plan: &QuantizePlan, file_type: FileType, output: &Path) -> String {
 }
 
 fn write(plan: QuantizePlan, output: &Path) -> Result<()> {
-    let bar = byte_bar(plan.input_tensor_bytes(), "quantizing");
-    let counter = bar.clone();
-    let writer = plan
-        .into_writer(Arc::new(move |bytes| counter.inc(bytes)))
-        .context("cannot lay out the output")?;
-    let written = writer
-        .write_to_path(output)
-        .with_context(|| format!("cannot write {}", output.display()));
-    bar.finish_and_clear();
-    written
+    let total = plan.input_tensor_bytes();
+    write_with_progress(output, total, "quantizing", |progress| {
+        plan.into_writer(progress)
+            .context("cannot lay out the output")
+    })
 }

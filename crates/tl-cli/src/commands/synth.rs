@@ -109,11 +109,24 @@ pub(crate) fn check_destination(output: &Path, file_bytes: u64) -> Result<()> {
 }
 
 fn write(plan: SynthPlan, output: &Path) -> Result<()> {
-    let bar = byte_bar(plan.tensor_bytes(), "writing");
+    let total = plan.tensor_bytes();
+    write_with_progress(output, total, "writing", |progress| {
+        plan.into_writer(progress)
+            .context("cannot lay out the model")
+    })
+}
+
+/// Writes the file `make_writer` lays out to `output`, with a progress bar
+/// over `total` bytes that the writer's progress callback advances.
+pub(crate) fn write_with_progress(
+    output: &Path,
+    total: u64,
+    message: &'static str,
+    make_writer: impl FnOnce(tl_engine::synth::Progress) -> Result<tl_gguf::GgufWriter>,
+) -> Result<()> {
+    let bar = byte_bar(total, message);
     let counter = bar.clone();
-    let writer = plan
-        .into_writer(Arc::new(move |bytes| counter.inc(bytes)))
-        .context("cannot lay out the model")?;
+    let writer = make_writer(Arc::new(move |bytes| counter.inc(bytes)))?;
     let written = writer
         .write_to_path(output)
         .with_context(|| format!("cannot write {}", output.display()));
@@ -122,7 +135,7 @@ fn write(plan: SynthPlan, output: &Path) -> Result<()> {
 }
 
 /// A progress bar over `total` bytes.
-pub(crate) fn byte_bar(total: u64, message: &'static str) -> ProgressBar {
+fn byte_bar(total: u64, message: &'static str) -> ProgressBar {
     let bar = ProgressBar::new(total).with_style(
         ProgressStyle::with_template(
             "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",

@@ -16,6 +16,26 @@ pub fn tl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tl"))
 }
 
+/// `tl perplexity -c 512` of `model` on the GPL text (the reference text of
+/// llama.cpp's figures), its last line's value.
+pub fn gpl_perplexity(model: &Path) -> f64 {
+    let text = testdata().join("reference/gpl-3.txt");
+    let out = run(&[
+        "perplexity",
+        "-m",
+        model.to_str().unwrap(),
+        "-f",
+        text.to_str().unwrap(),
+        "-c",
+        "512",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let last = stdout(&out).lines().last().unwrap_or_default().to_string();
+    last.strip_prefix("perplexity: ")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("last line {last:?}"))
+}
+
 /// Runs `tl` with `args` and returns its output.
 pub fn run(args: &[&str]) -> Output {
     tl().args(args)

@@ -36,7 +36,7 @@ pub(crate) fn seconds_per_call(mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-fn candle_dtype(ty: WeightType) -> GgmlDType {
+pub(crate) fn candle_dtype(ty: WeightType) -> GgmlDType {
     match ty {
         WeightType::Q4_0 => GgmlDType::Q4_0,
         WeightType::Q4_1 => GgmlDType::Q4_1,

@@ -95,19 +95,8 @@ mod tests {
     /// candle's dequantizer: an independent reading of the same layouts
     /// (its products may round in another order, so within a few ulps).
     fn candle_values(ty: WeightType, bytes: &[u8]) -> Vec<f32> {
-        use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType};
-        let dtype = match ty {
-            WeightType::Q4_0 => GgmlDType::Q4_0,
-            WeightType::Q4_1 => GgmlDType::Q4_1,
-            WeightType::Q5_0 => GgmlDType::Q5_0,
-            WeightType::Q5_1 => GgmlDType::Q5_1,
-            WeightType::Q8_0 => GgmlDType::Q8_0,
-            WeightType::Q2_K => GgmlDType::Q2K,
-            WeightType::Q3_K => GgmlDType::Q3K,
-            WeightType::Q4_K => GgmlDType::Q4K,
-            WeightType::Q5_K => GgmlDType::Q5K,
-            WeightType::Q6_K => GgmlDType::Q6K,
-        };
+        use candle_core::quantized::ggml_file::qtensor_from_ggml;
+        let dtype = crate::cpu::bench::candle_dtype(ty);
         let n = bytes.len() / ty.block_bytes() * ty.block_values();
         let device = candle_core::Device::Cpu;
         let tensor = qtensor_from_ggml(dtype, bytes, vec![n], &device).unwrap();
