@@ -15,27 +15,8 @@ use tl_cuda::ops::sample::{self, SampleBuffers, SampleJob, SampleSettings};
 use tl_cuda::ops::{blas, rows};
 use tl_cuda::{Buffer, CudaError, DeviceMatrix, GgmlType, Gpu, Graph};
 
-/// Makes the calling test the only one using the GPU until its thread ends.
-/// Tests run on threads of their own, and a CUDA graph one of them captures
-/// is invalidated by another's launches (`CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`),
-/// so GPU tests take turns; the guard lives in a thread-local, dropped when
-/// the test's thread exits (a thread that holds it already keeps it).
-fn hold_gpu() {
-    use std::cell::RefCell;
-    use std::sync::{Mutex, MutexGuard};
-    static GPU: Mutex<()> = Mutex::new(());
-    thread_local! {
-        static HELD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
-    }
-    HELD.with_borrow_mut(|held| {
-        if held.is_none() {
-            *held = Some(GPU.lock().unwrap_or_else(|e| e.into_inner()));
-        }
-    });
-}
-
 fn gpu() -> Option<Gpu> {
-    hold_gpu();
+    tl_testdata::hold_gpu();
     match Gpu::open(0, Default::default()) {
         Ok(gpu) => Some(gpu),
         Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {

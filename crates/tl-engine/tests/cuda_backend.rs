@@ -35,7 +35,7 @@ const STEPS: usize = 64;
 /// The GPU, for the kernel tests; `None`, after saying why, where there is
 /// none.
 fn gpu() -> Option<Gpu> {
-    common::hold_gpu();
+    tl_testdata::hold_gpu();
     match Gpu::open(0, Default::default()) {
         Ok(gpu) => Some(gpu),
         Err(e @ (CudaError::LibraryMissing { .. } | CudaError::NoDevice)) => {

@@ -1,6 +1,7 @@
-//! Where the tests find their data, written once for every crate's tests: the
-//! repository's `testdata/` folder (golden files that travel with the checkout,
-//! so a fresh clone tests anywhere) and the default model, which is too big to
+//! Where the tests find their data, and the lock their GPU use shares,
+//! written once for every crate's tests: the repository's `testdata/` folder
+//! (golden files that travel with the checkout, so a fresh clone tests
+//! anywhere) and the default model, which is too big to
 //! commit and is fetched into the user's cache folder by `tl model pull`.
 //!
 //! Only a dev-dependency: nothing here is built into `tl`.
@@ -78,4 +79,24 @@ fn model_cache_dir() -> Result<PathBuf, ModelMissing> {
 fn repository_root() -> &'static Path {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir.ancestors().nth(2).unwrap_or(manifest_dir)
+}
+
+/// Makes the calling test the only one of its process using the GPU until
+/// its thread ends. Tests run on threads of their own, and a CUDA graph one
+/// of them captures is invalidated by another's launches
+/// (`CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`), so GPU tests take turns; the
+/// guard lives in a thread-local, dropped when the test's thread exits (a
+/// thread that holds it already keeps it).
+pub fn hold_gpu() {
+    use std::cell::RefCell;
+    use std::sync::{Mutex, MutexGuard};
+    static GPU: Mutex<()> = Mutex::new(());
+    thread_local! {
+        static HELD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+    }
+    HELD.with_borrow_mut(|held| {
+        if held.is_none() {
+            *held = Some(GPU.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    });
 }

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use tl_engine::quantize::{FileType, QuantizeOptions, QuantizePlan};
@@ -25,14 +24,7 @@ pub fn run(args: &QuantizeArgs) -> Result<()> {
         .with_context(|| format!("cannot quantize {}", args.input.display()))?;
     check_destination(&args.output, plan.approximate_file_bytes())?;
     println!("{}", describe(&plan, options.file_type, &args.output));
-    let started = Instant::now();
-    write(plan, &args.output)?;
-    println!(
-        "wrote {} in {:.1} s",
-        args.output.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+    write(plan, &args.output)
 }
 
 /// Writing the output over the input would destroy what is being read.

@@ -40,14 +40,7 @@ pub fn run(args: &SynthArgs) -> Result<()> {
     let file_bytes = plan.approximate_file_bytes();
     check_destination(&args.output, file_bytes)?;
     println!("{}", describe(&plan, &args.output, file_bytes));
-    let started = Instant::now();
-    write(plan, &args.output)?;
-    println!(
-        "wrote {} in {:.1} s",
-        args.output.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+    write(plan, &args.output)
 }
 
 fn parse_request(args: &SynthArgs) -> Result<SynthRequest> {
@@ -117,13 +110,15 @@ fn write(plan: SynthPlan, output: &Path) -> Result<()> {
 }
 
 /// Writes the file `make_writer` lays out to `output`, with a progress bar
-/// over `total` bytes that the writer's progress callback advances.
+/// over `total` bytes that the writer's progress callback advances, then
+/// says how long it took.
 pub(crate) fn write_with_progress(
     output: &Path,
     total: u64,
     message: &'static str,
     make_writer: impl FnOnce(tl_engine::synth::Progress) -> Result<tl_gguf::GgufWriter>,
 ) -> Result<()> {
+    let started = Instant::now();
     let bar = byte_bar(total, message);
     let counter = bar.clone();
     let writer = make_writer(Arc::new(move |bytes| counter.inc(bytes)))?;
@@ -131,7 +126,13 @@ pub(crate) fn write_with_progress(
         .write_to_path(output)
         .with_context(|| format!("cannot write {}", output.display()));
     bar.finish_and_clear();
-    written
+    written?;
+    println!(
+        "wrote {} in {:.1} s",
+        output.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// A progress bar over `total` bytes.

@@ -91,12 +91,6 @@ impl FileType {
             FileType::Q6_K => 18,
         }
     }
-
-    /// The tensor type matrices of a synthesized file use when the file is
-    /// not a mix.
-    pub fn ggml_type(self) -> GgmlType {
-        self.default_type()
-    }
 }
 
 impl fmt::Display for FileType {

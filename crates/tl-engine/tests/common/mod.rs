@@ -314,33 +314,14 @@ pub fn default_model() -> PathBuf {
     tl_testdata::default_model().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Makes the calling test the only one using the GPU until its thread ends.
-/// Tests run on threads of their own, and a CUDA graph one of them captures
-/// is invalidated by another's launches (`CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`),
-/// so GPU tests take turns; the guard lives in a thread-local, dropped when
-/// the test's thread exits (a thread that holds it already keeps it).
-pub fn hold_gpu() {
-    use std::cell::RefCell;
-    use std::sync::{Mutex, MutexGuard};
-    static GPU: Mutex<()> = Mutex::new(());
-    thread_local! {
-        static HELD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
-    }
-    HELD.with_borrow_mut(|held| {
-        if held.is_none() {
-            *held = Some(GPU.lock().unwrap_or_else(|e| e.into_inner()));
-        }
-    });
-}
-
 /// The model at `path` on `device`, for caches of [`CONTEXT`] positions; `None`,
 /// after printing why, where `device` is a GPU and this machine has no usable
 /// one (no CUDA library, no device). Any other failure panics: on a machine
 /// with a GPU, a GPU that does not load is a failure. Holds the GPU for the
-/// calling test ([`hold_gpu`]).
+/// calling test ([`tl_testdata::hold_gpu`]).
 pub fn load(path: &Path, device: DeviceChoice) -> Option<Backend> {
     if device != DeviceChoice::Cpu {
-        hold_gpu();
+        tl_testdata::hold_gpu();
     }
     let file = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     match Backend::load(&file, CONTEXT, device, &GpuOptions::default()) {
