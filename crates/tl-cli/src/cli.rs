@@ -535,7 +535,7 @@ pub enum ModelCommand {
     List,
     /// Remove a catalogue model's cached file.
     Rm(RmArgs),
-    /// Write a random-weight GGUF model of a real shape (TinyLlama, SmolLM2,
+    /// Write a random-weight GGUF model of a real shape (TinyLlama, SmolLM2, Gemma 3 270M,
     /// Qwen3-0.6B, Llama-3-8B) for benchmarks and tests.
     ///
     /// Matrices and the token embedding are normal(0, 0.02) in the chosen type
@@ -579,9 +579,10 @@ pub struct QuantizeArgs {
 /// `tl model pull`.
 #[derive(Debug, Args)]
 pub struct PullArgs {
-    /// The model's name in the catalogue (`tl model list`).
+    /// The models' names in the catalogue (`tl model list`), fetched in
+    /// order.
     #[arg(value_name = "NAME", default_value = "smollm2")]
-    pub name: String,
+    pub names: Vec<String>,
 }
 
 /// `tl model rm`.
@@ -606,7 +607,7 @@ pub struct InspectArgs {
 /// `tl model synth`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
-    /// Shape: tiny, tiny-qwen3, tiny-qwen2, tiny-wide, tinyllama, smollm2, qwen3-0.6b or llama-8b (table below).
+    /// Shape: tiny, tiny-qwen3, tiny-qwen2, tiny-gemma3, tiny-wide, tinyllama, smollm2, qwen3-0.6b, llama-8b or gemma3-270m (table below).
     #[arg(long, value_name = "NAME")]
     pub shape: String,
     /// Weight type: f16, q8_0, q4_0, q4_1, q5_0 or q5_1 for every matrix and the
@@ -614,7 +615,7 @@ pub struct SynthArgs {
     /// gives each tensor in that mix.
     #[arg(long, value_name = "TYPE")]
     pub quant: String,
-    /// Architecture: llama, qwen2 or qwen3. Optional, implied by --shape; an error when it
+    /// Architecture: llama, qwen2, qwen3 or gemma3. Optional, implied by --shape; an error when it
     /// disagrees with the shape.
     #[arg(long, value_name = "NAME")]
     pub arch: Option<String>,

@@ -28,7 +28,7 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
                                          const float2* cos_sin, const int* start,
                                          u16* k_cache, u16* v_cache, int capacity,
                                          const float* q_norm, const float* k_norm, float eps,
-                                         int halves, const int* positions,
+                                         int halves, float query_scale, const int* positions,
                                          u16* const* k_tables, u16* const* v_tables) {
     __shared__ float scales[ROPE_MAX_HEADS];
     allow_next_kernel();
@@ -70,8 +70,8 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
         const float2 cs = table[pair];
         const float r0 = fmaf(x0, cs.x, -(x1 * cs.y)), r1 = fmaf(x0, cs.y, x1 * cs.x);
         if (query) {
-            p[a] = r0;
-            p[b] = r1;
+            p[a] = __fmul_rn(r0, query_scale);
+            p[b] = __fmul_rn(r1, query_scale);
         } else {
             const u64 at = ((u64)kh * capacity + pos) * head_dim;
             kc[at + a] = f2h(r0);
@@ -96,8 +96,8 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
     rope_store_kv_per_head(float* qkv, int heads, int kv_heads, int head_dim,
                            const float2* cos_sin, const int* start, u16* k_cache,
                            u16* v_cache, int capacity, const float* q_norm,
-                           const float* k_norm, float eps, int halves, const int* positions,
-                           u16* const* k_tables, u16* const* v_tables) {
+                           const float* k_norm, float eps, int halves, float query_scale,
+                           const int* positions, u16* const* k_tables, u16* const* v_tables) {
     allow_next_kernel();
     wait_for_previous_kernel();
     const int head = blockIdx.y * ROPE_WARPS + threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -135,8 +135,8 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
         const float2 cs = table[pair];
         const float r0 = fmaf(x0, cs.x, -(x1 * cs.y)), r1 = fmaf(x0, cs.y, x1 * cs.x);
         if (query) {
-            p[a] = r0;
-            p[b] = r1;
+            p[a] = __fmul_rn(r0, query_scale);
+            p[b] = __fmul_rn(r1, query_scale);
         } else {
             kc[at + a] = f2h(r0);
             kc[at + b] = f2h(r1);
@@ -379,16 +379,20 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
 template <int PER_LANE>
 __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* k_cache,
                                        const u16* v_cache, const int* start, int heads,
-                                       int kv_heads, int capacity, float scale, float* out,
-                                       F16AccumulatorTile& t) {
+                                       int kv_heads, int capacity, float scale, int window,
+                                       float* out, F16AccumulatorTile& t) {
     const int head_dim = PER_LANE * WARP;
     const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
     const int row = blockIdx.x / heads, head = blockIdx.x % heads;
     const int lane = threadIdx.x % WARP;
-    const int visible = *start + row + 1;
+    // With a window, the positions before it are skipped, as the CPU's
+    // one-chunk path skips masked ones: the walk starts at `first`.
+    const int position = *start + row;
+    const int first = window > 0 ? max(0, position + 1 - window) : 0;
+    const int visible = position + 1 - first;
     const int kv_head = head / (heads / kv_heads);
-    const u16* keys = k_cache + (u64)kv_head * capacity * head_dim;
-    const u16* values = v_cache + (u64)kv_head * capacity * head_dim;
+    const u16* keys = k_cache + ((u64)kv_head * capacity + first) * head_dim;
+    const u16* values = v_cache + ((u64)kv_head * capacity + first) * head_dim;
     const int first_producer = head_dim + WARP;
     const int producers = blockDim.x - first_producer;
     const int p = threadIdx.x - first_producer;  // the index among producers, if >= 0
@@ -429,18 +433,24 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
 // attend_f16_accumulator for a head size known only at run time.
 __device__ __forceinline__ void attend_f16_accumulator_any(
     const float* q, int q_stride, const u16* k_cache, const u16* v_cache, const int* start,
-    int heads, int kv_heads, int head_dim, int capacity, float scale, float* out,
+    int heads, int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
     F16AccumulatorTile& tile) {
+#define ATTEND_F16(N)                                                                          \
+    case N:                                                                                    \
+        attend_f16_accumulator<N>(q, q_stride, k_cache, v_cache, start, heads, kv_heads,       \
+                                  capacity, scale, window, out, tile);                         \
+        break;
     switch (head_dim / WARP) {
-        case 1: attend_f16_accumulator<1>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 2: attend_f16_accumulator<2>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 3: attend_f16_accumulator<3>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 4: attend_f16_accumulator<4>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 5: attend_f16_accumulator<5>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 6: attend_f16_accumulator<6>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 7: attend_f16_accumulator<7>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
-        case 8: attend_f16_accumulator<8>(q, q_stride, k_cache, v_cache, start, heads, kv_heads, capacity, scale, out, tile); break;
+        ATTEND_F16(1)
+        ATTEND_F16(2)
+        ATTEND_F16(3)
+        ATTEND_F16(4)
+        ATTEND_F16(5)
+        ATTEND_F16(6)
+        ATTEND_F16(7)
+        ATTEND_F16(8)
     }
+#undef ATTEND_F16
 }
 
 // Asks L2 for the keys and values of the first two tiles of (row, head) of
@@ -468,13 +478,13 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
                                                      const u16* k_cache, const u16* v_cache,
                                                      const int* start, int heads, int kv_heads,
                                                      int head_dim, int capacity, float scale,
-                                                     float* out, int l2_prefetch) {
+                                                     int window, float* out, int l2_prefetch) {
     __shared__ F16AccumulatorTile tile;
     if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity);
     allow_next_kernel();
     wait_for_previous_kernel();
     attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
-                               capacity, scale, out, tile);
+                               capacity, scale, window, out, tile);
 }
 
 // attention_f16_accumulator for a decode step of several sequences at once:
@@ -484,7 +494,7 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
 extern "C" __global__ void attention_f16_accumulator_batched(
     const float* q, int q_stride, const u16* const* k_tables, const u16* const* v_tables,
     const int* start, int heads, int kv_heads, int head_dim, int capacity, float scale,
-    float* out, int l2_prefetch) {
+    int window, float* out, int l2_prefetch) {
     __shared__ F16AccumulatorTile tile;
     // The tables, like the starts, come from the host.
     const u64 b = blockIdx.y, rows = gridDim.x / heads;
@@ -497,7 +507,7 @@ extern "C" __global__ void attention_f16_accumulator_batched(
     q += b * rows * q_stride;
     out += b * rows * heads * head_dim;
     attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
-                               capacity, scale, out, tile);
+                               capacity, scale, window, out, tile);
 }
 
 // Attention for 64 rows or more, in f32 (llama.cpp's tiled CPU path): one warp
@@ -509,12 +519,13 @@ extern "C" __global__ void attention_f16_accumulator_batched(
 extern "C" __global__ void attention_prefill(const float* q, int q_stride, const u16* k_cache,
                                              const u16* v_cache, const int* start, int rows,
                                              int heads, int kv_heads, int head_dim,
-                                             int capacity, float scale, float* out) {
+                                             int capacity, float scale, int window, float* out) {
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int item = blockIdx.x * ATTN_WARPS + warp;
     if (item >= rows * heads) return;
     const int row = item / heads, head = item % heads;
     const int visible = *start + row + 1;
+    const int first = window > 0 ? max(0, visible - window) : 0;
     const int per_lane = head_dim / WARP;
     const int kv_head = head / (heads / kv_heads);
     const u16* keys = k_cache + (u64)kv_head * capacity * head_dim;
@@ -526,7 +537,7 @@ extern "C" __global__ void attention_prefill(const float* q, int q_stride, const
     float m = -__int_as_float(0x7f800000), sum = 0.0f;
     float acc[MAX_HEAD_DIM / WARP];
     for (int j = 0; j < per_lane; ++j) acc[j] = 0.0f;
-    for (int base = 0; base < visible; base += WARP) {
+    for (int base = first; base < visible; base += WARP) {
         const int p = base + lane;
         float score = -__int_as_float(0x7f800000);
         if (p < visible) {

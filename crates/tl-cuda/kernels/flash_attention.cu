@@ -39,8 +39,8 @@ __device__ __forceinline__ u32 pack_halves(u16 lo, u16 hi) {
 template <int D>
 __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache,
                                 const u16* v_cache, const int* start, int rows, int heads,
-                                int kv_heads, int capacity, float scale, float* out,
-                                u16* out_f16) {
+                                int kv_heads, int capacity, float scale, int window,
+                                float* out, u16* out_f16) {
     __shared__ __align__(16) u16 ks[FLASH_KEYS][D + FLASH_PAD];
     __shared__ __align__(16) u16 vs[FLASH_KEYS][D + FLASH_PAD];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -78,6 +78,10 @@ __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache
     const int qpos[2] = {first + row0 + g, first + row0 + g + 8};
     const int block_rows = min(rows - blockIdx.x * FLASH_ROWS, FLASH_ROWS);
     const int visible = first + blockIdx.x * FLASH_ROWS + block_rows;  // keys the block needs
+    // With a window, tiles wholly before the block's first row's window are
+    // skipped; keys before each row's own window are masked below.
+    const int first_key = window > 0 ? max(0, first + blockIdx.x * FLASH_ROWS + 1 - window) : 0;
+    const int kv_start = first_key / FLASH_KEYS * FLASH_KEYS;
 
     // Each thread's share of a tile's keys and values (16 bytes each), read
     // from memory one tile ahead: tile i + 1's loads are in flight while tile
@@ -96,8 +100,8 @@ __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache
             }
         }
     };
-    load_tile(0);
-    for (int kv0 = 0; kv0 < visible; kv0 += FLASH_KEYS) {
+    load_tile(kv_start);
+    for (int kv0 = kv_start; kv0 < visible; kv0 += FLASH_KEYS) {
         __syncthreads();  // the previous tile is no longer read
 #pragma unroll
         for (int j = 0; j < PER_THREAD; ++j) {
@@ -129,7 +133,8 @@ __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache
             for (int e = 0; e < 4; ++e) {
                 const int key = kv0 + n * 8 + 2 * t + (e & 1);
                 const int r = e >> 1;
-                s[n][e] = key <= qpos[r] ? s[n][e] * scale : neg_inf;
+                const bool seen = key <= qpos[r] && (window <= 0 || key > qpos[r] - window);
+                s[n][e] = seen ? s[n][e] * scale : neg_inf;
                 tile_max[r] = fmaxf(tile_max[r], s[n][e]);
             }
         }
@@ -207,10 +212,10 @@ __device__ void flash_attention(const float* q, int q_stride, const u16* k_cache
     extern "C" __global__ void __launch_bounds__(FLASH_WARPS * WARP)                         \
         attention_flash_##D(const float* q, int q_stride, const u16* k_cache,                \
                             const u16* v_cache, const int* start, int rows, int heads,       \
-                            int kv_heads, int capacity, float scale, float* out,             \
+                            int kv_heads, int capacity, float scale, int window, float* out, \
                             u16* out_f16) {                                                  \
         flash_attention<D>(q, q_stride, k_cache, v_cache, start, rows, heads, kv_heads,     \
-                           capacity, scale, out, out_f16);                                   \
+                           capacity, scale, window, out, out_f16);                           \
     }
 FLASH_KERNEL(64)
 FLASH_KERNEL(128)

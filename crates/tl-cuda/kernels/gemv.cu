@@ -6,7 +6,9 @@
 //   plain      y[r]  = W[r]·x
 //   residual   y[r] += W[r]·x                     (attention output, MLP down)
 //   norm       y[r]  = W[r]·rmsnorm(x)            (fused QKV, output head)
-//   swiglu     y[r]  = silu(W[r]·n) · (W[r+half]·n), n = rmsnorm(x)  (gate|up)
+//   gated      y[r]  = act(W[r]·n) · (W[r+half]·n), n = rmsnorm(x)   (gate|up)
+//              act: SwiGLU's silu, or GeGLU's GELU from a table that the
+//              host passes in the cos_sin argument (unused by this variant)
 //   norm_rope  norm, then RoPE on the query and key rows and the keys and
 //              values written to the cache                       (fused QKV)
 //
@@ -752,8 +754,8 @@ __device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int co
     }
 }
 
-// MODE 0: plain, 1: residual, 2: norm, 3: norm + swiglu, 4: norm + RoPE + cache
-// write.
+// MODE 0: plain, 1: residual, 2: norm, 3: norm + gated activation, 4: norm +
+// RoPE + cache write.
 //
 // BATCHED (the gemv_batched_* kernels): gridDim.y sequences decode at once; x
 // and y of sequence blockIdx.y lie `cols` and `rows` values further on per
@@ -802,8 +804,7 @@ __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight
             __syncthreads();
         } else if (lane == 0 && r < rows) {
             if (MODE == 3)
-                y[r] = __fmul_rn(r < rows - rows % 8 ? silu(dot[0]) : silu_libm(dot[0]),
-                                 dot[NR - 1]);
+                y[r] = gated((const u16*)rope.cos_sin, dot[0], dot[NR - 1], r, rows);
             else
                 y[r] = MODE == 1 ? __fadd_rn(prior, dot[0]) : dot[0];
         }
@@ -892,8 +893,7 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
             }
         } else if (owner) {
             if (MODE == 3)
-                y[r] = __fmul_rn(r < rows - rows % 8 ? silu(sum[0]) : silu_libm(sum[0]),
-                                 sum[NR - 1]);
+                y[r] = gated((const u16*)rope.cos_sin, sum[0], sum[NR - 1], r, rows);
             else
                 y[r] = MODE == 1 ? __fadd_rn(pass == 0 ? first_prior : y[r], sum[0]) : sum[0];
         }
@@ -956,7 +956,7 @@ __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float
     GEMV_KERNEL(, 0, NAME, T, ORDER)             \
     GEMV_KERNEL(residual_, 1, NAME, T, ORDER)    \
     GEMV_KERNEL(norm_, 2, NAME, T, ORDER)        \
-    GEMV_KERNEL(norm_swiglu_, 3, NAME, T, ORDER) \
+    GEMV_KERNEL(norm_gated_, 3, NAME, T, ORDER)  \
     GEMV_KERNEL(norm_rope_, 4, NAME, T, ORDER)
 
 // The instantiations are added per weight type by compile.rs: each type's GEMVs

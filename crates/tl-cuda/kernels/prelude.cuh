@@ -237,6 +237,23 @@ __device__ __forceinline__ float silu_libm(float g) {
     return __fdiv_rn(g, __fadd_rn(1.0f, expf_libm(-g)));
 }
 
+// GELU (tanh approximation) as ggml's CPU backend computes it: its f16 value
+// at the input rounded to f16, from `table` (65536 entries indexed by the
+// f16 bits, built on the host), 0 at or below −10 and the input at or above 10.
+__device__ __forceinline__ float gelu_tabulated(const u16* table, float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return h2f(table[f2h(x)]);
+}
+
+// The gated activation act(gate)·up of MLP value `i` of a row of `width`:
+// GeGLU from `gelu_table` when it is given, else SwiGLU (libm's expf for the
+// last width mod 8 values, as the CPU's vector loop leaves them).
+__device__ __forceinline__ float gated(const u16* gelu_table, float gate, float up, int i, int width) {
+    if (gelu_table) return __fmul_rn(gelu_tabulated(gelu_table, gate), up);
+    return __fmul_rn(i < width - width % 8 ? silu(gate) : silu_libm(gate), up);
+}
+
 // ---- Weight layouts on the device -------------------------------------------
 // Quantized matrices are uploaded with their GGUF blocks split into two arrays:
 // the quants of each row back to back (`qs`) and a header record per block

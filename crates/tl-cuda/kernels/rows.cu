@@ -79,7 +79,8 @@ extern "C" __global__ void swiglu(const float* gate_up, float* out, int rows, in
 }
 
 // swiglu then rows_to_f16 (no norm) in one pass, for the MLP's down projection
-// in a prefill batch: out[r][i] = f16(silu(gate)·up), or with rounding that
+// in a prefill batch: out[r][i] = f16(silu(gate)·up) (GeGLU's gelu from
+// `gelu_table` when it is given), or with rounding that
 // value first rounded as rows_to_f16 does. The same operations as the two
 // kernels, so the same bits, without writing and reading back the f32 values.
 // A grid-stride loop over all values, as swiglu's (one block per row measured
@@ -88,7 +89,7 @@ extern "C" __global__ void swiglu(const float* gate_up, float* out, int rows, in
 // one Q8 block, lane i value i; with ROUND_Q8_K (width a multiple of 256) the
 // warps take super-blocks in turn, eight values a lane.
 extern "C" __global__ void swiglu_to_f16(const float* gate_up, u16* out, int rows, int width,
-                                         int rounding) {
+                                         int rounding, const u16* gelu_table) {
     const u64 n = (u64)rows * width;
     if (rounding == ROUND_Q8_K) {
         const u64 warps = (u64)gridDim.x * blockDim.x / WARP;
@@ -98,7 +99,9 @@ extern "C" __global__ void swiglu_to_f16(const float* gate_up, u16* out, int row
             const float* g = gate_up + r * 2 * width + c;
             float v[8];
 #pragma unroll
-            for (int j = 0; j < 8; ++j) v[j] = silu(g[j]) * g[width + j];
+            for (int j = 0; j < 8; ++j)
+                v[j] = gelu_table ? __fmul_rn(gelu_tabulated(gelu_table, g[j]), g[width + j])
+                                  : silu(g[j]) * g[width + j];
             round_q8_k_to_f16(v, out + r * width + c);
         }
         return;
@@ -110,7 +113,8 @@ extern "C" __global__ void swiglu_to_f16(const float* gate_up, u16* out, int row
          i += (u64)gridDim.x * blockDim.x) {
         const u64 r = narrow ? (u32)i / (u32)width : i / width;
         const u64 c = i - r * width;
-        const float h = silu(gate_up[r * 2 * width + c]) * gate_up[r * 2 * width + width + c];
+        const float g = gate_up[r * 2 * width + c], u = gate_up[r * 2 * width + width + c];
+        const float h = gelu_table ? __fmul_rn(gelu_tabulated(gelu_table, g), u) : silu(g) * u;
         if (!q8) {
             out[i] = f2h(h);
             continue;
@@ -119,6 +123,23 @@ extern "C" __global__ void swiglu_to_f16(const float* gate_up, u16* out, int row
         const int q = quantize_q8_lane(h, &d);
         out[i] = f2h((float)q * h2f(f2h(d)));
     }
+}
+
+// x[r] += rmsnorm(y[r])·weight for one row per block (an architecture's norm
+// of a branch's output before it joins the residual): the scale as
+// rows_to_f16's, then (y·scale)·weight and the add each rounded once, as the
+// CPU backend's.
+extern "C" __global__ void post_norm_add(float* x, const float* y, const float* weight, float eps,
+                                         int cols) {
+    __shared__ double scratch[32];
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    const u64 row = blockIdx.x;
+    const float* yr = y + row * (u64)cols;
+    float* xr = x + row * (u64)cols;
+    const float scale = rms_scale(yr, cols, eps, scratch);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        xr[i] = __fadd_rn(xr[i], __fmul_rn(__fmul_rn(yr[i], scale), weight[i]));
 }
 
 // Dequantizes a whole [rows][cols] matrix into f16, one thread per value.
@@ -130,17 +151,18 @@ __device__ void dequantize_f16(const u8* qs, const u8* sc, u16* out, int rows, i
         out[i] = f2h(value_at<T>(qs, sc, i / cols, cols, (int)(i % cols)));
 }
 
-// out[t] = table[ids[t]] in f32; one block per token. An id outside the table
+// out[t] = table[ids[t]]·scale in f32 (an architecture's embedding scale, 1
+// for most); one block per token. An id outside the table
 // (which the host never sends) writes zeros rather than reading out of bounds.
 template <int T>
 __device__ void embed(const u8* qs, const u8* sc, const u32* ids, int vocab, float* out,
-                      int cols) {
+                      int cols, float scale) {
     allow_next_kernel();
     wait_for_previous_kernel();
     const u32 id = ids[blockIdx.x];
     float* o = out + (u64)blockIdx.x * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x)
-        o[c] = id < (u32)vocab ? value_at<T>(qs, sc, id, cols, c) : 0.0f;
+        o[c] = id < (u32)vocab ? __fmul_rn(value_at<T>(qs, sc, id, cols, c), scale) : 0.0f;
 }
 
 #define ROW_KERNELS(NAME, T)                                                                 \
@@ -149,8 +171,8 @@ __device__ void embed(const u8* qs, const u8* sc, const u32* ids, int vocab, flo
         dequantize_f16<T>(qs, sc, out, rows, cols);                                          \
     }                                                                                        \
     extern "C" __global__ void embed_##NAME(const u8* qs, const u8* sc, const u32* ids,      \
-                                             int vocab, float* out, int cols) {               \
-        embed<T>(qs, sc, ids, vocab, out, cols);                                             \
+                                             int vocab, float* out, int cols, float scale) {  \
+        embed<T>(qs, sc, ids, vocab, out, cols, scale);                                      \
     }
 
 ROW_KERNELS(f32, TYPE_F32)

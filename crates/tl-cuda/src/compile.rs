@@ -312,15 +312,15 @@ mod tests {
                     .collect()
             });
             for kernel in [
-                "gemv_norm_swiglu_q4_0",
-                "gemv_norm_swiglu_q4_0_blocks",
+                "gemv_norm_gated_q4_0",
+                "gemv_norm_gated_q4_0_blocks",
                 "gemv_norm_rope_f16_l32",
                 "gemv_batched_norm_rope_q4_1",
-                "gemv_norm_swiglu_q5_0",
+                "gemv_norm_gated_q5_0",
                 "gemv_batched_residual_q5_1",
                 "gemv_norm_rope_q2_k",
-                "gemv_batched_norm_swiglu_q3_k",
-                "gemv_norm_swiglu_q4_k_blocks",
+                "gemv_batched_norm_gated_q3_k",
+                "gemv_norm_gated_q4_k_blocks",
                 "gemv_batched_norm_rope_q4_k",
                 "gemv_residual_q5_k",
                 "gemv_batched_norm_q6_k",

@@ -432,9 +432,10 @@ fn gemv_matches_the_reference_for_every_type_epilogue_and_size() {
                     &m,
                     xb.all(),
                     y.all(),
-                    Epilogue::NormSwiglu {
+                    Epilogue::NormGated {
                         weight: nb.all(),
                         eps,
+                        gelu_table: None,
                     },
                 )
                 .unwrap();
@@ -466,7 +467,7 @@ fn dequantize_and_embed_give_the_blocks_values() {
         let ids = [5u32, 0, 36, 5, 1000];
         let idb = Buffer::from_host(&gpu, &ids).unwrap();
         let out = poisoned_f32(&gpu, ids.len() * cols);
-        rows::embed(&gpu, &m, idb.all(), ids.len(), out.all()).unwrap();
+        rows::embed(&gpu, &m, idb.all(), ids.len(), out.all(), 1.0).unwrap();
         let got = download(&gpu, &out, ids.len() * cols);
         for (i, &id) in ids.iter().enumerate() {
             let row = &got[i * cols..(i + 1) * cols];
@@ -565,7 +566,7 @@ fn row_kernels_match_the_reference() {
         )
         .unwrap();
         let fused = poisoned_f16(&gpu, n_rows * width);
-        rows::swiglu_to_f16(&gpu, gb.all(), fused.all(), n_rows, width, rounding).unwrap();
+        rows::swiglu_to_f16(&gpu, gb.all(), fused.all(), (n_rows, width), rounding, None).unwrap();
         assert_eq!(
             download(&gpu, &fused, n_rows * width),
             download(&gpu, &two_steps, n_rows * width),
@@ -758,6 +759,7 @@ fn adjacent(cos_sin: tl_cuda::Span<'_, f32>) -> Rotation<'_> {
         cos_sin,
         halves: false,
         qk_norm: None,
+        query_scale: 1.0,
     }
 }
 
@@ -832,6 +834,7 @@ fn qk_norms_and_half_head_pairs_match_the_reference() {
                 key: kwb.all(),
                 eps: 1e-6,
             }),
+            query_scale: 1.0,
         };
         let qkv = rng.vec(rows * qkv_width);
         let start = 9;
@@ -1030,6 +1033,8 @@ fn rope_cache_write_and_attention_match_the_reference() {
                 let out = poisoned_f32(&gpu, rows_now * q_width);
                 let batch = AttentionBatch {
                     heads: h,
+                    scale: h.score_scale(),
+                    window: None,
                     queries: qb.all(),
                     query_stride: qkv_width,
                     rows: rows_now,

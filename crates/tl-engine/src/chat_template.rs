@@ -133,6 +133,25 @@ impl ChatTemplate {
         }
     }
 
+    /// The template of the model's architecture (see
+    /// [`Architecture::chat_template`](crate::model::arch::Architecture)),
+    /// for files that carry none; `None` when the architecture has none.
+    pub fn for_architecture(
+        architecture: &str,
+        tokenizer: &tl_tokenizer::Tokenizer,
+    ) -> Result<Option<Self>> {
+        let Some(source) = crate::architecture_template(architecture) else {
+            return Ok(None);
+        };
+        let token_text = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id)).unwrap_or("");
+        Self::new(
+            source,
+            token_text(tokenizer.bos_id()),
+            token_text(tokenizer.eos_id()),
+        )
+        .map(Some)
+    }
+
     /// The ChatML fallback: `<|im_start|>role\ncontent<|im_end|>\n` per
     /// message, and `<|im_start|>assistant\n` as the generation prompt.
     pub fn chatml() -> Self {

@@ -29,6 +29,12 @@ pub use generate::{Generation, GenerationConfig, GenerationStats, Generator, Sto
 
 pub use loaded::{BeyondTraining, LoadedModel, ModelFile};
 pub use model::ModelConfig;
+
+/// The chat template an architecture uses for files that carry none (Jinja
+/// source), if it has one.
+pub fn architecture_template(architecture: &str) -> Option<&'static str> {
+    model::arch::find(architecture).and_then(|a| a.chat_template)
+}
 pub use session::Session;
 /// The settings a GPU is opened with, for whoever calls [`Backend::load`].
 pub use tl_cuda::{options as gpu_options, GpuOptions};

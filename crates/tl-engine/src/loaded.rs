@@ -27,7 +27,7 @@ pub struct ModelFile {
     pub gguf: Arc<GgufFile>,
     pub config: ModelConfig,
     pub tokenizer: Arc<Tokenizer>,
-    /// The file's chat template, or ChatML when it has none.
+    /// The file's chat template, else its architecture's, else ChatML.
     pub template: ChatTemplate,
     /// Whether `template` is ChatML standing in for a missing one.
     pub template_is_fallback: bool,
@@ -40,10 +40,13 @@ impl ModelFile {
         let gguf = GgufFile::open(path)?;
         let config = ModelConfig::from_gguf(&gguf)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        let (template, template_is_fallback) = match ChatTemplate::from_gguf(&gguf, &tokenizer)? {
-            Some(template) => (template, false),
-            None => (ChatTemplate::chatml(), true),
+        let stored = ChatTemplate::from_gguf(&gguf, &tokenizer)?;
+        let template = match stored {
+            Some(template) => Some(template),
+            None => ChatTemplate::for_architecture(&config.architecture, &tokenizer)?,
         };
+        let template_is_fallback = template.is_none();
+        let template = template.unwrap_or_else(ChatTemplate::chatml);
         Ok(ModelFile {
             path: path.to_path_buf(),
             gguf: Arc::new(gguf),

@@ -7,7 +7,11 @@
 //! - Qwen2, `golden/tiny-qwen2-q8_0.gguf` (`tl model synth --shape
 //!   tiny-qwen2 --quant q8_0`: biases normal(0, 0.5)), references by
 //!   `scripts/llama_cpp_logits.cpp` (the same cases through llama.cpp's C
-//!   API; it reproduces the Qwen3 file's numbers exactly).
+//!   API; it reproduces the Qwen3 file's numbers exactly);
+//! - Gemma 3, `golden/tiny-gemma3-q8_0.gguf` (`tl model synth --shape
+//!   tiny-gemma3 --quant q8_0`: a window of 32 positions on its first layer,
+//!   which the 80-token prompt reaches past), references
+//!   by `scripts/llama_cpp_logits.cpp`.
 
 use std::path::PathBuf;
 
@@ -145,4 +149,14 @@ fn qwen2_prompt_batch_gives_llama_cpp_logits() {
 #[test]
 fn qwen2_decode_steps_give_llama_cpp_logits() {
     decode_steps_give_llama_cpp_logits("qwen2");
+}
+
+#[test]
+fn gemma3_prompt_batch_gives_llama_cpp_logits() {
+    a_prompt_batch_gives_llama_cpp_logits("gemma3");
+}
+
+#[test]
+fn gemma3_decode_steps_give_llama_cpp_logits() {
+    decode_steps_give_llama_cpp_logits("gemma3");
 }

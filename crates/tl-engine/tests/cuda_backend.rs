@@ -570,6 +570,8 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
         let out = Buffer::from_host(gpu, &vec![f32::NAN; rows * q_width]).unwrap();
         let batch = AttentionBatch {
             heads: h,
+            scale: h.score_scale(),
+            window: None,
             queries: qb.all(),
             query_stride: q_width,
             rows,
@@ -692,9 +694,10 @@ fn gpu_matmul_matches_the_cpu_matmul() {
                 let half = rows / 2;
                 let (gate, up) = want.split_at_mut(half);
                 tl_engine::ops::swiglu_in_place(gate, up);
-                let norm = Epilogue::NormSwiglu {
+                let norm = Epilogue::NormGated {
                     weight: nb.all(),
                     eps,
+                    gelu_table: None,
                 };
                 gemv(&gpu, &matrix, xb.all(), y.all(), norm).unwrap();
                 let mut got = vec![0.0f32; half];
@@ -866,9 +869,10 @@ fn gpu_matmul_matches_the_cpu_matmul_for_q5_and_k_quants() {
                         tl_engine::ops::swiglu_in_place(gate, up);
                         swiglu.extend_from_slice(gate);
                     }
-                    let norm = Epilogue::NormSwiglu {
+                    let norm = Epilogue::NormGated {
                         weight: nb.all(),
                         eps,
+                        gelu_table: None,
                     };
                     let got = run(norm, &vec![f32::NAN; sequences * half]);
                     assert_same_bits(&got, &swiglu, &format!("{what}, norm and SwiGLU"));

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 /// `tl model pull` saves it under (`tl-cli`'s `default_model::FILE_NAME`).
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
+/// File name of Gemma 3 270M (Q4_K_M) in the cache folder, as `tl model pull
+/// gemma3` saves it (`tl-cli`'s catalogue).
+pub const GEMMA3_MODEL_FILE: &str = "gemma-3-270m-q4_k_m.gguf";
+
 /// Why the default model cannot be had; each message says what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelMissing {
@@ -25,6 +29,13 @@ pub enum ModelMissing {
         .0.display()
     )]
     NotPulled(PathBuf),
+    /// A catalogue model other than the default is not in the cache folder.
+    #[error(
+        "the model '{name}' is needed at {}: run `cargo run --release --bin tl -- model pull {name}` \
+         (the README's test command does)",
+        .path.display()
+    )]
+    CatalogueNotPulled { name: &'static str, path: PathBuf },
     /// Neither `TL_CACHE_DIR` nor a platform cache folder is there.
     #[error("cannot find a cache folder for the default model; set TL_CACHE_DIR or TL_TEST_MODEL")]
     NoCacheFolder,
@@ -60,6 +71,20 @@ pub fn default_model() -> Result<PathBuf, ModelMissing> {
         Err(ModelMissing::TestModelNotAFile(path))
     } else {
         Err(ModelMissing::NotPulled(path))
+    }
+}
+
+/// Gemma 3 270M's file (catalogue name `gemma3`), if `tl model pull gemma3`
+/// has fetched it into the cache folder.
+pub fn gemma3_model() -> Result<PathBuf, ModelMissing> {
+    let path = model_cache_dir()?.join(GEMMA3_MODEL_FILE);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(ModelMissing::CatalogueNotPulled {
+            name: "gemma3",
+            path,
+        })
     }
 }
 

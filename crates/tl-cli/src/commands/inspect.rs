@@ -127,7 +127,14 @@ fn print_template(file: &GgufFile) {
             };
             println!("{} characters{kind}", source.len());
         }
-        _ => println!("none (ChatML is used)"),
+        _ => {
+            let architecture = file.get_str("general.architecture").ok().flatten();
+            let own = architecture.and_then(tl_engine::architecture_template);
+            match (own, architecture) {
+                (Some(_), Some(name)) => println!("none in the file ({name}'s own turns are used)"),
+                _ => println!("none (ChatML is used)"),
+            }
+        }
     }
 }
 

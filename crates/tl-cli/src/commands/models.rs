@@ -8,8 +8,15 @@ use crate::catalogue::{self, CATALOGUE};
 use crate::cli::{PullArgs, RmArgs};
 
 pub fn pull(args: &PullArgs) -> Result<()> {
-    let entry = catalogue::find(&args.name)?;
-    println!("{}", catalogue::pull(entry)?.display());
+    // Every name is checked before the first download starts.
+    let entries = args
+        .names
+        .iter()
+        .map(|name| catalogue::find(name))
+        .collect::<Result<Vec<_>>>()?;
+    for entry in entries {
+        println!("{}", catalogue::pull(entry)?.display());
+    }
     Ok(())
 }
 

@@ -19,7 +19,13 @@ pub fn tl() -> Command {
 /// `tl perplexity -c 512` of `model` on the GPL text (the reference text of
 /// llama.cpp's figures), its last line's value.
 pub fn gpl_perplexity(model: &Path) -> f64 {
+    gpl_perplexity_at(model, 512)
+}
+
+/// [`gpl_perplexity`] with a context of `context` tokens.
+pub fn gpl_perplexity_at(model: &Path, context: usize) -> f64 {
     let text = testdata().join("reference/gpl-3.txt");
+    let context = context.to_string();
     let out = run(&[
         "perplexity",
         "-m",
@@ -27,7 +33,7 @@ pub fn gpl_perplexity(model: &Path) -> f64 {
         "-f",
         text.to_str().unwrap(),
         "-c",
-        "512",
+        &context,
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let last = stdout(&out).lines().last().unwrap_or_default().to_string();

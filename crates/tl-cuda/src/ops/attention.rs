@@ -54,7 +54,9 @@ impl Heads {
         self.kv_width() * capacity
     }
 
-    fn scale(&self) -> f32 {
+    /// The usual factor on a score, `1/√head_dim` (what [`AttentionBatch`]
+    /// callers pass unless their architecture scales the queries instead).
+    pub fn score_scale(&self) -> f32 {
         1.0 / (self.head_dim as f32).sqrt()
     }
 }
@@ -107,6 +109,11 @@ impl LayerCache<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct AttentionBatch<'a> {
     pub heads: Heads,
+    /// The factor on every score `q·k`.
+    pub scale: f32,
+    /// With `Some(w)`, row r sees only the last `w` positions up to its own
+    /// (a sliding-window layer).
+    pub window: Option<usize>,
     pub queries: Span<'a, f32>,
     pub query_stride: usize,
     pub rows: usize,
@@ -126,6 +133,9 @@ pub struct Rotation<'a> {
     pub halves: bool,
     /// Per-head RMS norms applied before the rotation.
     pub qk_norm: Option<QkNorm<'a>>,
+    /// The factor on the rotated queries (1 unless the architecture scales
+    /// queries rather than scores).
+    pub query_scale: f32,
 }
 
 /// The RMS norm weights of every query head and every key head (`head_dim`
@@ -221,6 +231,7 @@ fn rope_args(
         None => args.extend([Arg::Ptr(0), Arg::Ptr(0), Arg::F32(0.0)]),
     }
     args.push(Arg::I32(rotation.halves as i32));
+    args.push(Arg::F32(rotation.query_scale));
     Ok(args)
 }
 
@@ -360,10 +371,12 @@ const HEAD_DIM_ARG: usize = 8;
 
 /// Checks the spans of a batch attention call and builds the kernels' common
 /// argument list: q, q_stride, keys, values, start, rows, heads, kv_heads,
-/// head_dim, capacity, scale, out.
+/// head_dim, capacity, scale, window (0: none), out.
 fn batch_args(batch: &AttentionBatch<'_>) -> Result<Vec<Arg>> {
     let AttentionBatch {
         heads: h,
+        scale,
+        window,
         queries: q,
         query_stride: q_stride,
         rows,
@@ -387,7 +400,8 @@ fn batch_args(batch: &AttentionBatch<'_>) -> Result<Vec<Arg>> {
         Arg::I32(int(h.kv_heads, "kv heads")?),
         Arg::I32(int(h.head_dim, "head dim")?),
         Arg::I32(int(cache.capacity, "capacity")?),
-        Arg::F32(h.scale()),
+        Arg::F32(scale),
+        Arg::I32(int(window.unwrap_or(0), "attention window")?),
         out.into(),
     ])
 }

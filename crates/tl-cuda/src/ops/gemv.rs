@@ -105,9 +105,15 @@ pub enum Epilogue<'a> {
     Residual,
     /// `y = W·rmsnorm(x)·weight`
     Norm { weight: Span<'a, f32>, eps: f32 },
-    /// `y = silu(W_top·n) · (W_bottom·n)` with `n = rmsnorm(x)·weight`; W stacks
-    /// the gate rows over the up rows and y has half as many rows as W.
-    NormSwiglu { weight: Span<'a, f32>, eps: f32 },
+    /// `y = act(W_top·n) · (W_bottom·n)` with `n = rmsnorm(x)·weight`; W stacks
+    /// the gate rows over the up rows and y has half as many rows as W. `act`
+    /// is silu (SwiGLU), or GELU from `gelu_table` (GeGLU; see
+    /// [`crate::ops::rows::GELU_TABLE_LEN`]).
+    NormGated {
+        weight: Span<'a, f32>,
+        eps: f32,
+        gelu_table: Option<Span<'a, u16>>,
+    },
     /// The fused QKV projection of one token: `y = W·rmsnorm(x)·weight`, then
     /// RoPE at `*position` on the query rows (left in y) and the key rows, and
     /// the keys and values written to the cache at `*position` (their rows of
@@ -203,7 +209,7 @@ pub struct Output<'a> {
 /// Rows of the product's output (half the matrix's for SwiGLU).
 fn output_rows(w: &DeviceMatrix, epilogue: Epilogue<'_>) -> usize {
     match epilogue {
-        Epilogue::NormSwiglu { .. } => w.rows() / 2,
+        Epilogue::NormGated { .. } => w.rows() / 2,
         _ => w.rows(),
     }
 }
@@ -233,13 +239,13 @@ pub fn gemv_batched_into(
         )));
     }
     y.require((sequences - 1) * stride + out_rows, "gemv output")?;
-    let pairs = matches!(epilogue, Epilogue::NormSwiglu { .. });
+    let pairs = matches!(epilogue, Epilogue::NormGated { .. });
     let launch = launch_shape(gpu, w, out_rows, sequences, pairs)?;
     let (mode, norm) = match epilogue {
         Epilogue::Plain => ("", None),
         Epilogue::Residual => ("residual_", None),
         Epilogue::Norm { weight, eps } => ("norm_", Some((weight, eps))),
-        Epilogue::NormSwiglu { weight, eps } => ("norm_swiglu_", Some((weight, eps))),
+        Epilogue::NormGated { weight, eps, .. } => ("norm_gated_", Some((weight, eps))),
         Epilogue::NormRope { weight, eps, .. } => ("norm_rope_", Some((weight, eps))),
     };
     // A lone vector takes the lean kernel; batches (or a cache table) the
@@ -285,7 +291,17 @@ pub fn gemv_batched_into(
             args.extend(rope);
         }
         _ => args.extend([
-            Arg::Ptr(0),
+            // The gated variant reads GeGLU's table in RoPE's place.
+            match epilogue {
+                Epilogue::NormGated {
+                    gelu_table: Some(table),
+                    ..
+                } => {
+                    table.require(crate::ops::rows::GELU_TABLE_LEN, "GELU table")?;
+                    table.into()
+                }
+                _ => Arg::Ptr(0),
+            },
             Arg::Ptr(0),
             Arg::I32(0),
             Arg::I32(0),

@@ -164,26 +164,69 @@ pub fn swiglu_to_f16(
     gpu: &Gpu,
     gate_up: Span<'_, f32>,
     out: Span<'_, u16>,
-    rows: usize,
-    width: usize,
+    (rows, width): (usize, usize),
     rounding: Rounding,
+    gelu_table: Option<Span<'_, u16>>,
 ) -> Result<()> {
     gate_up.require(rows * width * 2, "swiglu input")?;
     out.require(rows * width, "f16 GEMM input")?;
     rounding.check(width)?;
+    if let Some(table) = gelu_table {
+        table.require(GELU_TABLE_LEN, "GELU table")?;
+    }
     let args = [
         gate_up.into(),
         out.into(),
         Arg::I32(int(rows, "rows")?),
         Arg::I32(int(width, "width")?),
         Arg::I32(rounding.arg()),
+        gelu_table.map_or(Arg::Ptr(0), Arg::from),
     ];
     let grid = (stride_blocks(gpu, rows * width), 1);
-    // SAFETY: matches swiglu_to_f16(const float*, u16*, int, int, int); indices
-    // stay below rows·width (out) and rows·2·width (input), both checked. With
-    // rounding, width is a multiple of the block (checked) and THREADS of whole
-    // warps, so every warp runs its shuffles with all lanes.
+    // SAFETY: matches swiglu_to_f16(const float*, u16*, int, int, int, const
+    // u16*); indices stay below rows·width (out) and rows·2·width (input),
+    // both checked, and a GELU table holds an entry for every f16 (checked).
+    // With rounding, width is a multiple of the block (checked) and THREADS of
+    // whole warps, so every warp runs its shuffles with all lanes.
     unsafe { gpu.launch("swiglu_to_f16", grid, THREADS, 0, &args) }
+}
+
+/// Entries of a GELU table: one per f16 bit pattern.
+pub const GELU_TABLE_LEN: usize = 1 << 16;
+
+/// `x[r] += rmsnorm(y[r])·weight` for `rows` rows of `weight.len()` values
+/// (a norm of a branch's output before it joins the residual), with the CPU
+/// backend's rounding.
+pub fn post_norm_add(
+    gpu: &Gpu,
+    x: Span<'_, f32>,
+    y: Span<'_, f32>,
+    (weight, eps): (Span<'_, f32>, f32),
+    rows: usize,
+) -> Result<()> {
+    let cols = weight.len();
+    x.require(rows * cols, "residual")?;
+    y.require(rows * cols, "branch output")?;
+    let args = [
+        x.into(),
+        y.into(),
+        weight.into(),
+        Arg::F32(eps),
+        Arg::I32(int(cols, "cols")?),
+    ];
+    // SAFETY: matches post_norm_add(float*, const float*, const float*, float,
+    // int); one block per row reads `cols` values of y and the weight and
+    // updates `cols` values of x, all checked above. The kernel waits for the
+    // previous one before its first dependent access.
+    unsafe {
+        gpu.launch_dependent(
+            "post_norm_add",
+            (int(rows, "rows")? as u32, 1),
+            THREADS,
+            0,
+            &args,
+        )
+    }
 }
 
 /// Dequantizes the whole matrix into `out` (rows × cols f16).
@@ -213,6 +256,7 @@ pub fn embed(
     ids: Span<'_, u32>,
     n: usize,
     out: Span<'_, f32>,
+    scale: f32,
 ) -> Result<()> {
     ids.require(n, "token ids")?;
     out.require(n * table.cols(), "embeddings")?;
@@ -227,8 +271,9 @@ pub fn embed(
         Arg::I32(int(table.rows(), "vocabulary")?),
         out.into(),
         Arg::I32(int(table.cols(), "cols")?),
+        Arg::F32(scale),
     ];
-    // SAFETY: matches embed_<type>(const u8*, const u8*, const u32*, int, float*, int);
+    // SAFETY: matches embed_<type>(const u8*, const u8*, const u32*, int, float*, int, float);
     // one block per id; the kernel checks each id against the vocabulary.
     // The kernel waits for the previous one before its first dependent access.
     unsafe { gpu.launch_dependent(&kernel, (int(n, "tokens")? as u32, 1), THREADS, 0, &args) }

@@ -1,10 +1,29 @@
-//! SwiGLU, `silu(gate) · up`, computed as llama.cpp's AVX2 build computes it:
+//! The gated activations `act(gate) · up`, as llama.cpp's AVX2 build computes
+//! them. SwiGLU, `silu(gate) · up`:
 //! groups of eight use ggml's vectorised `expf` ([`exp_lane`]: a polynomial with
 //! at most ~2 ulp of error, evaluated with the same fused multiply-adds), the
 //! tail uses libm's `expf`. The model is sensitive enough that an ulp here can
 //! flip a greedy token.
 
 use crate::cpu::vector_exp::exp_lane;
+use crate::model::arch::Activation;
+use crate::model::gelu::{gelu_table, gelu_tabulated};
+
+/// `gate[i] = act(gate[i]) * up[i]` for the architecture's activation.
+pub fn gated_in_place(activation: Activation, gate: &mut [f32], up: &[f32]) {
+    match activation {
+        Activation::Silu => swiglu_in_place(gate, up),
+        Activation::GeluTanh => geglu_in_place(gate, up),
+    }
+}
+
+/// GeGLU, `gelu(gate) · up`, with ggml's tabulated GELU.
+pub fn geglu_in_place(gate: &mut [f32], up: &[f32]) {
+    let table = gelu_table();
+    for (g, u) in gate.iter_mut().zip(up) {
+        *g = gelu_tabulated(table, *g) * u;
+    }
+}
 
 /// `gate[i] = silu(gate[i]) * up[i]`, with `silu(x) = x / (1 + e^-x)`.
 pub fn swiglu_in_place(gate: &mut [f32], up: &[f32]) {

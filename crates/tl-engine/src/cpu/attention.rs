@@ -24,12 +24,25 @@ use crate::cpu::tiled_attention::{self, QueryRow};
 /// Batches of at least this many rows take llama.cpp's tiled (f32) path.
 pub const TILED_MIN_ROWS: usize = 64;
 
-/// The attention geometry of one model.
+/// The attention geometry of one layer of a model.
 #[derive(Debug, Clone, Copy)]
 pub struct AttentionShape {
     pub heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
+    /// The factor on every score `q·k`.
+    pub scale: f32,
+    /// The positions a token sees, itself included, when the layer attends
+    /// over a sliding window.
+    pub window: Option<usize>,
+}
+
+impl AttentionShape {
+    /// The first position the token at `position` sees.
+    fn first_visible(&self, position: usize) -> usize {
+        self.window
+            .map_or(0, |window| (position + 1).saturating_sub(window))
+    }
 }
 
 /// Attention for `rows` new tokens starting at `start`, whose keys and values are
@@ -85,13 +98,15 @@ fn attend_tiled_rows(
     let pieces = out.chunks_exact_mut(dim).zip(queries.chunks_exact(dim));
     for (i, (out, query)) in pieces.enumerate() {
         let (row, head) = (i / shape.heads, i % shape.heads);
+        let position = start + row;
         groups[head * row_tiles + row / tiled_attention::TILE].push(QueryRow {
             query,
-            position: start + row,
+            first: shape.first_visible(position),
+            position,
             out,
         });
     }
-    let scale = score_scale(dim);
+    let scale = shape.scale;
     let group = shape.heads / shape.kv_heads;
     let items = groups.iter_mut().enumerate();
     parallel::for_each(items, rayon::current_num_threads(), |(g, rows)| {
@@ -101,11 +116,6 @@ fn attend_tiled_rows(
         let values = cache.values(layer, kv_head, visible);
         tiled_attention::attend_tiled(rows, keys, values, scale);
     });
-}
-
-/// The factor on every score, `1/√head_dim`, as llama.cpp's graph passes it.
-fn score_scale(head_dim: usize) -> f32 {
-    1.0 / (head_dim as f32).sqrt()
 }
 
 /// Where one query row sits: its sequence's cache, the layer, its position.
@@ -145,21 +155,22 @@ fn attend_group(
     let visible = place.position + 1;
     let keys = place.cache.keys(place.layer, kv_head, visible);
     let values = place.cache.values(place.layer, kv_head, visible);
-    let scale = score_scale(shape.head_dim);
+    let first = shape.first_visible(place.position);
     attend_heads(
         (query, shape.head_dim),
-        (keys, values),
-        (scale, batch_rows),
+        (keys, values, first),
+        (shape.scale, batch_rows),
         out,
     );
 }
 
 /// The query heads of `queries` (`[head][head_dim]`), which share `keys` and
-/// `values`, into `out` alike, with the arithmetic llama.cpp uses for a batch
-/// of `batch_rows` query rows (see the module comment).
+/// `values` from position `first` on (earlier ones are outside a window),
+/// into `out` alike, with the arithmetic llama.cpp uses for a batch of
+/// `batch_rows` query rows (see the module comment).
 fn attend_heads(
     (queries, head_dim): (&[f32], usize),
-    (keys, values): (&[f16], &[f16]),
+    (keys, values, first): (&[f16], &[f16], usize),
     (scale, batch_rows): (f32, usize),
     out: &mut [f32],
 ) {
@@ -172,14 +183,19 @@ fn attend_heads(
             return out.fill(0.0);
         };
         for (out, query) in heads {
+            // The tiles stay where they are (from position 0), the
+            // positions before `first` masked inside them.
             let mut row = [QueryRow {
                 query,
+                first,
                 position,
                 out,
             }];
             tiled_attention::attend_tiled(&mut row, keys, values, scale);
         }
     } else {
+        // llama.cpp's one-chunk path skips masked positions.
+        let (keys, values) = (&keys[first * head_dim..], &values[first * head_dim..]);
         attend_heads_f16((queries, head_dim), (keys, values), scale, out);
     }
 }
@@ -271,7 +287,7 @@ pub fn attend_head(
 ) {
     attend_heads(
         (query, query.len()),
-        (keys, values),
+        (keys, values, 0),
         (scale, batch_rows),
         out,
     );

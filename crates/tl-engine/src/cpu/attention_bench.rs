@@ -25,7 +25,12 @@ fn attention_benchmark() {
         let keys = pseudo_random_f16(depth * HEAD_DIM, 2, 1.0);
         let values = pseudo_random_f16(depth * HEAD_DIM, 3, 1.0);
         let seconds = seconds_per_call(|| {
-            attend_heads((&queries, HEAD_DIM), (&keys, &values), (scale, 1), &mut out);
+            attend_heads(
+                (&queries, HEAD_DIM),
+                (&keys, &values, 0),
+                (scale, 1),
+                &mut out,
+            );
         });
         println!(
             "attention, {SHARING_HEADS} heads of {HEAD_DIM} sharing keys, depth {depth}: {:.2} µs ({:.1} ns a position)",

@@ -14,7 +14,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 use tl_gguf::GgufFile;
 
-use crate::cpu::activation::swiglu_in_place;
+use crate::cpu::activation::gated_in_place;
 use crate::cpu::attention::{attend, attend_row, AttentionShape, RowPlace};
 use crate::cpu::kv_cache::KvCache;
 use crate::cpu::linear::Linear;
@@ -23,7 +23,7 @@ use crate::cpu::parallel;
 use crate::error::{Error, Result};
 use crate::memory;
 use crate::model::config::ModelConfig;
-use crate::model::rope::RopeTable;
+use crate::model::rope::LayerRopes;
 use crate::model::schedule::{self, Stages};
 use crate::model::step::{check_tokens, Logits};
 use crate::model::tensor_names::{self as names, BlockTensor};
@@ -36,7 +36,7 @@ pub struct Model {
     blocks: Vec<Block>,
     output_norm: Vec<f32>,
     output: Linear,
-    rope: RopeTable,
+    rope: LayerRopes,
     weight_bytes: usize,
 }
 
@@ -54,6 +54,16 @@ struct Block {
     gate: Linear,
     up: Linear,
     down: Linear,
+    /// Norms of the attention's and the MLP's outputs, when the
+    /// architecture has them.
+    post_norms: Option<PostNorms>,
+}
+
+/// The RMS norm weights applied to the attention's and the MLP's outputs
+/// before each joins the residual.
+struct PostNorms {
+    attention: Vec<f32>,
+    feed_forward: Vec<f32>,
 }
 
 /// The RMS norm weights of every query head and every key head (`head_dim`
@@ -105,7 +115,7 @@ impl Model {
             // Tied: the output head is the embedding table.
             loader.linear(names::TOKEN_EMBEDDING, config.vocab_size, hidden)?
         };
-        let rope = RopeTable::for_model(&mut loader, &config, max_positions)?;
+        let rope = LayerRopes::for_model(&mut loader, &config, max_positions)?;
         Ok(Model {
             weight_bytes: loader.loaded_bytes(),
             config,
@@ -308,6 +318,14 @@ impl Block {
         } else {
             None
         };
+        let post_norms = if config.post_norms {
+            Some(PostNorms {
+                attention: loader.vector(&name(BlockTensor::AttentionPostNorm), hidden)?,
+                feed_forward: loader.vector(&name(BlockTensor::FeedForwardPostNorm), hidden)?,
+            })
+        } else {
+            None
+        };
         let qkv_bias = if config.qkv_bias {
             Some(QkvBias {
                 query: loader.vector(&name(BlockTensor::QueryBias), q_width)?,
@@ -320,6 +338,7 @@ impl Block {
         Ok(Block {
             qk_norm,
             qkv_bias,
+            post_norms,
             attention_norm: loader.vector(&name(BlockTensor::AttentionNorm), hidden)?,
             query: loader.linear(&name(BlockTensor::Query), q_width, hidden)?,
             key: loader.linear(&name(BlockTensor::Key), kv_width, hidden)?,
@@ -336,11 +355,12 @@ impl Block {
         })
     }
 
-    /// One row's query and key made ready for attention at `position`: each
-    /// head normalised (when the architecture says so), then rotated.
+    /// One row's query and key made ready for attention at `position` in
+    /// `layer`: each head normalised (when the architecture says so), then
+    /// rotated, and the query scaled (when the architecture scales queries).
     fn position_query_key(
         &self,
-        model: &Model,
+        (model, layer): (&Model, usize),
         query: &mut [f32],
         key: &mut [f32],
         position: usize,
@@ -350,16 +370,31 @@ impl Block {
             rms_norm_in_place(query, &norm.query, eps);
             rms_norm_in_place(key, &norm.key, eps);
         }
-        model.rope.rotate(query, position);
-        model.rope.rotate(key, position);
+        let rope = model.rope.for_layer(layer);
+        rope.rotate(query, position);
+        rope.rotate(key, position);
+        let scale = model.config.query_scale;
+        if scale != 1.0 {
+            query.iter_mut().for_each(|q| *q *= scale);
+        }
     }
 }
 
-fn attention_shape(c: &ModelConfig) -> AttentionShape {
+fn attention_shape(c: &ModelConfig, layer: usize) -> AttentionShape {
     AttentionShape {
         heads: c.head_count,
         kv_heads: c.head_count_kv,
         head_dim: c.head_dim,
+        scale: c.score_scale,
+        window: c.attention_window(layer),
+    }
+}
+
+/// Normalises each row of `x` by `weight` in place when there is one (an
+/// architecture's post-norm).
+fn post_norm(x: &mut [f32], weight: Option<&Vec<f32>>, eps: f32) {
+    if let Some(weight) = weight {
+        rms_norm_in_place(x, weight, eps);
     }
 }
 
@@ -386,6 +421,10 @@ impl Stages for CpuPass<'_, '_, '_> {
             .embedding(&ids)?
             .flatten_all()?
             .to_vec1::<f32>()?;
+        let scale = self.model.config.embedding_scale;
+        if scale != 1.0 {
+            self.x.iter_mut().for_each(|x| *x *= scale);
+        }
         Ok(())
     }
 
@@ -414,7 +453,7 @@ impl Stages for CpuPass<'_, '_, '_> {
     }
 
     fn attention(&mut self, layer: usize) -> Result<()> {
-        let shape = attention_shape(&self.model.config);
+        let shape = attention_shape(&self.model.config, layer);
         let s = &mut self.scratch;
         match &mut self.rows {
             Rows::Sequence { start, cache } => {
@@ -430,6 +469,8 @@ impl Stages for CpuPass<'_, '_, '_> {
         block
             .attention_output
             .forward(&s.attention, &mut s.projected)?;
+        let weight = block.post_norms.as_ref().map(|n| &n.attention);
+        post_norm(&mut s.projected, weight, self.model.config.rms_norm_eps);
         add_in_place(&mut self.x, &s.projected);
         Ok(())
     }
@@ -447,8 +488,10 @@ impl Stages for CpuPass<'_, '_, '_> {
             &mut [(&block.gate, &mut s.gate), (&block.up, &mut s.up)],
             &s.normed,
         )?;
-        swiglu_rows(&mut s.gate, &s.up, c.feed_forward_length);
+        gated_rows(c, &mut s.gate, &s.up);
         block.down.forward(&s.gate, &mut s.projected)?;
+        let weight = block.post_norms.as_ref().map(|n| &n.feed_forward);
+        post_norm(&mut s.projected, weight, c.rms_norm_eps);
         add_in_place(&mut self.x, &s.projected);
         Ok(())
     }
@@ -489,7 +532,7 @@ fn position_sequence(
         .zip(s.key.chunks_exact_mut(kv_width));
     for (row, ((query, key), value)) in rows.zip(s.value.chunks_exact(kv_width)).enumerate() {
         let position = start + row;
-        block.position_query_key(model, query, key, position);
+        block.position_query_key((model, layer), query, key, position);
         cache.store(layer, position, key, value);
     }
 }
@@ -515,7 +558,7 @@ fn position_batch(
         .zip(steps.iter_mut());
     let threads = rayon::current_num_threads();
     parallel::for_each(rows, threads, |(((query, key), value), step)| {
-        block.position_query_key(model, query, key, step.position);
+        block.position_query_key((model, layer), query, key, step.position);
         step.cache.store(layer, step.position, key, value);
     });
 }
@@ -541,12 +584,14 @@ fn attend_batch(shape: AttentionShape, layer: usize, steps: &mut [BatchStep<'_>]
     });
 }
 
-/// SwiGLU on each row of `gate` (`width` values a row), rows on all threads:
-/// with a batch of rows the exponentials are worth sharing.
-fn swiglu_rows(gate: &mut [f32], up: &[f32], width: usize) {
+/// The gated activation on each row of `gate` (`feed_forward_length` values
+/// a row), rows on all threads: with a batch of rows the exponentials are
+/// worth sharing.
+fn gated_rows(c: &ModelConfig, gate: &mut [f32], up: &[f32]) {
+    let width = c.feed_forward_length;
     let rows = gate.chunks_mut(width).zip(up.chunks(width));
     parallel::for_each(rows, rayon::current_num_threads(), |(gate, up)| {
-        swiglu_in_place(gate, up)
+        gated_in_place(c.activation, gate, up)
     });
 }
 

@@ -19,6 +19,8 @@
 //! grouped so that each tile's keys are transposed and widened once for all of
 //! them, which makes the scores and the output updates 8-wide vector work.
 
+use std::ops::Range;
+
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
@@ -26,9 +28,11 @@ use half::slice::HalfFloatSliceExt;
 pub const TILE: usize = 64;
 
 /// One query row of a head: its query, its position (it sees positions
-/// `0..=position`) and where its output goes.
+/// `first..=position`) and where its output goes.
 pub struct QueryRow<'a> {
     pub query: &'a [f32],
+    /// The first position the row sees (0 unless it attends over a window).
+    pub first: usize,
     pub position: usize,
     pub out: &'a mut [f32],
 }
@@ -48,8 +52,10 @@ pub fn attend_tiled(rows: &mut [QueryRow<'_>], keys: &[f16], values: &[f16], sca
         let positions = first * dim..(first + len) * dim;
         tile.load(&keys[positions.clone()], &values[positions], len);
         for (row, state) in rows.iter().zip(&mut states) {
-            if first <= row.position {
-                let visible = (row.position + 1 - first).min(TILE);
+            // A tile wholly outside the row's positions is skipped, as
+            // ggml skips a tile whose mask is all −∞.
+            if first <= row.position && row.first < first + TILE {
+                let visible = row.first.saturating_sub(first)..(row.position + 1 - first).min(TILE);
                 state.step(row.query, &tile, visible, scale);
             }
         }
@@ -105,11 +111,12 @@ impl RowState {
         }
     }
 
-    /// Takes in the first `visible` positions of `tile`.
-    fn step(&mut self, query: &[f32], tile: &Tile, visible: usize, scale: f32) {
+    /// Takes in the `visible` positions of `tile`: the others are masked,
+    /// weighing exactly 0.
+    fn step(&mut self, query: &[f32], tile: &Tile, visible: Range<usize>, scale: f32) {
         let mut scores = kernels::scores(query, &tile.keys);
         for (position, score) in scores.iter_mut().enumerate() {
-            *score = if position < visible {
+            *score = if visible.contains(&position) {
                 *score * scale
             } else {
                 f32::NEG_INFINITY
@@ -133,7 +140,7 @@ impl RowState {
         self.max = max;
         let total = kernels::weights_and_sum(&mut scores, max);
         self.sum = (f64::from(self.sum) + total) as f32;
-        kernels::accumulate(&mut self.out, &scores[..visible], &tile.values);
+        kernels::accumulate(&mut self.out, &scores[..visible.end], &tile.values);
     }
 
     fn finish(&self, out: &mut [f32]) {
@@ -327,6 +334,7 @@ mod tests {
             .zip(chosen)
             .map(|(out, position)| QueryRow {
                 query: &queries[position * dim..(position + 1) * dim],
+                first: 0,
                 position,
                 out,
             })
@@ -336,6 +344,7 @@ mod tests {
             let mut alone = vec![f32::NAN; dim];
             let mut row = [QueryRow {
                 query: &queries[position * dim..(position + 1) * dim],
+                first: 0,
                 position,
                 out: &mut alone,
             }];

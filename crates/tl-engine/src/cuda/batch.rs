@@ -42,7 +42,7 @@ pub struct BatchBuffers {
 pub fn batch_bytes(c: &ModelConfig) -> u64 {
     let q_width = c.query_width();
     let per_sequence = c.embedding_length
-        + (q_width + 2 * c.key_value_width())
+        + super::cache::qkv_buffer_width(c)
         + q_width
         + c.feed_forward_length
         + c.vocab_size;
@@ -53,7 +53,7 @@ impl BatchBuffers {
     pub fn new(gpu: &Gpu, c: &ModelConfig) -> Result<Self> {
         let n = MAX_BATCH;
         let q_width = c.query_width();
-        let qkv_width = q_width + 2 * c.key_value_width();
+        let qkv_width = super::cache::qkv_buffer_width(c);
         Ok(BatchBuffers {
             tokens: Buffer::zeros(gpu, n)?,
             positions: Buffer::zeros(gpu, n)?,

@@ -29,6 +29,18 @@ pub struct StepBuffers {
     pub sampler: SampleBuffers,
 }
 
+/// Values per row of a pass's QKV buffer: the fused projection's output,
+/// which the branch outputs of a post-norm architecture reuse once attention
+/// has read it (they are normalised there before joining the residual).
+pub(crate) fn qkv_buffer_width(c: &ModelConfig) -> usize {
+    let qkv = c.query_width() + 2 * c.key_value_width();
+    if c.post_norms {
+        qkv.max(c.embedding_length)
+    } else {
+        qkv
+    }
+}
+
 /// A sequence's KV cache and decode state on the GPU.
 pub struct CudaCache {
     keys: Buffer<u16>,
@@ -48,7 +60,7 @@ impl CudaCache {
         let layer_len = heads.cache_len(capacity);
         let total = layer_len * c.block_count;
         let q_width = c.query_width();
-        let qkv_width = q_width + 2 * c.key_value_width();
+        let qkv_width = qkv_buffer_width(c);
         let step = StepBuffers {
             token: Buffer::zeros(gpu, 1)?,
             position: Buffer::zeros(gpu, 1)?,

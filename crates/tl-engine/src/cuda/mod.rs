@@ -44,7 +44,9 @@ use crate::model::step::{check_tokens, Picked};
 
 use crate::error::{Error, Result};
 use crate::memory;
+use crate::model::arch::Activation;
 use crate::model::config::ModelConfig;
+use crate::model::gelu::gelu_table;
 use crate::model::rope::RopeStyle;
 use crate::model::schedule;
 use crate::model::step::Logits;
@@ -63,7 +65,11 @@ pub struct CudaModel {
     output_norm: Buffer<f32>,
     /// None when the output head is the embedding table.
     output: Option<DeviceMatrix>,
-    rope: Buffer<f32>,
+    /// The RoPE tables, and which one each layer rotates by.
+    ropes: Vec<Buffer<f32>>,
+    layer_rope: Vec<usize>,
+    /// GELU's table, for a GeGLU architecture (shared with the CPU backend).
+    gelu_table: Option<Buffer<u16>>,
     max_positions: usize,
     weight_bytes: usize,
     /// Bytes of f16 weight copies kept for prompt GEMMs (0: dequantized per GEMM).
@@ -115,8 +121,21 @@ impl CudaModel {
         let f16_copy_bytes = weights::keep_f16_copies(&gpu, &mut blocks)?;
         let output_norm = up.vector(names::OUTPUT_NORM, config.embedding_length)?;
         let output = up.output(&config)?;
-        let table = up.rope_table(&config, max_positions)?;
-        let rope = Buffer::from_host(&gpu, &table.cos_sin_flat())?;
+        let tables = up.rope_tables(&config, max_positions)?;
+        let ropes = tables
+            .tables()
+            .map(|table| Buffer::from_host(&gpu, &table.cos_sin_flat()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let layer_rope = (0..config.block_count)
+            .map(|layer| tables.index_of(layer))
+            .collect();
+        let gelu_table = match config.activation {
+            Activation::GeluTanh => {
+                let bits: Vec<u16> = gelu_table().iter().map(|v| v.to_bits()).collect();
+                Some(Buffer::from_host(&gpu, &bits)?)
+            }
+            Activation::Silu => None,
+        };
         let use_graphs = gpu.options().graphs;
         Ok(CudaModel {
             weight_bytes: up.bytes(),
@@ -127,7 +146,9 @@ impl CudaModel {
             blocks,
             output_norm,
             output,
-            rope,
+            ropes,
+            layer_rope,
+            gelu_table,
             max_positions,
             prefill: Mutex::new(None),
             batch: Mutex::new(None),
@@ -172,27 +193,34 @@ impl CudaModel {
         self.output.as_ref().unwrap_or(&self.embedding)
     }
 
-    /// How block `b`'s queries and keys are made ready for attention.
-    fn rotation<'a>(&'a self, b: &'a BlockWeights) -> Rotation<'a> {
+    /// How layer `layer`'s queries and keys are made ready for attention.
+    fn rotation(&self, layer: usize) -> Rotation<'_> {
+        let b = &self.blocks[layer];
         Rotation {
-            cos_sin: self.rope.all(),
+            cos_sin: self.ropes[self.layer_rope[layer]].all(),
             halves: self.config.rope_style == RopeStyle::Halves,
             qk_norm: b.qk_norm.as_ref().map(|[query, key]| QkNorm {
                 query: query.all(),
                 key: key.all(),
                 eps: self.config.rms_norm_eps,
             }),
+            query_scale: self.config.query_scale,
         }
     }
 
-    /// Block `b`'s normalised QKV projection for a decode step of `n`
+    /// GeGLU's table, when the architecture's MLP is GeGLU.
+    fn gelu_table(&self) -> Option<tl_cuda::Span<'_, u16>> {
+        self.gelu_table.as_ref().map(|table| table.all())
+    }
+
+    /// Layer `layer`'s normalised QKV projection for a decode step of `n`
     /// sequences (`positions` holds one position, or one per sequence when
     /// `kv` has cache tables), with RoPE and the cache write: in the GEMV's
     /// epilogue for adjacent pairs and no q/k norms; after it otherwise (a
     /// head's norm, or pairs half a head apart, need the whole head at once).
     fn project_qkv(
         &self,
-        b: &BlockWeights,
+        layer: usize,
         x: tl_cuda::Span<'_, f32>,
         qkv: tl_cuda::Span<'_, f32>,
         n: usize,
@@ -200,14 +228,17 @@ impl CudaModel {
         kv: LayerCache<'_>,
     ) -> Result<()> {
         let gpu = &self.gpu;
+        let b = &self.blocks[layer];
         let (weight, eps) = (b.attention_norm.all(), self.config.rms_norm_eps);
         // The GEMV asks L2 for the matrix after it.
         let next = Some(&b.attention_output);
-        let rotation = self.rotation(b);
+        let rotation = self.rotation(layer);
+        let plain = rotation.qk_norm.is_none()
+            && !rotation.halves
+            && b.qkv_bias.is_none()
+            && rotation.query_scale == 1.0;
         match b.qkv.fused() {
-            Some(fused)
-                if rotation.qk_norm.is_none() && !rotation.halves && b.qkv_bias.is_none() =>
-            {
+            Some(fused) if plain => {
                 let norm_rope = Epilogue::NormRope {
                     weight,
                     eps,
@@ -221,7 +252,7 @@ impl CudaModel {
             _ => {
                 self.project_qkv_parts(b, x, qkv, n, next)?;
                 self.add_qkv_bias(b, qkv, n)?;
-                self.rope_store(b, qkv, n, positions, kv)
+                self.rope_store(layer, qkv, n, positions, kv)
             }
         }
     }
@@ -268,18 +299,18 @@ impl CudaModel {
         Ok(())
     }
 
-    /// Block `b`'s q/k norms and RoPE on `n` rows of `qkv`, keys and values
-    /// written to `kv`: rows of one sequence at consecutive positions from
-    /// `positions[0]`, or (with cache tables) one row per sequence.
+    /// Layer `layer`'s q/k norms and RoPE on `n` rows of `qkv`, keys and
+    /// values written to `kv`: rows of one sequence at consecutive positions
+    /// from `positions[0]`, or (with cache tables) one row per sequence.
     fn rope_store(
         &self,
-        b: &BlockWeights,
+        layer: usize,
         qkv: tl_cuda::Span<'_, f32>,
         n: usize,
         positions: tl_cuda::Span<'_, i32>,
         kv: LayerCache<'_>,
     ) -> Result<()> {
-        let (gpu, heads, rotation) = (&self.gpu, self.heads(), self.rotation(b));
+        let (gpu, heads, rotation) = (&self.gpu, self.heads(), self.rotation(layer));
         if kv.tables.is_some() {
             attention_ops::rope_store_kv_batched(gpu, heads, qkv, n, rotation, positions, kv)?;
         } else {

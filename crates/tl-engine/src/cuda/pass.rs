@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
-use tl_cuda::ops::gemv::{gemv, gemv_batched, Epilogue};
+use tl_cuda::ops::gemv::{gemv, gemv_batched, gemv_batched_into, Epilogue, Output};
 use tl_cuda::ops::rows::{self as row_ops, Rounding};
 use tl_cuda::{DeviceMatrix, Span};
 
@@ -154,7 +154,8 @@ impl Stages for CudaPass<'_> {
         };
         let m = self.model;
         let x = self.activations()?.x;
-        row_ops::embed(&m.gpu, &m.embedding, ids, self.rows, x)?;
+        let scale = m.config.embedding_scale;
+        row_ops::embed(&m.gpu, &m.embedding, ids, self.rows, x, scale)?;
         Ok(())
     }
 
@@ -164,16 +165,16 @@ impl Stages for CudaPass<'_> {
         let a = self.activations()?;
         let kv = self.layer_cache(layer)?;
         match self.kernels() {
-            Kernels::Gemv { hints: true } => m.project_qkv(b, a.x, a.qkv, n, a.positions, kv),
+            Kernels::Gemv { hints: true } => m.project_qkv(layer, a.x, a.qkv, n, a.positions, kv),
             Kernels::Gemv { hints: false } => {
                 m.project_qkv_parts(b, a.x, a.qkv, n, None)?;
                 m.add_qkv_bias(b, a.qkv, n)?;
-                m.rope_store(b, a.qkv, n, a.positions, kv)
+                m.rope_store(layer, a.qkv, n, a.positions, kv)
             }
             Kernels::Gemm(p) => {
                 m.matmul_qkv(b, a.x, a.qkv, n, p)?;
                 m.add_qkv_bias(b, a.qkv, n)?;
-                m.rope_store(b, a.qkv, n, a.positions, kv)
+                m.rope_store(layer, a.qkv, n, a.positions, kv)
             }
         }
     }
@@ -184,6 +185,8 @@ impl Stages for CudaPass<'_> {
         let a = self.activations()?;
         let batch = AttentionBatch {
             heads: m.heads(),
+            scale: m.config.score_scale,
+            window: m.config.attention_window(layer),
             queries: a.qkv,
             query_stride: m.blocks[layer].qkv.rows(),
             rows: n,
@@ -235,23 +238,38 @@ impl Stages for CudaPass<'_> {
         let (m, n) = (self.model, self.rows);
         let b = &m.blocks[layer];
         let a = self.activations()?;
+        // With a post-norm the product goes to the QKV buffer (read by now),
+        // to be normalised into the residual; else it is added in place.
+        let post_norm = b.post_norms.as_ref().map(|[attention, _]| attention);
+        let (y, accumulate) = match post_norm {
+            Some(_) => (a.qkv, false),
+            None => (a.x, true),
+        };
         match self.kernels() {
             Kernels::Gemv { hints } => {
                 let next = hints.then_some(&b.gate_up);
-                let residual = Epilogue::Residual;
+                let epilogue = if accumulate {
+                    Epilogue::Residual
+                } else {
+                    Epilogue::Plain
+                };
                 let w = &b.attention_output;
-                gemv_batched(&m.gpu, w, a.attention, a.x, residual, n, next)?;
+                let y = Output {
+                    y,
+                    stride: w.rows(),
+                };
+                gemv_batched_into(&m.gpu, w, a.attention, y, epilogue, n, next)?;
             }
             Kernels::Gemm(p) => {
                 let staged = matches!(&self.shape, PassShape::Prompt(p) if p.attention_staged);
                 if staged {
-                    m.gemm_staged(&b.attention_output, a.x, n, true, p)?;
+                    m.gemm_staged(&b.attention_output, y, n, accumulate, p)?;
                 } else {
-                    m.matmul(&b.attention_output, a.attention, None, a.x, n, true, p)?;
+                    m.matmul(&b.attention_output, a.attention, None, y, n, accumulate, p)?;
                 }
             }
         }
-        Ok(())
+        m.add_post_norm(post_norm, a.x, a.qkv, n)
     }
 
     fn feed_forward(&mut self, layer: usize) -> Result<()> {
@@ -260,31 +278,48 @@ impl Stages for CudaPass<'_> {
         let b = &m.blocks[layer];
         let a = self.activations()?;
         let eps = m.config.rms_norm_eps;
+        // As in attention_output: a post-norm's input goes to the QKV buffer.
+        let post_norm = b.post_norms.as_ref().map(|[_, feed_forward]| feed_forward);
+        let (y, accumulate) = match post_norm {
+            Some(_) => (a.qkv, false),
+            None => (a.x, true),
+        };
         match self.kernels() {
             Kernels::Gemv { hints } => {
-                let norm = Epilogue::NormSwiglu {
+                let norm = Epilogue::NormGated {
                     weight: b.feed_forward_norm.all(),
                     eps,
+                    gelu_table: m.gelu_table(),
                 };
                 let (down_hint, after_block) = match hints {
                     true => (Some(&b.down), Some(m.matrix_after_block(layer))),
                     false => (None, None),
                 };
                 gemv_batched(gpu, &b.gate_up, a.x, a.hidden, norm, n, down_hint)?;
-                let residual = Epilogue::Residual;
-                gemv_batched(gpu, &b.down, a.hidden, a.x, residual, n, after_block)?;
+                let epilogue = if accumulate {
+                    Epilogue::Residual
+                } else {
+                    Epilogue::Plain
+                };
+                let y = Output {
+                    y,
+                    stride: b.down.rows(),
+                };
+                gemv_batched_into(gpu, &b.down, a.hidden, y, epilogue, n, after_block)?;
             }
             Kernels::Gemm(p) => {
                 let norm = Some((b.feed_forward_norm.all(), eps));
                 m.matmul(&b.gate_up, a.x, norm, a.hidden, n, false, p)?;
-                // SwiGLU writes the down projection's f16 GEMM input itself.
+                // The activation writes the down projection's f16 GEMM input
+                // itself.
                 let rounding = Rounding::for_weights(b.down.weight_type());
                 let ffn = m.config.feed_forward_length;
-                row_ops::swiglu_to_f16(gpu, a.hidden, p.gemm_input.all(), n, ffn, rounding)?;
-                m.gemm_staged(&b.down, a.x, n, true, p)?;
+                let (input, table) = (p.gemm_input.all(), m.gelu_table());
+                row_ops::swiglu_to_f16(gpu, a.hidden, input, (n, ffn), rounding, table)?;
+                m.gemm_staged(&b.down, y, n, accumulate, p)?;
             }
         }
-        Ok(())
+        m.add_post_norm(post_norm, a.x, a.qkv, n)
     }
 
     fn logits(&mut self) -> Result<()> {
@@ -323,6 +358,22 @@ impl Stages for CudaPass<'_> {
 }
 
 impl CudaModel {
+    /// `x += rmsnorm(y)·weight` for `n` rows when there is a post-norm
+    /// weight (the branch output `y` then holds the product).
+    fn add_post_norm(
+        &self,
+        weight: Option<&tl_cuda::Buffer<f32>>,
+        x: Span<'_, f32>,
+        y: Span<'_, f32>,
+        n: usize,
+    ) -> Result<()> {
+        if let Some(weight) = weight {
+            let norm = (weight.all(), self.config.rms_norm_eps);
+            row_ops::post_norm_add(&self.gpu, x, y, norm, n)?;
+        }
+        Ok(())
+    }
+
     /// The matrix a decode step multiplies by after block `layer`'s last one:
     /// the next block's QKV projection, or the output head.
     fn matrix_after_block(&self, layer: usize) -> &DeviceMatrix {

@@ -46,7 +46,7 @@ impl Lengths {
         Lengths {
             x: rows * c.embedding_length,
             gemm_input: rows * widest_input,
-            qkv: rows * (q_width + 2 * c.key_value_width()),
+            qkv: rows * super::cache::qkv_buffer_width(c),
             attention: rows * q_width,
             gate_up: rows * 2 * c.feed_forward_length,
             weights,

@@ -225,7 +225,7 @@ impl GpuOps {
         if !ids.is_empty() {
             let ids = Buffer::from_host(&self.gpu, ids)?;
             let span = out.f32_span("embedding")?;
-            row_ops::embed(&self.gpu, &table.0, ids.all(), ids.len(), span)?;
+            row_ops::embed(&self.gpu, &table.0, ids.all(), ids.len(), span, 1.0)?;
         }
         Ok(out)
     }
@@ -385,6 +385,8 @@ impl GpuOps {
         let start_at = Buffer::from_host(&self.gpu, &[position(start)?])?;
         let batch = AttentionBatch {
             heads: geometry,
+            scale: geometry.score_scale(),
+            window: None,
             queries: rows.f32_span("attention")?,
             query_stride: heads * head_dim,
             rows: seq,

@@ -8,7 +8,7 @@ use tl_gguf::{GgmlType, GgufFile};
 
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
-use crate::model::rope::RopeTable;
+use crate::model::rope::LayerRopes;
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
 
@@ -61,6 +61,9 @@ pub struct BlockWeights {
     /// `[gate; up]` rows over the hidden size.
     pub gate_up: DeviceMatrix,
     pub down: DeviceMatrix,
+    /// The norm weights of the attention's and the MLP's outputs, when the
+    /// architecture has them.
+    pub post_norms: Option<[Buffer<f32>; 2]>,
 }
 
 /// Reads tensors from one file and uploads them.
@@ -179,6 +182,14 @@ impl<'a> Uploader<'a> {
         } else {
             None
         };
+        let post_norms = if c.post_norms {
+            Some([
+                self.vector(&name(BlockTensor::AttentionPostNorm), hidden)?,
+                self.vector(&name(BlockTensor::FeedForwardPostNorm), hidden)?,
+            ])
+        } else {
+            None
+        };
         let qkv_bias = if c.qkv_bias {
             let mut bias = self.cpu.vector(&name(BlockTensor::QueryBias), q_width)?;
             bias.extend(self.cpu.vector(&name(BlockTensor::KeyBias), kv_width)?);
@@ -191,6 +202,7 @@ impl<'a> Uploader<'a> {
         Ok(BlockWeights {
             qk_norm,
             qkv_bias,
+            post_norms,
             attention_norm: self.vector(&name(BlockTensor::AttentionNorm), hidden)?,
             qkv: self.qkv(
                 &[
@@ -213,9 +225,9 @@ impl<'a> Uploader<'a> {
         })
     }
 
-    /// The RoPE table (computed on the host, as the CPU backend's).
-    pub fn rope_table(&mut self, c: &ModelConfig, max_positions: usize) -> Result<RopeTable> {
-        RopeTable::for_model(&mut self.cpu, c, max_positions)
+    /// The layers' RoPE tables (computed on the host, as the CPU backend's).
+    pub fn rope_tables(&mut self, c: &ModelConfig, max_positions: usize) -> Result<LayerRopes> {
+        LayerRopes::for_model(&mut self.cpu, c, max_positions)
     }
 
     /// The output head: its own matrix, or None when tied to the embedding.

@@ -6,6 +6,7 @@
 pub mod arch;
 pub mod config;
 pub mod consistency;
+pub mod gelu;
 pub mod rope;
 pub mod schedule;
 pub mod step;

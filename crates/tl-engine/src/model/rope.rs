@@ -170,6 +170,61 @@ impl RopeTable {
     }
 }
 
+/// The RoPE tables of a model's layers: one for every layer, and a second
+/// for windowed layers when they have their own base frequency.
+pub struct LayerRopes {
+    global: RopeTable,
+    /// The windowed layers' table, and which layers those are.
+    local: Option<(RopeTable, Vec<bool>)>,
+}
+
+impl LayerRopes {
+    /// The tables of the model `loader` reads, for positions
+    /// `0..max_positions`.
+    pub fn for_model(
+        loader: &mut crate::model::weights::WeightLoader,
+        config: &crate::model::config::ModelConfig,
+        max_positions: usize,
+    ) -> Result<Self> {
+        let global = RopeTable::for_model(loader, config, max_positions)?;
+        let local = match &config.sliding_window {
+            Some(window) => {
+                let table =
+                    RopeTable::new(config.head_dim, window.rope_freq_base, None, max_positions)?;
+                Some((table.with_style(config.rope_style), window.local.clone()))
+            }
+            None => None,
+        };
+        Ok(LayerRopes { global, local })
+    }
+
+    /// The table `layer` rotates by.
+    pub fn for_layer(&self, layer: usize) -> &RopeTable {
+        match &self.local {
+            Some((table, local)) if local[layer] => table,
+            _ => &self.global,
+        }
+    }
+
+    /// Which of [`tables`](Self::tables) `layer` rotates by.
+    pub fn index_of(&self, layer: usize) -> usize {
+        match &self.local {
+            Some((_, local)) if local[layer] => 1,
+            _ => 0,
+        }
+    }
+
+    /// Every distinct table: the global one first.
+    pub fn tables(&self) -> impl Iterator<Item = &RopeTable> {
+        std::iter::once(&self.global).chain(self.local.as_ref().map(|(table, _)| table))
+    }
+
+    /// One past the last position the tables hold.
+    pub fn max_positions(&self) -> usize {
+        self.global.max_positions()
+    }
+}
+
 /// One pair turned by the angle whose (cos, sin) is given, with llama.cpp's
 /// rounding (its compiled loop fuses the first product into the sum).
 fn rotate_pair(x0: f32, x1: f32, (cos, sin): (f32, f32)) -> (f32, f32) {

@@ -1,6 +1,7 @@
 //! The one table mapping the weights of the llama architecture (and of Qwen3,
-//! llama plus per-head query/key norms, and Qwen2, llama plus query/key/value
-//! biases) to GGUF tensor names, as llama.cpp's converter writes them, and to
+//! llama plus per-head query/key norms, Qwen2, llama plus query/key/value
+//! biases, and Gemma 3, Qwen3 plus norms after attention and the MLP) to GGUF
+//! tensor names, as llama.cpp's converter writes them, and to
 //! the shapes a configuration gives them.
 
 use crate::model::config::ModelConfig;
@@ -30,15 +31,19 @@ pub enum BlockTensor {
     QueryBias,
     KeyBias,
     ValueBias,
+    /// Gemma: the RMS norm weights of the attention's and the MLP's
+    /// outputs.
+    AttentionPostNorm,
     FeedForwardNorm,
     Gate,
     Up,
     Down,
+    FeedForwardPostNorm,
 }
 
 impl BlockTensor {
     /// Every tensor of a block, in file order.
-    pub const ALL: [BlockTensor; 14] = [
+    pub const ALL: [BlockTensor; 16] = [
         Self::AttentionNorm,
         Self::Query,
         Self::QueryBias,
@@ -49,10 +54,12 @@ impl BlockTensor {
         Self::AttentionOutput,
         Self::QueryNorm,
         Self::KeyNorm,
+        Self::AttentionPostNorm,
         Self::FeedForwardNorm,
         Self::Gate,
         Self::Up,
         Self::Down,
+        Self::FeedForwardPostNorm,
     ];
 
     /// The tensor's row-major shape (`[rows, cols]` for a matrix) in a model of
@@ -63,6 +70,8 @@ impl BlockTensor {
         let (q_width, kv_width) = (c.query_width(), c.key_value_width());
         Some(match self {
             Self::AttentionNorm | Self::FeedForwardNorm => vec![hidden],
+            Self::AttentionPostNorm | Self::FeedForwardPostNorm if c.post_norms => vec![hidden],
+            Self::AttentionPostNorm | Self::FeedForwardPostNorm => return None,
             Self::Query => vec![q_width, hidden],
             Self::Key | Self::Value => vec![kv_width, hidden],
             Self::AttentionOutput => vec![hidden, q_width],
@@ -90,6 +99,8 @@ impl BlockTensor {
             Self::QueryNorm => "attn_q_norm",
             Self::KeyNorm => "attn_k_norm",
             Self::FeedForwardNorm => "ffn_norm",
+            Self::AttentionPostNorm => "post_attention_norm",
+            Self::FeedForwardPostNorm => "post_ffw_norm",
             Self::Gate => "ffn_gate",
             Self::Up => "ffn_up",
             Self::Down => "ffn_down",

@@ -54,10 +54,19 @@ pub fn model_metadata(shape: &Shape, quant: FileType) -> Vec<(String, Value)> {
         // Qwen2's converter writes only the common keys.
         Architecture::Qwen2 => {}
         // The head width is free of the hidden width, so it is spelled out.
-        Architecture::Qwen3 => entries.extend([
+        Architecture::Qwen3 | Architecture::Gemma3 => entries.extend([
             (key("attention.key_length"), count(shape.head_dim)),
             (key("attention.value_length"), count(shape.head_dim)),
         ]),
+    }
+    if let Some(window) = shape.sliding_window {
+        entries.extend([
+            (key("attention.sliding_window"), count(window.size)),
+            (
+                key("attention.sliding_window_pattern"),
+                count(window.period),
+            ),
+        ]);
     }
     entries
 }

@@ -144,12 +144,18 @@ fn block_plan(shape: &Shape, quant: GgmlType, block: usize) -> Vec<PlannedTensor
         tensors.push(norm(name(BlockTensor::QueryNorm), head_dim));
         tensors.push(norm(name(BlockTensor::KeyNorm), head_dim));
     }
+    if shape.architecture.has_post_norms() {
+        tensors.push(norm(name(BlockTensor::AttentionPostNorm), hidden));
+    }
     tensors.extend([
         norm(name(BlockTensor::FeedForwardNorm), hidden),
         matrix(&name(BlockTensor::Gate), hidden, ffn, quant),
         matrix(&name(BlockTensor::Up), hidden, ffn, quant),
         matrix(&name(BlockTensor::Down), ffn, hidden, quant),
     ]);
+    if shape.architecture.has_post_norms() {
+        tensors.push(norm(name(BlockTensor::FeedForwardPostNorm), hidden));
+    }
     tensors
 }
 

@@ -15,14 +15,18 @@ pub enum Architecture {
     Qwen2,
     /// Llama with per-head RMS norms on queries and keys and a free head width.
     Qwen3,
+    /// Qwen3 with GeGLU, norms after attention and the MLP, scaled
+    /// embeddings and sliding-window layers.
+    Gemma3,
 }
 
 impl Architecture {
     /// Every architecture, in the order help texts list them.
-    pub const ALL: [Architecture; 3] = [
+    pub const ALL: [Architecture; 4] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
+        Architecture::Gemma3,
     ];
 
     /// The GGUF name (`llama`, `qwen3`), also the prefix of the hyperparameter keys.
@@ -31,6 +35,7 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Gemma3 => "gemma3",
         }
     }
 
@@ -47,6 +52,11 @@ impl Architecture {
     /// Whether blocks carry `attn_q.bias`, `attn_k.bias` and `attn_v.bias`.
     pub fn has_qkv_bias(self) -> bool {
         self.traits().is_some_and(|t| t.qkv_bias)
+    }
+
+    /// Whether blocks carry `post_attention_norm` and `post_ffw_norm`.
+    pub fn has_post_norms(self) -> bool {
+        self.traits().is_some_and(|t| t.post_norms)
     }
 }
 
@@ -76,25 +86,31 @@ pub enum ShapeName {
     TinyQwen3,
     /// A tiny Qwen2 (query, key and value biases), heads of 32.
     TinyQwen2,
+    /// A tiny Gemma 3: heads of 32, a window of 32 positions on every other
+    /// layer.
+    TinyGemma3,
     /// 2 blocks of width 256, so every matrix row is whole K-quant super-blocks.
     TinyWide,
     TinyLlama,
     SmolLm2,
     Qwen3_0_6B,
     Llama8B,
+    Gemma3_270M,
 }
 
 impl ShapeName {
     /// Every shape, in the order help texts list them.
-    pub const ALL: [ShapeName; 8] = [
+    pub const ALL: [ShapeName; 10] = [
         ShapeName::Tiny,
         ShapeName::TinyQwen3,
         ShapeName::TinyQwen2,
+        ShapeName::TinyGemma3,
         ShapeName::TinyWide,
         ShapeName::TinyLlama,
         ShapeName::SmolLm2,
         ShapeName::Qwen3_0_6B,
         ShapeName::Llama8B,
+        ShapeName::Gemma3_270M,
     ];
 
     /// The name on the command line and in `general.name`.
@@ -103,11 +119,13 @@ impl ShapeName {
             ShapeName::Tiny => "tiny",
             ShapeName::TinyQwen3 => "tiny-qwen3",
             ShapeName::TinyQwen2 => "tiny-qwen2",
+            ShapeName::TinyGemma3 => "tiny-gemma3",
             ShapeName::TinyWide => "tiny-wide",
             ShapeName::TinyLlama => "tinyllama",
             ShapeName::SmolLm2 => "smollm2",
             ShapeName::Qwen3_0_6B => "qwen3-0.6b",
             ShapeName::Llama8B => "llama-8b",
+            ShapeName::Gemma3_270M => "gemma3-270m",
         }
     }
 
@@ -116,7 +134,11 @@ impl ShapeName {
     pub fn is_tiny(self) -> bool {
         matches!(
             self,
-            ShapeName::Tiny | ShapeName::TinyQwen3 | ShapeName::TinyQwen2 | ShapeName::TinyWide
+            ShapeName::Tiny
+                | ShapeName::TinyQwen3
+                | ShapeName::TinyQwen2
+                | ShapeName::TinyGemma3
+                | ShapeName::TinyWide
         )
     }
 
@@ -136,6 +158,7 @@ impl ShapeName {
             rms_norm_eps: 1e-5,
             context_length: 2048,
             tied_embeddings: false,
+            sliding_window: None,
         };
         match self {
             ShapeName::Tiny => Shape {
@@ -159,6 +182,19 @@ impl ShapeName {
                 context_length: 256,
                 tied_embeddings: true,
                 ..llama(2, 128, 256, 4, 2, 512)
+            },
+            ShapeName::TinyGemma3 => Shape {
+                architecture: Architecture::Gemma3,
+                head_dim: 32,
+                rope_freq_base: 1_000_000.0,
+                rms_norm_eps: 1e-6,
+                context_length: 256,
+                tied_embeddings: true,
+                sliding_window: Some(SlidingWindow {
+                    size: 32,
+                    period: 2,
+                }),
+                ..llama(2, 128, 256, 4, 1, 512)
             },
             ShapeName::TinyWide => Shape {
                 context_length: 256,
@@ -184,6 +220,19 @@ impl ShapeName {
                 rope_freq_base: 500_000.0,
                 context_length: 8192,
                 ..llama(32, 4096, 14_336, 32, 8, 128_256)
+            },
+            ShapeName::Gemma3_270M => Shape {
+                architecture: Architecture::Gemma3,
+                head_dim: 256,
+                rope_freq_base: 1_000_000.0,
+                rms_norm_eps: 1e-6,
+                context_length: 32_768,
+                tied_embeddings: true,
+                sliding_window: Some(SlidingWindow {
+                    size: 512,
+                    period: 6,
+                }),
+                ..llama(18, 640, 2048, 4, 1, 262_144)
             },
         }
     }
@@ -226,6 +275,16 @@ pub struct Shape {
     pub context_length: usize,
     /// No `output.weight`: the output head reuses the token embedding.
     pub tied_embeddings: bool,
+    /// Windowed layers, for architectures that have them.
+    pub sliding_window: Option<SlidingWindow>,
+}
+
+/// A sliding window of `size` positions on all but the last layer of every
+/// `period` layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingWindow {
+    pub size: usize,
+    pub period: usize,
 }
 
 impl Shape {
@@ -268,7 +327,7 @@ mod tests {
         assert!(message.contains("unknown shape 'gpt-5'"), "{message}");
         assert!(message.contains("qwen3-0.6b"), "{message}");
         let message = "mamba".parse::<Architecture>().unwrap_err().to_string();
-        assert!(message.contains("llama, qwen2, qwen3"), "{message}");
+        assert!(message.contains("llama, qwen2, qwen3, gemma3"), "{message}");
     }
 
     #[test]

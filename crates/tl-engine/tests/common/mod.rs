@@ -147,7 +147,8 @@ const SYNTHETIC: [SyntheticTypes; 6] = [
 /// super-blocks.
 const SYNTHETIC_SHAPE: (usize, usize, usize, usize, usize, usize) = (256, 512, 2, 4, 2, 64);
 
-/// Paths of the [`SYNTHETIC`] models and a tiny Qwen2, written on first use.
+/// Paths of the [`SYNTHETIC`] models, a tiny Qwen2 and a tiny Gemma 3,
+/// written on first use.
 pub fn synthetic_models() -> &'static [PathBuf] {
     static MODELS: OnceLock<Vec<PathBuf>> = OnceLock::new();
     MODELS.get_or_init(|| {
@@ -163,15 +164,29 @@ pub fn synthetic_models() -> &'static [PathBuf] {
                 path
             })
             .collect();
-        // A tiny Qwen2 (query, key and value biases; RoPE on halves), carried
-        // in the test binary like the vocabulary below.
-        let qwen2 = dir.join("synthetic-tiny-qwen2-v2.gguf");
-        if !qwen2.exists() {
-            let temp = dir.join(format!("tiny-qwen2.{}.tmp", std::process::id()));
-            std::fs::write(&temp, include_bytes!("../golden/tiny-qwen2-q8_0.gguf")).unwrap();
-            std::fs::rename(&temp, &qwen2).unwrap();
+        // A tiny Qwen2 (query, key and value biases; RoPE on halves) and a
+        // tiny Gemma 3 (GeGLU, post-norms, scaled embeddings and queries, a
+        // window of 32 on every other layer), carried in the test binary like
+        // the vocabulary below.
+        let carried: [(&str, &[u8]); 2] = [
+            (
+                "synthetic-tiny-qwen2-v2.gguf",
+                include_bytes!("../golden/tiny-qwen2-q8_0.gguf"),
+            ),
+            (
+                "synthetic-tiny-gemma3-v1.gguf",
+                include_bytes!("../golden/tiny-gemma3-q8_0.gguf"),
+            ),
+        ];
+        for (name, bytes) in carried {
+            let path = dir.join(name);
+            if !path.exists() {
+                let temp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+                std::fs::write(&temp, bytes).unwrap();
+                std::fs::rename(&temp, &path).unwrap();
+            }
+            models.push(path);
         }
-        models.push(qwen2);
         models
     })
 }
