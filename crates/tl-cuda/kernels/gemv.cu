@@ -754,6 +754,39 @@ __device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int co
     }
 }
 
+// A post-norm branch to add to x before staging it (pre_add below): when
+// `branch` is given, x_out = x + rmsnorm(branch)·weight first, and x_out is
+// what the product reads. Every block computes and writes the same values,
+// so x_out needs no other synchronisation; x and branch are left as they
+// are, so the residual stream moves from x to x_out.
+struct PreAdd {
+    const float* branch;
+    const float* weight;
+    float* out;
+};
+
+// x + rmsnorm(branch)·weight into pre.out (the CPU backend's post-norm and
+// residual add, each product and the sum rounded once), visible to this
+// block on return; x itself when there is no branch.
+__device__ const float* pre_add(const float* x, const PreAdd& pre, int cols, float eps,
+                                double* scratch) {
+    if (!pre.branch) return x;
+    const float scale = rms_scale(pre.branch, cols, eps, scratch);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        pre.out[i] = __fadd_rn(x[i], __fmul_rn(__fmul_rn(pre.branch[i], scale), pre.weight[i]));
+    __syncthreads();
+    return pre.out;
+}
+
+// The PreAdd of sequence blockIdx.y of a batched launch.
+__device__ __forceinline__ PreAdd pre_add_of_sequence(PreAdd pre, int cols) {
+    if (pre.branch) {
+        pre.branch += (u64)blockIdx.y * cols;
+        pre.out += (u64)blockIdx.y * cols;
+    }
+    return pre;
+}
+
 // MODE 0: plain, 1: residual, 2: norm, 3: norm + gated activation, 4: norm +
 // RoPE + cache write.
 //
@@ -770,10 +803,11 @@ __device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int co
 template <int T, int MODE, bool BATCHED>
 __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight, float eps,
                           float* y, int rows, int cols, RopeStore rope, int l2_prefetch,
-                          NextWeights next, int y_stride) {
+                          NextWeights next, int y_stride, PreAdd pre) {
     if (BATCHED) {
         x += (u64)blockIdx.y * cols;
         y += (u64)blockIdx.y * y_stride;
+        pre = pre_add_of_sequence(pre, cols);
     }
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
@@ -784,6 +818,7 @@ __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight
     const int first_base = blockIdx.x * per_block, stride = gridDim.x * per_block;
     prefetch_inputs<MODE, BATCHED>(norm_weight, cols, rope, l2_prefetch, next);
     wait_for_previous_kernel();
+    x = pre_add(x, pre, cols, eps, scratch);
     stage_f32(x, MODE >= 2 ? norm_weight : 0, eps, cols, (float*)shared, scratch);
     for (int base = first_base; base < rows; base += stride) {
         const int r = base + warp;
@@ -818,10 +853,12 @@ __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight
 template <int T, int ORDER, int MODE, bool BATCHED>
 __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const float* norm_weight,
                            float eps, float* y, int rows, int cols, RopeStore rope,
-                           int l2_prefetch, NextWeights next, int tile, int y_stride) {
+                           int l2_prefetch, NextWeights next, int tile, int y_stride,
+                           PreAdd pre) {
     if (BATCHED) {
         x += (u64)blockIdx.y * cols;
         y += (u64)blockIdx.y * y_stride;
+        pre = pre_add_of_sequence(pre, cols);
     }
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
@@ -851,6 +888,7 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
 #if GEMV_CLOCKS
     const long long clk0 = clock64();
 #endif
+    x = pre_add(x, pre, cols, eps, scratch);
     const auto xq = stage_x<T>(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch);
 #if GEMV_CLOCKS
     const long long clk1 = clock64();
@@ -909,17 +947,18 @@ template <int T, int ORDER, int MODE, bool BATCHED>
 __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float* x,
                                          const float* norm_weight, float eps, float* y, int rows,
                                          int cols, RopeStore rope, int l2_prefetch,
-                                         NextWeights next, int tile, int y_stride) {
+                                         NextWeights next, int tile, int y_stride, PreAdd pre) {
     if constexpr (T == TYPE_F32 || T == TYPE_F16 || T == TYPE_BF16)
         gemv_rows<T, MODE, BATCHED>(qs, x, norm_weight, eps, y, rows, cols, rope, l2_prefetch,
-                                    next, y_stride);
+                                    next, y_stride, pre);
     else
         gemv_tiles<T, ORDER, MODE, BATCHED>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,
-                                            l2_prefetch, next, tile, y_stride);
+                                            l2_prefetch, next, tile, y_stride, pre);
 }
 
 // The kernels gemv_<mode><name> (names per unit, see compile.rs: float types
-// end in _l32, a warp per row; quantized types take tiles);
+// end in _l32, a warp per row; quantized types take tiles), each taking a
+// PreAdd (branch, branch_weight, x_out; null branch for none) last;
 // gemv_batched_<mode><name> take per-sequence cache tables too, and write
 // sequence s's rows at y + s·y_stride (a part of a wider output may be
 // written). Every kernel takes the same parameters, so the host passes one
@@ -932,12 +971,14 @@ __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float
                           int kv_width, int head_dim, int capacity, u16* k_cache,            \
                           u16* v_cache, int l2_prefetch, const u8* next_qs,                  \
                           int next_qs_bytes, const u8* next_sc, int next_sc_bytes, int tile, \
-                          int y_stride) {                                                    \
+                          int y_stride, const float* branch, const float* branch_weight,     \
+                          float* x_out) {                                                    \
         RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                   \
                           capacity, k_cache, v_cache, 0,        0};                          \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
+        PreAdd pre = {branch, branch_weight, x_out};                                         \
         gemv_any<T, ORDER, MODE, false>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,    \
-                                        l2_prefetch, next, tile, y_stride);                  \
+                                        l2_prefetch, next, tile, y_stride, pre);             \
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(GEMV_MAX_THREADS)                          \
         gemv_batched_##KIND##NAME(                                                           \
@@ -945,12 +986,14 @@ __device__ __forceinline__ void gemv_any(const u8* qs, const u8* sc, const float
             float* y, int rows, int cols, const float2* cos_sin, const int* position,        \
             int q_width, int kv_width, int head_dim, int capacity, u16* const* k_tables,     \
             u16* const* v_tables, int l2_prefetch, const u8* next_qs, int next_qs_bytes,     \
-            const u8* next_sc, int next_sc_bytes, int tile, int y_stride) {                  \
+            const u8* next_sc, int next_sc_bytes, int tile, int y_stride,                    \
+            const float* branch, const float* branch_weight, float* x_out) {                 \
         RopeStore rope = {cos_sin, position, q_width, kv_width, head_dim,                    \
                           capacity, 0,       0,       k_tables, v_tables};                   \
         NextWeights next = {next_qs, next_qs_bytes, next_sc, next_sc_bytes};                 \
+        PreAdd pre = {branch, branch_weight, x_out};                                         \
         gemv_any<T, ORDER, MODE, true>(qs, sc, x, norm_weight, eps, y, rows, cols, rope,     \
-                                       l2_prefetch, next, tile, y_stride);                   \
+                                       l2_prefetch, next, tile, y_stride, pre);              \
     }
 #define GEMV_KERNELS(NAME, T, ORDER)             \
     GEMV_KERNEL(, 0, NAME, T, ORDER)             \

@@ -280,14 +280,22 @@ impl Gpu {
     }
 
     /// Lets `function` (named `kernel`) launch with `bytes` of dynamic shared
-    /// memory: above 48 KiB a kernel must opt in, once for the largest size
-    /// it uses (within `shared_per_block_optin`, which the caller checked).
+    /// memory: when they and its static shared memory pass 48 KiB, a kernel
+    /// must opt in, once for the largest size it uses (within
+    /// `shared_per_block_optin`, which the caller checked).
     fn opt_in_shared(&self, kernel: &str, function: &CudaFunction, bytes: u32) -> Result<()> {
         let mut opted = self
             .shared_opted_in
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if opted.get(kernel).is_some_and(|&done| done >= bytes) {
+            return Ok(());
+        }
+        let static_bytes = function
+            .shared_size_bytes()
+            .map_err(|e| CudaError::driver("reading a kernel's shared memory", e))?;
+        if bytes as usize + static_bytes.max(0) as usize <= DEFAULT_SHARED_LIMIT {
+            opted.insert(kernel.to_owned(), bytes);
             return Ok(());
         }
         function
@@ -369,7 +377,7 @@ impl Gpu {
         dependent: bool,
     ) -> Result<()> {
         let function = self.function(kernel)?;
-        if shared_bytes as usize > DEFAULT_SHARED_LIMIT {
+        if shared_bytes > 0 {
             self.opt_in_shared(kernel, &function, shared_bytes)?;
         }
         // Each argument's bytes in an 8-byte slot; the kernel reads 4 or 8.
@@ -426,7 +434,13 @@ impl Gpu {
                 )
             }
             .result()
-            .map_err(|e| CudaError::driver(format!("launching {kernel}"), e))
+            .map_err(|e| {
+                let what = format!(
+                    "launching {kernel} (grid {}x{}, {block} threads, {shared_bytes} bytes of shared memory)",
+                    config.gridDimX, config.gridDimY
+                );
+                CudaError::driver(what, e)
+            })
         })
     }
 }

@@ -9,8 +9,9 @@ use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
 
 /// Static shared memory of the kernels: the norm's scratch and (float
-/// kernels) the RoPE rows.
-const STATIC_SHARED: usize = 32 * 8 + 16 * 4;
+/// kernels) the RoPE rows, with room for what the compiler lays out beside
+/// them (known only once a kernel is loaded).
+const STATIC_SHARED: usize = 1024;
 
 /// Bytes of shared memory x takes when staged: Q8_K super-blocks (values,
 /// then the scale per 256 and the sum per 16) for K-quant weights, Q8 blocks
@@ -226,6 +227,32 @@ pub fn gemv_batched_into(
     sequences: usize,
     next: Option<&DeviceMatrix>,
 ) -> Result<()> {
+    gemv_batched_into_after(gpu, w, x, output, epilogue, sequences, next, None)
+}
+
+/// A post-norm branch added to x before a product (see gemv.cu's `PreAdd`):
+/// `out = x + rmsnorm(branch)·weight` (each sequence's `cols` values), and
+/// the product reads `out`. `out` must not overlap x or the branch.
+#[derive(Debug, Clone, Copy)]
+pub struct PreAdd<'a> {
+    pub branch: Span<'a, f32>,
+    pub weight: Span<'a, f32>,
+    pub out: Span<'a, f32>,
+}
+
+/// [`gemv_batched_into`] after adding a post-norm branch to x (`pre_add`),
+/// which saves the launch that would add it.
+#[allow(clippy::too_many_arguments)]
+pub fn gemv_batched_into_after(
+    gpu: &Gpu,
+    w: &DeviceMatrix,
+    x: Span<'_, f32>,
+    output: Output<'_>,
+    epilogue: Epilogue<'_>,
+    sequences: usize,
+    next: Option<&DeviceMatrix>,
+    pre_add: Option<PreAdd<'_>>,
+) -> Result<()> {
     if sequences == 0 {
         return Ok(());
     }
@@ -315,6 +342,19 @@ pub fn gemv_batched_into(
     args.extend(next_matrix_args(gpu, w, next)?);
     args.push(Arg::I32(int(launch.tile_rows, "tile rows")?));
     args.push(Arg::I32(int(stride, "output stride")?));
+    match pre_add {
+        Some(PreAdd {
+            branch,
+            weight,
+            out,
+        }) => {
+            branch.require(cols * sequences, "post-norm branch")?;
+            weight.require(cols, "post-norm weight")?;
+            out.require(cols * sequences, "residual after the branch")?;
+            args.extend::<[Arg; 3]>([branch.into(), weight.into(), out.into()]);
+        }
+        None => args.extend([Arg::Ptr(0), Arg::Ptr(0), Arg::Ptr(0)]),
+    }
     let sequences = int(sequences, "sequences")? as u32;
     let (grid, threads, shared) = (
         (launch.blocks, sequences),
@@ -323,8 +363,8 @@ pub fn gemv_batched_into(
     );
     // Only quantized GEMVs start early (see gemv.cu).
     // SAFETY: the argument list matches gemv.cu's signatures for this variant;
-    // x holds cols values per sequence, y out_rows at each multiple of the
-    // stride (checked above) per sequence, the norm
+    // x (and a pre-add's branch and output) holds cols values per sequence, y
+    // out_rows at each multiple of the stride (checked above) per sequence, the norm
     // weight cols, the positions and cache tables one per sequence, and the matrix's
     // buffers hold rows × cols values in its type's split layout (checked on
     // upload), so every access is inside the spans; the dynamic shared memory

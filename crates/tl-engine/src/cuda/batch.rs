@@ -31,6 +31,7 @@ pub struct BatchBuffers {
     pub qkv: Buffer<f32>,
     pub attention: Buffer<f32>,
     pub hidden: Buffer<f32>,
+    pub post_norm: super::cache::PostNormBuffers,
     pub logits: Buffer<f32>,
     pub next: Buffer<u32>,
     pub sampler: SampleBuffers,
@@ -41,8 +42,14 @@ pub struct BatchBuffers {
 /// small).
 pub fn batch_bytes(c: &ModelConfig) -> u64 {
     let q_width = c.query_width();
+    let post_norm = if c.post_norms {
+        2 * c.embedding_length
+    } else {
+        0
+    };
     let per_sequence = c.embedding_length
-        + super::cache::qkv_buffer_width(c)
+        + post_norm
+        + (q_width + 2 * c.key_value_width())
         + q_width
         + c.feed_forward_length
         + c.vocab_size;
@@ -53,7 +60,7 @@ impl BatchBuffers {
     pub fn new(gpu: &Gpu, c: &ModelConfig) -> Result<Self> {
         let n = MAX_BATCH;
         let q_width = c.query_width();
-        let qkv_width = super::cache::qkv_buffer_width(c);
+        let qkv_width = q_width + 2 * c.key_value_width();
         Ok(BatchBuffers {
             tokens: Buffer::zeros(gpu, n)?,
             positions: Buffer::zeros(gpu, n)?,
@@ -62,6 +69,7 @@ impl BatchBuffers {
             qkv: Buffer::zeros(gpu, n * qkv_width)?,
             attention: Buffer::zeros(gpu, n * q_width)?,
             hidden: Buffer::zeros(gpu, n * c.feed_forward_length)?,
+            post_norm: super::cache::PostNormBuffers::new(gpu, c, n)?,
             logits: Buffer::zeros(gpu, n * c.vocab_size)?,
             next: Buffer::zeros(gpu, n * row_ops::argmax_output_len(gpu))?,
             sampler: SampleBuffers::new(gpu, n)?,
@@ -154,11 +162,7 @@ impl CudaModel {
 
     /// The launches of one batched step (as `record_decode`, for n sequences).
     fn record_batch(&self, b: &BatchBuffers, caches: &[&CudaCache]) -> Result<()> {
-        let mut pass = CudaPass {
-            model: self,
-            rows: caches.len(),
-            shape: PassShape::Batch { buffers: b, caches },
-        };
+        let mut pass = CudaPass::new(self, caches.len(), PassShape::Batch { buffers: b, caches });
         schedule::run(&mut pass, self.blocks.len())
     }
 

@@ -21,6 +21,9 @@ pub struct StepBuffers {
     pub qkv: Buffer<f32>,
     pub attention: Buffer<f32>,
     pub hidden: Buffer<f32>,
+    /// A post-norm architecture's branch output and the residual's other
+    /// buffer (see [`PostNormBuffers`]).
+    pub post_norm: PostNormBuffers,
     pub logits: Buffer<f32>,
     /// The picked token, argmax or sampled (first value; the rest is the
     /// argmax kernel's scratch).
@@ -29,15 +32,40 @@ pub struct StepBuffers {
     pub sampler: SampleBuffers,
 }
 
-/// Values per row of a pass's QKV buffer: the fused projection's output,
-/// which the branch outputs of a post-norm architecture reuse once attention
-/// has read it (they are normalised there before joining the residual).
+/// Values per row of a prompt pass's QKV buffer: the fused projection's
+/// output, which the branch outputs of a post-norm architecture reuse once
+/// attention has read it (they are normalised there before joining the
+/// residual).
 pub(crate) fn qkv_buffer_width(c: &ModelConfig) -> usize {
     let qkv = c.query_width() + 2 * c.key_value_width();
     if c.post_norms {
         qkv.max(c.embedding_length)
     } else {
         qkv
+    }
+}
+
+/// A decode step's buffers for a post-norm architecture: each branch output
+/// waits in `branch` until the next product adds it to the residual
+/// (normalised) as it stages its input, writing the sum to the residual's
+/// other buffer, `x_alt`; the residual moves between `x` and `x_alt`. One
+/// value each for other architectures.
+pub struct PostNormBuffers {
+    pub branch: Buffer<f32>,
+    pub x_alt: Buffer<f32>,
+}
+
+impl PostNormBuffers {
+    pub(crate) fn new(gpu: &Gpu, c: &ModelConfig, rows: usize) -> Result<Self> {
+        let len = if c.post_norms {
+            rows * c.embedding_length
+        } else {
+            1
+        };
+        Ok(PostNormBuffers {
+            branch: Buffer::zeros(gpu, len)?,
+            x_alt: Buffer::zeros(gpu, len)?,
+        })
     }
 }
 
@@ -60,7 +88,7 @@ impl CudaCache {
         let layer_len = heads.cache_len(capacity);
         let total = layer_len * c.block_count;
         let q_width = c.query_width();
-        let qkv_width = qkv_buffer_width(c);
+        let qkv_width = q_width + 2 * c.key_value_width();
         let step = StepBuffers {
             token: Buffer::zeros(gpu, 1)?,
             position: Buffer::zeros(gpu, 1)?,
@@ -68,6 +96,7 @@ impl CudaCache {
             qkv: Buffer::zeros(gpu, qkv_width)?,
             attention: Buffer::zeros(gpu, q_width)?,
             hidden: Buffer::zeros(gpu, c.feed_forward_length)?,
+            post_norm: PostNormBuffers::new(gpu, c, 1)?,
             logits: Buffer::zeros(gpu, c.vocab_size)?,
             next: Buffer::zeros(gpu, row_ops::argmax_output_len(gpu))?,
             sampler: SampleBuffers::new(gpu, 1)?,

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
 use tl_cuda::ops::attention::{self as attention_ops, Heads, LayerCache, QkNorm, Rotation};
-use tl_cuda::ops::gemv::{gemv_batched, gemv_batched_into, Epilogue, Output};
+use tl_cuda::ops::gemv::{gemv_batched_into_after, Epilogue, Output, PreAdd};
 use tl_cuda::ops::rows::Rounding;
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
@@ -221,7 +221,7 @@ impl CudaModel {
     fn project_qkv(
         &self,
         layer: usize,
-        x: tl_cuda::Span<'_, f32>,
+        (x, pre): (tl_cuda::Span<'_, f32>, Option<PreAdd<'_>>),
         qkv: tl_cuda::Span<'_, f32>,
         n: usize,
         positions: tl_cuda::Span<'_, i32>,
@@ -247,10 +247,16 @@ impl CudaModel {
                     position: positions,
                     cache: kv,
                 };
-                Ok(gemv_batched(gpu, fused, x, qkv, norm_rope, n, next)?)
+                let qkv = Output {
+                    y: qkv,
+                    stride: fused.rows(),
+                };
+                Ok(gemv_batched_into_after(
+                    gpu, fused, x, qkv, norm_rope, n, next, pre,
+                )?)
             }
             _ => {
-                self.project_qkv_parts(b, x, qkv, n, next)?;
+                self.project_qkv_parts(b, (x, pre), qkv, n, next)?;
                 self.add_qkv_bias(b, qkv, n)?;
                 self.rope_store(layer, qkv, n, positions, kv)
             }
@@ -258,13 +264,13 @@ impl CudaModel {
     }
 
     /// Block `b`'s normalised QKV projection of `n` rows without RoPE: one
-    /// GEMV per part of the QKV weights, each writing its rows of `qkv`. Each
-    /// launch asks L2 for the weights after it (the next part's, then
-    /// `next`'s).
+    /// GEMV per part of the QKV weights, each writing its rows of `qkv` (and
+    /// each doing the same pre-add, when given). Each launch asks L2 for the
+    /// weights after it (the next part's, then `next`'s).
     fn project_qkv_parts(
         &self,
         b: &BlockWeights,
-        x: tl_cuda::Span<'_, f32>,
+        (x, pre): (tl_cuda::Span<'_, f32>, Option<PreAdd<'_>>),
         qkv: tl_cuda::Span<'_, f32>,
         n: usize,
         next: Option<&DeviceMatrix>,
@@ -279,7 +285,7 @@ impl CudaModel {
             let y = qkv.sub(offset, qkv.len() - offset)?;
             let hint = parts.get(i + 1).or(next);
             let output = Output { y, stride };
-            gemv_batched_into(&self.gpu, part, x, output, norm, n, hint)?;
+            gemv_batched_into_after(&self.gpu, part, x, output, norm, n, hint, pre)?;
             offset += part.rows();
         }
         Ok(())
@@ -431,11 +437,7 @@ impl CudaModel {
     /// The launches of one decode step, reading the token and position from
     /// the step buffers.
     fn record_decode(&self, cache: &CudaCache) -> Result<()> {
-        let mut pass = CudaPass {
-            model: self,
-            rows: 1,
-            shape: PassShape::Decode(cache),
-        };
+        let mut pass = CudaPass::new(self, 1, PassShape::Decode(cache));
         schedule::run(&mut pass, self.blocks.len())
     }
 
@@ -470,10 +472,10 @@ impl CudaModel {
             Some(Logits::Last) => n - 1..n,
             Some(Logits::All) => 0..n,
         };
-        let mut pass = CudaPass {
-            model: self,
-            rows: n,
-            shape: PassShape::Prompt(PromptPass {
+        let mut pass = CudaPass::new(
+            self,
+            n,
+            PassShape::Prompt(PromptPass {
                 buffers: p,
                 cache,
                 by_rows: self.prompt_by_rows(n),
@@ -481,7 +483,7 @@ impl CudaModel {
                 logits,
                 attention_staged: false,
             }),
-        };
+        );
         schedule::run(&mut pass, self.blocks.len())
     }
 

@@ -15,7 +15,9 @@
 use std::ops::Range;
 
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
-use tl_cuda::ops::gemv::{gemv, gemv_batched, gemv_batched_into, Epilogue, Output};
+use tl_cuda::ops::gemv::{
+    gemv, gemv_batched_into, gemv_batched_into_after, Epilogue, Output, PreAdd,
+};
 use tl_cuda::ops::rows::{self as row_ops, Rounding};
 use tl_cuda::{DeviceMatrix, Span};
 
@@ -30,6 +32,32 @@ pub(super) struct CudaPass<'a> {
     pub model: &'a CudaModel,
     pub rows: usize,
     pub shape: PassShape<'a>,
+    /// A decode pass's residual under post-norms (see [`Residual`]).
+    residual: Residual<'a>,
+}
+
+impl<'a> CudaPass<'a> {
+    pub fn new(model: &'a CudaModel, rows: usize, shape: PassShape<'a>) -> Self {
+        CudaPass {
+            model,
+            rows,
+            shape,
+            residual: Residual::default(),
+        }
+    }
+}
+
+/// In a decode pass of a post-norm architecture, a branch's output is not
+/// added by a kernel of its own: it waits in the post-norm buffers' `branch`
+/// and the next product adds it (normalised) to the residual as it stages
+/// its input, writing the sum to the residual's other buffer. This is where
+/// the residual is and what waits.
+#[derive(Default)]
+struct Residual<'a> {
+    /// In the post-norm buffers' `x_alt`, not `x`.
+    in_alt: bool,
+    /// The norm weight of the branch output waiting to join.
+    pending: Option<&'a tl_cuda::Buffer<f32>>,
 }
 
 /// What a pass runs, and where its buffers are.
@@ -60,7 +88,11 @@ pub(super) struct PromptPass<'a> {
 
 /// A pass's activations, `[row][feature]`.
 struct Activations<'a> {
+    /// The residual stream (where it is now).
     x: Span<'a, f32>,
+    /// A decode pass's post-norm buffers: the residual's other buffer and
+    /// the waiting branch output (see [`Residual`]).
+    post_norm: Option<(Span<'a, f32>, Span<'a, f32>)>,
     qkv: Span<'a, f32>,
     attention: Span<'a, f32>,
     /// The MLP's hidden layer (gate/up, then SwiGLU's output in its front).
@@ -70,36 +102,103 @@ struct Activations<'a> {
 }
 
 impl<'a> CudaPass<'a> {
-    fn activations(&self) -> Result<Activations<'_>> {
-        Ok(match &self.shape {
+    /// The pass's activations (borrowed from its buffers, not from the
+    /// pass, so stages can update the pass's state while they hold them).
+    fn activations(&self) -> Result<Activations<'a>> {
+        let mut a = match &self.shape {
             PassShape::Decode(cache) => {
+                let cache: &'a CudaCache = cache;
                 let s = &cache.step;
                 Activations {
                     x: s.x.all(),
+                    post_norm: Some((s.post_norm.x_alt.all(), s.post_norm.branch.all())),
                     qkv: s.qkv.all(),
                     attention: s.attention.all(),
                     hidden: s.hidden.all(),
                     positions: s.position.all(),
                 }
             }
-            PassShape::Batch { buffers: b, .. } => Activations {
-                x: b.x.all(),
-                qkv: b.qkv.all(),
-                attention: b.attention.all(),
-                hidden: b.hidden.all(),
-                positions: b.positions.span(0, self.rows)?,
-            },
-            PassShape::Prompt(p) => {
-                let b = p.buffers;
+            PassShape::Batch { buffers, .. } => {
+                let b: &'a BatchBuffers = buffers;
                 Activations {
                     x: b.x.all(),
+                    post_norm: Some((b.post_norm.x_alt.all(), b.post_norm.branch.all())),
+                    qkv: b.qkv.all(),
+                    attention: b.attention.all(),
+                    hidden: b.hidden.all(),
+                    positions: b.positions.span(0, self.rows)?,
+                }
+            }
+            PassShape::Prompt(p) => {
+                let b: &'a PrefillBuffers = p.buffers;
+                Activations {
+                    x: b.x.all(),
+                    post_norm: None,
                     qkv: b.qkv.all(),
                     attention: b.attention.all(),
                     hidden: b.gate_up.all(),
                     positions: b.start.all(),
                 }
             }
+        };
+        if self.residual.in_alt {
+            if let Some((x_alt, branch)) = a.post_norm {
+                a.post_norm = Some((a.x, branch));
+                a.x = x_alt;
+            }
+        }
+        Ok(a)
+    }
+
+    /// Whether branch outputs wait for the next product's pre-add (decode
+    /// passes of a post-norm architecture) rather than being added at once.
+    fn defers_post_norms(&self) -> bool {
+        self.model.config.post_norms && !matches!(self.shape, PassShape::Prompt(_))
+    }
+
+    /// The pre-add of the waiting branch, if one waits: the product it is
+    /// given to reads the sum; call [`Self::branch_joined`] after it.
+    fn pending_pre_add(&self, a: &Activations<'a>) -> Option<PreAdd<'a>> {
+        let weight = self.residual.pending?;
+        let (out, branch) = a.post_norm?;
+        Some(PreAdd {
+            branch,
+            weight: weight.all(),
+            out,
         })
+    }
+
+    /// The waiting branch has joined the residual, which is now in the
+    /// other buffer.
+    fn branch_joined(&mut self) {
+        if self.residual.pending.take().is_some() {
+            self.residual.in_alt = !self.residual.in_alt;
+        }
+    }
+
+    /// Where a branch's product goes, and whether it is added there: into
+    /// the residual without a post-norm; else into the waiting branch's
+    /// buffer (decode) or the QKV buffer, read by now (prompts).
+    fn branch_output(&self, a: &Activations<'a>, post_norm: bool) -> (Span<'a, f32>, bool) {
+        match (post_norm, a.post_norm) {
+            (false, _) => (a.x, true),
+            (true, Some((_, branch))) if self.defers_post_norms() => (branch, false),
+            (true, _) => (a.qkv, false),
+        }
+    }
+
+    /// After a branch's product: with a post-norm, the branch waits for the
+    /// next product (decode) or joins the residual now (prompts).
+    fn branch_done(
+        &mut self,
+        post_norm: Option<&'a tl_cuda::Buffer<f32>>,
+        a: &Activations<'a>,
+    ) -> Result<()> {
+        if self.defers_post_norms() {
+            self.residual.pending = post_norm;
+            return Ok(());
+        }
+        self.model.add_post_norm(post_norm, a.x, a.qkv, self.rows)
     }
 
     /// Layer `layer`'s caches: the sequence's, or (batched) the first
@@ -164,19 +263,24 @@ impl Stages for CudaPass<'_> {
         let b = &m.blocks[layer];
         let a = self.activations()?;
         let kv = self.layer_cache(layer)?;
+        let pre = self.pending_pre_add(&a);
         match self.kernels() {
-            Kernels::Gemv { hints: true } => m.project_qkv(layer, a.x, a.qkv, n, a.positions, kv),
+            Kernels::Gemv { hints: true } => {
+                m.project_qkv(layer, (a.x, pre), a.qkv, n, a.positions, kv)?
+            }
             Kernels::Gemv { hints: false } => {
-                m.project_qkv_parts(b, a.x, a.qkv, n, None)?;
+                m.project_qkv_parts(b, (a.x, pre), a.qkv, n, None)?;
                 m.add_qkv_bias(b, a.qkv, n)?;
-                m.rope_store(layer, a.qkv, n, a.positions, kv)
+                m.rope_store(layer, a.qkv, n, a.positions, kv)?
             }
             Kernels::Gemm(p) => {
                 m.matmul_qkv(b, a.x, a.qkv, n, p)?;
                 m.add_qkv_bias(b, a.qkv, n)?;
-                m.rope_store(layer, a.qkv, n, a.positions, kv)
+                m.rope_store(layer, a.qkv, n, a.positions, kv)?
             }
         }
+        self.branch_joined();
+        Ok(())
     }
 
     fn attention(&mut self, layer: usize) -> Result<()> {
@@ -238,13 +342,12 @@ impl Stages for CudaPass<'_> {
         let (m, n) = (self.model, self.rows);
         let b = &m.blocks[layer];
         let a = self.activations()?;
-        // With a post-norm the product goes to the QKV buffer (read by now),
-        // to be normalised into the residual; else it is added in place.
+        // With a post-norm the product is a branch to normalise into the
+        // residual: later, in a decode pass (see `Residual`), else by
+        // `add_post_norm` from the QKV buffer (read by now). Without one it
+        // is added in place.
         let post_norm = b.post_norms.as_ref().map(|[attention, _]| attention);
-        let (y, accumulate) = match post_norm {
-            Some(_) => (a.qkv, false),
-            None => (a.x, true),
-        };
+        let (y, accumulate) = self.branch_output(&a, post_norm.is_some());
         match self.kernels() {
             Kernels::Gemv { hints } => {
                 let next = hints.then_some(&b.gate_up);
@@ -269,7 +372,7 @@ impl Stages for CudaPass<'_> {
                 }
             }
         }
-        m.add_post_norm(post_norm, a.x, a.qkv, n)
+        self.branch_done(post_norm, &a)
     }
 
     fn feed_forward(&mut self, layer: usize) -> Result<()> {
@@ -278,12 +381,10 @@ impl Stages for CudaPass<'_> {
         let b = &m.blocks[layer];
         let a = self.activations()?;
         let eps = m.config.rms_norm_eps;
-        // As in attention_output: a post-norm's input goes to the QKV buffer.
+        // As in attention_output.
         let post_norm = b.post_norms.as_ref().map(|[_, feed_forward]| feed_forward);
-        let (y, accumulate) = match post_norm {
-            Some(_) => (a.qkv, false),
-            None => (a.x, true),
-        };
+        let (y, accumulate) = self.branch_output(&a, post_norm.is_some());
+        let pre = self.pending_pre_add(&a);
         match self.kernels() {
             Kernels::Gemv { hints } => {
                 let norm = Epilogue::NormGated {
@@ -295,7 +396,11 @@ impl Stages for CudaPass<'_> {
                     true => (Some(&b.down), Some(m.matrix_after_block(layer))),
                     false => (None, None),
                 };
-                gemv_batched(gpu, &b.gate_up, a.x, a.hidden, norm, n, down_hint)?;
+                let hidden = Output {
+                    y: a.hidden,
+                    stride: b.gate_up.rows() / 2,
+                };
+                gemv_batched_into_after(gpu, &b.gate_up, a.x, hidden, norm, n, down_hint, pre)?;
                 let epilogue = if accumulate {
                     Epilogue::Residual
                 } else {
@@ -319,7 +424,8 @@ impl Stages for CudaPass<'_> {
                 m.gemm_staged(&b.down, y, n, accumulate, p)?;
             }
         }
-        m.add_post_norm(post_norm, a.x, a.qkv, n)
+        self.branch_joined();
+        self.branch_done(post_norm, &a)
     }
 
     fn logits(&mut self) -> Result<()> {
@@ -331,16 +437,23 @@ impl Stages for CudaPass<'_> {
             eps: c.rms_norm_eps,
         };
         let head = m.output_matrix();
+        let a = self.activations()?;
+        let pre = self.pending_pre_add(&a);
+        self.branch_joined();
+        let logits_of = |logits: Span<'_, f32>, rows: usize| {
+            let out = Output {
+                y: logits,
+                stride: c.vocab_size,
+            };
+            gemv_batched_into_after(gpu, head, a.x, out, norm, rows, None, pre)
+        };
         match &mut self.shape {
             PassShape::Decode(cache) => {
                 let s = &cache.step;
-                gemv(gpu, head, s.x.all(), s.logits.all(), norm)?;
+                logits_of(s.logits.all(), 1)?;
                 row_ops::argmax(gpu, s.logits.all(), c.vocab_size, s.next.all())?;
             }
-            PassShape::Batch { buffers: b, .. } => {
-                let (x, logits) = (b.x.all(), b.logits.all());
-                gemv_batched(gpu, head, x, logits, norm, self.rows, None)?;
-            }
+            PassShape::Batch { buffers: b, .. } => logits_of(b.logits.all(), self.rows)?,
             PassShape::Prompt(p) => {
                 let hidden = c.embedding_length;
                 let b = p.buffers;

@@ -149,21 +149,24 @@ impl<'a> Uploader<'a> {
         self.stacked(&[(name, rows)], cols)
     }
 
-    /// Q, K and V (each (tensor name, rows)): stacked when they share a type,
-    /// else one matrix each.
+    /// Q, K and V (each (tensor name, rows)): neighbours of one type stacked
+    /// (all three when they share it), so a mixed QKV (Q and K in Q5_0, V in
+    /// Q8_0) takes two products, not three.
     fn qkv(&mut self, parts: &[(&str, usize); 3], cols: usize) -> Result<Qkv> {
         let types = parts
             .iter()
             .map(|&(name, rows)| self.checked_type(name, rows, cols))
             .collect::<Result<Vec<_>>>()?;
-        if types.iter().all(|&t| t == types[0]) {
-            return Ok(Qkv {
-                parts: vec![self.stacked(parts, cols)?],
-            });
+        let mut runs: Vec<Vec<(&str, usize)>> = Vec::new();
+        for (i, &part) in parts.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if types[i - 1] == types[i] => run.push(part),
+                _ => runs.push(vec![part]),
+            }
         }
-        let parts = parts
+        let parts = runs
             .iter()
-            .map(|&(name, rows)| self.matrix(name, rows, cols))
+            .map(|run| self.stacked(run, cols))
             .collect::<Result<Vec<_>>>()?;
         Ok(Qkv { parts })
     }
