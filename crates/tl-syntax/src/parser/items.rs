@@ -22,6 +22,17 @@ impl Parser<'_> {
             _ if self.at_word("main") => self.main_block(),
             _ if self.at_word("test") => self.named_block("test").map(Item::Test),
             _ if self.at_word("bench") => self.named_block("bench").map(Item::Bench),
+            _ if self.at_word("domain") && self.nth_is_ident(1) => {
+                self.domain_decl().map(Item::Domain)
+            }
+            _ if self.at_word("relation") && self.nth_is_ident(1) => {
+                self.relation_decl().map(Item::Relation)
+            }
+            TokenKind::Ident(_) => match self.nth(1).kind {
+                TokenKind::LBracket | TokenKind::Eq => self.equation_item().map(Item::Equation),
+                TokenKind::LParen if self.at_fact_or_rule() => self.fact_or_rule(),
+                _ => Err(self.not_an_item()),
+            },
             _ => Err(self.not_an_item()),
         }
     }
@@ -38,7 +49,8 @@ impl Parser<'_> {
             }
             T::RBrace => error.with_hint("this `}` has no matching `{`"),
             _ => error.with_hint(
-                "a file holds `fn`, `struct`, `impl`, `import`, `tensor`, `main`, `test` and `bench` items",
+                "a file holds `fn`, `struct`, `impl`, `import`, `tensor`, `main`, `test` and `bench` items, \
+                 equations, `domain`, `relation`, facts and rules",
             ),
         }
     }

@@ -60,7 +60,7 @@ impl Parser<'_> {
         match self.peek_kind() {
             TokenKind::Fn | TokenKind::Struct | TokenKind::Impl | TokenKind::Import => true,
             TokenKind::Ident(word) => match word.as_str() {
-                "tensor" => matches!(next, TokenKind::Ident(_)),
+                "tensor" | "domain" | "relation" => matches!(next, TokenKind::Ident(_)),
                 "main" => *next == TokenKind::LBrace,
                 "test" | "bench" => {
                     matches!(next, TokenKind::Ident(_) | TokenKind::Str(_))
