@@ -15,6 +15,9 @@
 //! is missed, and old combinations are not joined again.
 
 use std::collections::HashMap;
+use std::ops::Range;
+
+use rayon::prelude::*;
 
 use super::program::{LogicProgram, ResolvedAtom, ResolvedRule, Term};
 use super::tuples::{KeyIndex, TupleSet};
@@ -72,8 +75,8 @@ pub fn fixpoint(program: &LogicProgram) -> Result<Vec<TupleSet>> {
 }
 
 /// Adds the tuples of `found` to `set`, recording the new ones in `delta`.
-fn add_new(set: &mut TupleSet, found: &TupleSet, delta: &mut TupleSet) -> Result<()> {
-    for tuple in found.rows() {
+fn add_new(set: &mut TupleSet, found: &[TupleSet], delta: &mut TupleSet) -> Result<()> {
+    for tuple in found.iter().flat_map(|part| part.rows()) {
         if set.insert(tuple)? {
             delta.insert(tuple)?;
         }
@@ -119,14 +122,15 @@ struct Step {
     repeats: Vec<(usize, usize)>,
 }
 
-/// The head tuples the rule derives that are not yet known; with a delta,
-/// the body atom at that position reads only those tuples.
+/// The head tuples the rule derives that are not yet known (in parts, which
+/// may repeat a tuple); with a delta, the body atom at that position reads
+/// only those tuples.
 fn run_rule(
     rule: &ResolvedRule,
     delta: Option<(usize, &TupleSet)>,
     sets: &[TupleSet],
     indexes: &mut IndexCache,
-) -> Result<TupleSet> {
+) -> Result<Vec<TupleSet>> {
     let steps = plan(rule, delta.map(|(p, _)| p));
     let key_columns = |step: &Step| step.key.iter().map(|(c, _)| *c).collect::<Vec<_>>();
     // The delta atom comes first and is scanned; a step with no known
@@ -146,23 +150,51 @@ fn run_rule(
             false => None,
         })
         .collect();
-    let head_set = &sets[rule.head.relation];
-    let mut join = Join {
-        rule,
-        steps: &steps,
-        keys: &keys,
-        sets,
-        delta: delta.map(|(_, rows)| rows),
-        bindings: vec![0; rule.var_count],
-        found: TupleSet::new(head_set.sizes().to_vec())?,
-        scratch: Vec::with_capacity(rule.head.terms.len()),
-        error: None,
+    let head_sizes = sets[rule.head.relation].sizes();
+    let delta = delta.map(|(_, rows)| rows);
+    // The first step scans its tuples (it has no key, or it is the delta):
+    // the scan is cut into parts joined in parallel, each finding its own
+    // head tuples; the parts come back in order, so the result is the same
+    // on any number of threads.
+    let scanned = match (delta, steps.first()) {
+        (Some(rows), _) => rows.len(),
+        (None, Some(first)) if keys[0].is_none() => sets[first.relation].len(),
+        _ => 1,
     };
-    join.step(0);
-    match join.error {
-        Some(error) => Err(error),
-        None => Ok(join.found),
-    }
+    let parts = split(scanned, rayon::current_num_threads() * 4);
+    parts
+        .into_par_iter()
+        .map(|first_rows| {
+            let mut join = Join {
+                rule,
+                steps: &steps,
+                keys: &keys,
+                sets,
+                delta,
+                first_rows,
+                bindings: vec![0; rule.var_count],
+                found: TupleSet::new(head_sizes.to_vec())?,
+                scratch: Vec::with_capacity(rule.head.terms.len()),
+                error: None,
+            };
+            join.step(0);
+            match join.error {
+                Some(error) => Err(error),
+                None => Ok(join.found),
+            }
+        })
+        .collect()
+}
+
+/// `0..len` cut into at most `parts` ranges of at least a few thousand.
+fn split(len: usize, parts: usize) -> Vec<Range<usize>> {
+    const MIN_PART: usize = 4096;
+    let parts = parts.clamp(1, len.div_ceil(MIN_PART).max(1));
+    let size = len.div_ceil(parts).max(1);
+    (0..parts)
+        .map(|p| (p * size).min(len)..((p + 1) * size).min(len))
+        .filter(|r| !r.is_empty() || len == 0)
+        .collect()
 }
 
 /// The order of the positive atoms: the delta atom first, then at each step
@@ -226,6 +258,8 @@ struct Join<'a> {
     keys: &'a [Option<&'a KeyIndex>],
     sets: &'a [TupleSet],
     delta: Option<&'a TupleSet>,
+    /// The tuples the first step scans (of the delta, or of its relation).
+    first_rows: Range<usize>,
     bindings: Vec<u32>,
     /// New head tuples, each once.
     found: TupleSet,
@@ -243,8 +277,13 @@ impl Join<'_> {
         let set = &self.sets[step.relation];
         match (self.keys[level], level, self.delta) {
             (_, 0, Some(delta)) => {
-                for tuple in delta.rows() {
-                    self.try_tuple(level, tuple);
+                for i in self.first_rows.clone() {
+                    self.try_tuple(level, delta.row(i));
+                }
+            }
+            (None, 0, None) => {
+                for i in self.first_rows.clone() {
+                    self.try_tuple(level, set.row(i));
                 }
             }
             (Some(index), _, _) => {
@@ -261,6 +300,7 @@ impl Join<'_> {
         }
     }
 
+    #[inline]
     fn value(&self, term: Term) -> u32 {
         match term {
             Term::Const(p) => p,
@@ -269,6 +309,7 @@ impl Join<'_> {
     }
 
     /// Binds the step's variables from `tuple` if it matches, and goes on.
+    #[inline]
     fn try_tuple(&mut self, level: usize, tuple: &[u32]) {
         let step = &self.steps[level];
         // A scanned delta or relation still has to match the known columns.

@@ -82,6 +82,7 @@ impl TupleSet {
     }
 
     /// Tuple `i`.
+    #[inline]
     pub fn row(&self, i: usize) -> &[u32] {
         let arity = self.arity();
         &self.rows[i * arity..(i + 1) * arity]
@@ -93,10 +94,12 @@ impl TupleSet {
     }
 
     /// The tuple's number in the mixed radix of the column sizes.
+    #[inline]
     fn code(&self, tuple: &[u32]) -> u64 {
         (tuple.iter().zip(&self.sizes)).fold(0u64, |acc, (&p, &n)| acc * n as u64 + p as u64)
     }
 
+    #[inline]
     pub fn contains(&self, tuple: &[u32]) -> bool {
         let code = self.code(tuple);
         match &self.members {
@@ -106,6 +109,7 @@ impl TupleSet {
     }
 
     /// Adds a tuple; false when it was already there.
+    #[inline]
     pub fn insert(&mut self, tuple: &[u32]) -> Result<bool> {
         let code = self.code(tuple);
         let new = match &mut self.members {

@@ -11,9 +11,10 @@
 //! (`bhqd,bhkd->bhqk`) as fast as `@`.
 //!
 //! Element types: floats are summed in their type (half precision in f32);
-//! ints in f64 (exact below 2^53) and converted back; bools as 0/1 counts,
-//! true where the count is non-zero, which makes a bool einsum a relational
-//! join ("there exists" over the summed letters).
+//! ints in f64 (exact below 2^53) and converted back; bools as bools, where
+//! a sum is "any" and a product "and", which makes a bool einsum a relational
+//! join ("there exists" over the summed letters), run by `join`'s kernel on
+//! bit-packed rows.
 
 use std::collections::HashMap;
 
@@ -63,16 +64,13 @@ pub fn einsum(spec: &str, operands: &[CandleTensor]) -> Result<CandleTensor> {
     }
     let (t, letters) = contract_all(terms, &parsed.output, &sizes)?;
     let out = permute_to(&t, &letters, &parsed.output)?;
-    Ok(match dtype {
-        CandleDType::U8 => out.gt(0.0)?,
-        _ => out.to_dtype(dtype)?,
-    })
+    Ok(out.to_dtype(dtype)?)
 }
 
 /// The type sums are done in: see the module comment.
 fn working_dtype(dtype: CandleDType) -> CandleDType {
     match dtype {
-        CandleDType::F16 | CandleDType::BF16 | CandleDType::U8 => CandleDType::F32,
+        CandleDType::F16 | CandleDType::BF16 => CandleDType::F32,
         CandleDType::I64 | CandleDType::I32 | CandleDType::U32 | CandleDType::I16 => {
             CandleDType::F64
         }
@@ -249,7 +247,22 @@ fn sum_out(
         return Ok((t, letters));
     }
     let kept = letters.into_iter().filter(|&c| keep(c)).collect();
-    Ok((t.sum(summed)?, kept))
+    if t.dtype() != CandleDType::U8 {
+        return Ok((t.sum(summed)?, kept));
+    }
+    // A sum of bools is "any": the largest of 0 and 1 (0 over nothing).
+    let mut t = t;
+    for &dim in summed.iter().rev() {
+        t = match t.dims()[dim] {
+            0 => {
+                let mut shape = t.dims().to_vec();
+                shape.remove(dim);
+                CandleTensor::zeros(shape, CandleDType::U8, t.device())?
+            }
+            _ => t.max(dim)?,
+        };
+    }
+    Ok((t, kept))
 }
 
 /// The letters of two terms, by role.
@@ -308,7 +321,11 @@ fn contract((a, la): Term, (b, lb): Term, output: &[char]) -> Result<Term> {
     let b3 = permute_to(&b, &lb, &b_order)?.reshape((nb, k, n))?;
     let shape = [batch, free_a, free_b].concat();
     let letters = [&g.batch[..], &g.free_a, &g.free_b].concat();
-    Ok((a3.matmul(&b3)?.reshape(shape)?, letters))
+    let product = match a3.dtype() {
+        CandleDType::U8 => join::bool_matmul(&a3, &b3)?,
+        _ => a3.matmul(&b3)?,
+    };
+    Ok((product.reshape(shape)?, letters))
 }
 
 /// Two terms with nothing to sum (outer and elementwise products): a broadcast
@@ -346,5 +363,6 @@ fn permute_to(t: &CandleTensor, from: &[char], to: &[char]) -> Result<CandleTens
     Ok(t.permute(order)?)
 }
 
+mod join;
 #[cfg(test)]
 mod tests;

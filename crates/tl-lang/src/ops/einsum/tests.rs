@@ -229,3 +229,41 @@ fn ints_sum_exactly_and_bools_join() -> TestResult {
     );
     Ok(())
 }
+
+/// Pseudo-random 0/1 values, about a third of them 1.
+fn bools(shape: &[usize], seed: u64) -> CandleTensor {
+    let n: usize = shape.iter().product();
+    let mut state = seed;
+    let values: Vec<u8> = (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            u8::from((state >> 33).is_multiple_of(3))
+        })
+        .collect();
+    CandleTensor::from_vec(values, shape, &Device::Cpu).expect("bools")
+}
+
+#[test]
+fn bool_joins_equal_counting_products_over_word_boundaries() -> TestResult {
+    // 130 and 90 columns cross 64-bit word boundaries; a batch letter too.
+    let (a, b) = (bools(&[2, 70, 130], 1), bools(&[2, 130, 90], 2));
+    let joined = einsum("bik,bkj->bij", &[a.clone(), b.clone()])?;
+    assert_eq!(joined.dtype(), CandleDType::U8);
+    let counts = a
+        .to_dtype(CandleDType::F32)?
+        .matmul(&b.to_dtype(CandleDType::F32)?)?;
+    assert_eq!(
+        joined.flatten_all()?.to_vec1::<u8>()?,
+        counts.gt(0.0)?.flatten_all()?.to_vec1::<u8>()?
+    );
+    // "Any" over a letter, and an outer product ("and") of bools.
+    let rows = einsum("ik->i", &[bools(&[5, 7], 3)])?;
+    assert!(rows.flatten_all()?.to_vec1::<u8>()?.iter().all(|&v| v <= 1));
+    let outer = einsum("i,j->ij", &[bools(&[4], 4), bools(&[3], 5)])?;
+    assert_eq!(outer.dtype(), CandleDType::U8);
+    let nothing = einsum("ik,kj->ij", &[bools(&[2, 0], 6), bools(&[0, 3], 7)])?;
+    assert_eq!(nothing.flatten_all()?.to_vec1::<u8>()?, vec![0; 6]);
+    Ok(())
+}
