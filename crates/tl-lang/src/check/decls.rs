@@ -105,6 +105,21 @@ impl<'a> Declarations<'a> {
         decls.report_impls_of_unknown_structs(items, out);
         let (logic, errors) = LogicProgram::build(items);
         out.extend(errors);
+        for global in &decls.globals {
+            let name = global.name();
+            if logic.relation(&name.name).is_some() {
+                out.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` is a relation; a tensor cannot share its name",
+                            name.name
+                        ),
+                        name.span,
+                    )
+                    .with_hint("rules define a relation; give the tensor another name"),
+                );
+            }
+        }
         decls.logic = logic;
         decls
     }

@@ -7,7 +7,9 @@
 //! program     := item*
 //! repl_input  := (item | stmt)* expr?            items start with fn, struct, impl,
 //!                                                import, `tensor NAME`, `main {`,
-//!                                                `test NAME {`, `bench NAME {`
+//!                                                `test NAME {`, `bench NAME {`,
+//!                                                `domain NAME`, `relation NAME`,
+//!                                                a fact or a rule
 //!
 //! item        := import | fn_decl | struct_decl | impl_block | tensor_decl
 //!              | main_block | named_block

@@ -66,7 +66,8 @@ impl Parser<'_> {
                     matches!(next, TokenKind::Ident(_) | TokenKind::Str(_))
                         && self.nth(2).kind == TokenKind::LBrace
                 }
-                _ => false,
+                // A fact or a rule; an equation is a statement here, as in a body.
+                _ => *next == TokenKind::LParen && self.at_fact_or_rule(),
             },
             _ => false,
         }

@@ -281,3 +281,19 @@ fn a_rule_needs_its_arrow_and_final_dot() {
         "{no_dot}"
     );
 }
+
+#[test]
+fn the_repl_reads_facts_and_rules_as_items_and_equations_as_statements() {
+    let input = parse_repl(
+        FILE,
+        "R(a, b).\nS(x) <- R(x, y).\nY[i] = W[i, j] v[j];\nR(a, x)?",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(input.items.len(), 2);
+    assert!(matches!(input.items[1], Item::Rule(_)));
+    assert!(matches!(input.stmts[0].kind, StmtKind::Assign { .. }));
+    assert!(matches!(
+        input.tail.map(|t| t.kind),
+        Some(ExprKind::Query(_))
+    ));
+}
