@@ -3,8 +3,9 @@
 //! interpreter both decide through this module, so they always agree.
 //!
 //! An identifier written as an index (`W[i, j]`, or an argument of a relation
-//! `R(x, y)` in an equation) is an *index variable* when it is not a variable
-//! in scope (nor, for a relation, an element of that column's domain). In a
+//! `R(x, y)` in an equation) is an *index variable* when it is neither a
+//! variable in scope nor an element of a domain (see
+//! `LogicProgram::element_index`). In a
 //! body, an assignment `Y[i] = ...` or `T = ...` is an equation exactly when it
 //! names an index variable: such a statement was an "unknown name" error
 //! before, so no program that ran before changes meaning.
@@ -146,9 +147,9 @@ pub fn index_span(arg: &IndexArg) -> Span {
 }
 
 /// Whether an index variable appears in `expr`: a bare identifier that is
-/// not bound, written as an index or as an argument of a call.
+/// not bound, written as an index. (An unknown name as a call's argument
+/// stays an unknown name, with its "did you mean".)
 pub fn mentions_free_index(expr: &Expr, is_bound: &dyn Fn(&str) -> bool) -> bool {
-    let free = |e: &Expr| matches!(&e.kind, ExprKind::Var(n) if !is_bound(n));
     match &expr.kind {
         ExprKind::Index { base, indices } => {
             indices
@@ -156,9 +157,7 @@ pub fn mentions_free_index(expr: &Expr, is_bound: &dyn Fn(&str) -> bool) -> bool
                 .any(|a| bare_name(a).is_some_and(|(n, _)| !is_bound(n)))
                 || mentions_free_index(base, is_bound)
         }
-        ExprKind::Call { args, .. } => args
-            .iter()
-            .any(|a| free(a) || mentions_free_index(a, is_bound)),
+        ExprKind::Call { args, .. } => args.iter().any(|a| mentions_free_index(a, is_bound)),
         ExprKind::Binary { lhs, rhs, .. } => {
             mentions_free_index(lhs, is_bound) || mentions_free_index(rhs, is_bound)
         }

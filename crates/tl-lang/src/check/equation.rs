@@ -188,18 +188,17 @@ impl Body<'_, '_> {
         }
     }
 
-    /// What `arg` is at this position: an index variable, an element of the
-    /// relation column's domain, or an int expression.
+    /// What `arg` is at this position: an int expression (a variable), an
+    /// element of a domain, or an index variable.
     fn position<'e>(&self, arg: &'e Expr, relation: Option<usize>, axis: usize) -> Position<'e> {
         let ExprKind::Var(name) = &arg.kind else {
             return Position::At;
         };
-        let logic = &self.decls().logic;
-        let element =
-            relation.and_then(|r| logic.element_of(*logic.relations[r].domains.get(axis)?, name));
-        match element {
+        if self.lookup(name).is_some() {
+            return Position::At;
+        }
+        match self.decls().logic.element_index(relation, axis, name) {
             Some(_) => Position::Element,
-            None if self.lookup(name).is_some() => Position::At,
             None => Position::Index(name),
         }
     }

@@ -127,10 +127,14 @@ impl LogicProgram {
         (self.relations[relation].domains.iter()).map(|&d| &self.domains[d])
     }
 
-    /// The position of the element `name` of domain `domain`: how an index
-    /// of a relation's tensor may name a fixed element.
-    pub fn element_of(&self, domain: usize, name: &str) -> Option<u32> {
-        self.domains.get(domain)?.position(name)
+    /// The position an index written as `name` fixes when it names an
+    /// element: of the column's domain for a relation's tensor (at `axis`),
+    /// else of the first domain that lists it.
+    pub fn element_index(&self, relation: Option<usize>, axis: usize, name: &str) -> Option<u32> {
+        match relation {
+            Some(r) => self.domains[*self.relations[r].domains.get(axis)?].position(name),
+            None => self.domains.iter().find_map(|d| d.position(name)),
+        }
     }
 
     fn add_domain(&mut self, decl: &DomainDecl, out: &mut Vec<Diagnostic>) {

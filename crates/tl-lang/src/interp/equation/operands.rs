@@ -109,17 +109,18 @@ impl Interpreter {
         self.logic.as_ref()?.program.relation(name)
     }
 
+    /// What the index `e` at `axis` is: an int expression (a variable), an
+    /// element of a domain, or an index variable.
     fn position<'e>(&self, e: &'e Expr, relation: Option<usize>, axis: usize) -> Position<'e> {
         let ExprKind::Var(name) = &e.kind else {
             return Position::At(e);
         };
-        let element = relation.and_then(|r| {
-            let program = &self.logic.as_ref()?.program;
-            program.element_of(*program.relations[r].domains.get(axis)?, name)
-        });
-        match element {
+        if self.is_variable(name) {
+            return Position::At(e);
+        }
+        let logic = self.logic.as_ref();
+        match logic.and_then(|l| l.program.element_index(relation, axis, name)) {
             Some(p) => Position::Element(p),
-            None if self.is_variable(name) => Position::At(e),
             None => Position::Label(name, e.span),
         }
     }
