@@ -109,8 +109,11 @@ impl Body<'_, '_> {
                 true
             }
             Some(Ok(eq)) => {
-                let ty = self.equation(&eq);
-                self.declare(eq.name, Binding::of(ty));
+                let binding = Binding::of(self.equation(&eq));
+                // As in the interpreter: an existing variable is set, else declared.
+                if !self.assign(eq.name, binding.clone()) {
+                    self.declare(eq.name, binding);
+                }
                 true
             }
         }

@@ -44,17 +44,21 @@ impl Interpreter {
             true => self.solve_recursive(eq, global)?,
             false => self.equation_value(eq)?,
         };
-        self.bind_equation(eq, value, global);
-        Ok(())
+        self.bind_equation(eq, value, global)
     }
 
-    fn bind_equation(&mut self, eq: &EquationRef, value: Value, global: bool) {
-        match global {
-            true => {
-                self.globals.insert(eq.name.to_string(), value);
-            }
-            false => self.declare(eq.name, value),
+    /// At file level, defines the global; in a body, sets the variable if
+    /// there is one (as `=` would, so an equation in a loop updates what the
+    /// loop's code after it sees), else declares it here.
+    fn bind_equation(&mut self, eq: &EquationRef, value: Value, global: bool) -> Flow<()> {
+        if global {
+            self.globals.insert(eq.name.to_string(), value);
+        } else if self.is_variable(eq.name) {
+            self.set_variable(eq.name, value, eq.name_span)?;
+        } else {
+            self.declare(eq.name, value);
         }
+        Ok(())
     }
 
     /// The left side's tensor: the right side with its dimensions put in
@@ -97,7 +101,7 @@ impl Interpreter {
         let mut current = self.recursive_start(eq)?;
         for _ in 0..MAX_FIXPOINT_ROUNDS {
             self.check_interrupt(eq.span)?;
-            self.bind_equation(eq, current.clone(), global);
+            self.bind_equation(eq, current.clone(), global)?;
             let next = self.equation_value(eq)?;
             if ops::values_equal(&next, &current).map_err(|e| e.or_at(eq.span))? {
                 return Ok(next);
