@@ -63,11 +63,6 @@ impl<'a> Parser<'a> {
         matches!(self.peek_kind(), TokenKind::Ident(name) if name == word)
     }
 
-    /// Whether the token `n` places ahead is an identifier.
-    pub(super) fn nth_is_ident(&self, n: usize) -> bool {
-        matches!(self.nth(n).kind, TokenKind::Ident(_))
-    }
-
     /// Whether a line break separates the previous token from the current one.
     pub(super) fn newline_before_current(&self) -> bool {
         let start = self.prev_span().end as usize;

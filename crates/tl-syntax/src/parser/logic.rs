@@ -15,14 +15,16 @@ impl Parser<'_> {
         let name = self.ident("a tensor name")?;
         let indices = match self.eat(&TokenKind::LBracket) {
             Some(open) => {
-                let (indices, _) = self.comma_list(open, TokenKind::RBracket, "index", |p| {
-                    p.ident("an index name").map_err(|e| {
+                let names = self.comma_list(open, TokenKind::RBracket, "index", |p| {
+                    p.ident("an index name")
+                });
+                names
+                    .map_err(|e| {
                         e.with_hint(
                             "the left side of an equation names its indices, as in `Y[i, j]`",
                         )
-                    })
-                })?;
-                indices
+                    })?
+                    .0
             }
             None => Vec::new(),
         };
@@ -104,18 +106,33 @@ impl Parser<'_> {
         }))
     }
 
-    /// Whether `NAME(...)` here is followed by `.` or `<`, as a fact or a
-    /// rule is; `print("hi");` at file level is a misplaced statement.
-    pub(super) fn at_fact_or_rule(&self) -> bool {
+    /// Whether an atom `NAME(names)` starts here and is followed by `.` or
+    /// `<`, as a fact or a rule is (`print("hi");` at file level is a
+    /// misplaced statement). Input that ends inside the atom may still
+    /// become one; input that ends right after it does when `cut_counts`
+    /// (a file, where nothing else could follow; not REPL input, where
+    /// `f(x)` is an expression).
+    pub(super) fn at_fact_or_rule(&self, cut_counts: bool) -> bool {
         let mut n = 2;
         loop {
             match self.nth(n).kind {
                 TokenKind::RParen => break,
-                TokenKind::Eof | TokenKind::Semi | TokenKind::LBrace => return false,
-                _ => n += 1,
+                TokenKind::Ident(_) => n += 1,
+                TokenKind::Eof => return true,
+                _ => return false,
+            }
+            match self.nth(n).kind {
+                TokenKind::Comma => n += 1,
+                TokenKind::RParen => break,
+                TokenKind::Eof => return true,
+                _ => return false,
             }
         }
-        matches!(self.nth(n + 1).kind, TokenKind::Dot | TokenKind::Lt)
+        match self.nth(n + 1).kind {
+            TokenKind::Dot | TokenKind::Lt => true,
+            TokenKind::Eof => cut_counts,
+            _ => false,
+        }
     }
 
     /// `<-` is lexed as `<` and `-`; written together they are the arrow.

@@ -67,7 +67,7 @@ impl Parser<'_> {
                         && self.nth(2).kind == TokenKind::LBrace
                 }
                 // A fact or a rule; an equation is a statement here, as in a body.
-                _ => *next == TokenKind::LParen && self.at_fact_or_rule(),
+                _ => *next == TokenKind::LParen && self.at_fact_or_rule(false),
             },
             _ => false,
         }
