@@ -204,6 +204,7 @@ fn the_valid_checker_case_runs() {
     interp.run_main().map_err(|e| e.message).expect("main runs");
     let printed = String::from_utf8(out.0.borrow().clone()).expect("utf-8");
     assert!(printed.contains("[\"bob\"] true"), "{printed}");
+    run_tests("valid_tensor_logic.tl", &text);
 }
 
 /// The error running `main` gives, rendered.

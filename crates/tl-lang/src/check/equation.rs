@@ -50,6 +50,11 @@ impl Body<'_, '_> {
             sizes: HashMap::new(),
         };
         self.equation_part(eq.value, &mut indices);
+        if left.is_empty() && indices.sizes.is_empty() {
+            // No index at all (`T = 2.0;`, `T = W[0, 0];`): the value as it
+            // is, a number or a tensor, which this walk did not type.
+            return Ty::Unknown;
+        }
         let mut dims = Vec::new();
         for (name, span) in &left {
             match indices.sizes.get(*name) {
