@@ -112,11 +112,6 @@ impl LogicProgram {
         (program, out)
     }
 
-    /// Whether the program declares any relation.
-    pub fn is_empty(&self) -> bool {
-        self.relations.is_empty()
-    }
-
     /// The relation called `name`.
     pub fn relation(&self, name: &str) -> Option<usize> {
         self.relation_names.get(name).copied()
