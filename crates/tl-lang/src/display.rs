@@ -18,6 +18,7 @@ pub fn write_tensor(f: &mut fmt::Formatter<'_>, tensor: &Tensor) -> fmt::Result 
     let dims = tensor.dims();
     let values = tensor
         .to_dense()
+        .and_then(|t| shown_part(&t))
         .and_then(|t| crate::convert::to_f32_vec(&t));
     let integer = !tensor.dtype().is_float();
     write!(f, "{} ", tensor.type_string())?;
@@ -27,6 +28,24 @@ pub fn write_tensor(f: &mut fmt::Formatter<'_>, tensor: &Tensor) -> fmt::Result 
     }
 }
 
+/// The elements that print: each long dimension cut to its first and last
+/// [`EDGE_ITEMS`], so that a huge tensor is never converted whole.
+fn shown_part(t: &candle_core::Tensor) -> crate::error::Result<candle_core::Tensor> {
+    let mut shown = t.clone();
+    for (axis, &len) in t.dims().iter().enumerate() {
+        if len > SUMMARIZE_OVER {
+            let edges: Vec<u32> = (0..EDGE_ITEMS)
+                .chain(len - EDGE_ITEMS..len)
+                .map(|i| i as u32)
+                .collect();
+            let edges = candle_core::Tensor::new(edges.as_slice(), t.device())?;
+            shown = shown.index_select(&edges, axis)?;
+        }
+    }
+    Ok(shown)
+}
+
+/// `values` are the shown part of a tensor of shape `dims` (see [`shown_part`]).
 fn write_nested(
     f: &mut fmt::Formatter<'_>,
     values: &[f32],
@@ -36,18 +55,24 @@ fn write_nested(
     let Some((&len, rest)) = dims.split_first() else {
         return write_element(f, values.first().copied().unwrap_or(0.0), integer);
     };
-    let stride: usize = rest.iter().product();
+    let stride: usize = rest
+        .iter()
+        .map(|&n| {
+            if n > SUMMARIZE_OVER {
+                2 * EDGE_ITEMS
+            } else {
+                n
+            }
+        })
+        .product();
+    let summarized = len > SUMMARIZE_OVER;
+    let shown = if summarized { 2 * EDGE_ITEMS } else { len };
     f.write_str("[")?;
-    let shown: Vec<usize> = if len > SUMMARIZE_OVER {
-        (0..EDGE_ITEMS).chain(len - EDGE_ITEMS..len).collect()
-    } else {
-        (0..len).collect()
-    };
-    for (n, &i) in shown.iter().enumerate() {
-        if n > 0 {
+    for i in 0..shown {
+        if i > 0 {
             f.write_str(", ")?;
         }
-        if len > SUMMARIZE_OVER && n == EDGE_ITEMS {
+        if summarized && i == EDGE_ITEMS {
             f.write_str("..., ")?;
         }
         write_nested(f, &values[i * stride..(i + 1) * stride], rest, integer)?;
@@ -191,6 +216,23 @@ mod tests {
                 .set("next", Value::list(vec![record.clone()]));
         }
         assert_eq!(record.to_string(), "Node { next: [Node { ... }] }");
+    }
+
+    #[test]
+    fn long_dimensions_print_their_edges() {
+        let values: Vec<i64> = (0..9 * 2 * 10).collect();
+        let t = candle_core::Tensor::from_vec(values, (9, 2, 10), &candle_core::Device::Cpu)
+            .expect("tensor");
+        let text = Value::tensor(t).to_string();
+        assert_eq!(
+            text,
+            "int64[9, 2, 10] [[[0, 1, 2, ..., 7, 8, 9], [10, 11, 12, ..., 17, 18, 19]], \
+             [[20, 21, 22, ..., 27, 28, 29], [30, 31, 32, ..., 37, 38, 39]], \
+             [[40, 41, 42, ..., 47, 48, 49], [50, 51, 52, ..., 57, 58, 59]], ..., \
+             [[120, 121, 122, ..., 127, 128, 129], [130, 131, 132, ..., 137, 138, 139]], \
+             [[140, 141, 142, ..., 147, 148, 149], [150, 151, 152, ..., 157, 158, 159]], \
+             [[160, 161, 162, ..., 167, 168, 169], [170, 171, 172, ..., 177, 178, 179]]]"
+        );
     }
 
     /// A value written within a small budget.

@@ -71,6 +71,16 @@ impl LangError {
         self
     }
 
+    /// A checker diagnostic as an error (the interpreter refuses to run
+    /// what the checker would report).
+    pub fn from_diagnostic(d: Diagnostic) -> Self {
+        LangError {
+            span: d.span,
+            hint: d.hint,
+            ..Self::user(d.message)
+        }
+    }
+
     /// The error as a diagnostic to render.
     pub fn to_diagnostic(&self) -> Diagnostic {
         let message = match self.kind {

@@ -36,6 +36,68 @@ pub enum Item {
     Test(NamedBlock),
     /// `bench name { ... }`
     Bench(NamedBlock),
+    /// `Y[i, k] = W[i, j] X[j, k];` at file level: defines a global tensor.
+    Equation(Equation),
+    /// `domain Person = {alice, bob};`
+    Domain(DomainDecl),
+    /// `relation Parent(x: Person, y: Person);`
+    Relation(RelationDecl),
+    /// `Parent(alice, bob).`
+    Fact(Atom),
+    /// `Ancestor(x, z) <- Ancestor(x, y), Parent(y, z).`
+    Rule(Rule),
+}
+
+/// An index equation `name[indices] = value;` (no indices for a 0-d result).
+/// In a body, an assignment is one when it names an index that is not a
+/// variable; the language crate decides that, since it knows the scopes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Equation {
+    pub name: Ident,
+    pub indices: Vec<Ident>,
+    pub value: Expr,
+    pub span: Span,
+}
+
+/// `domain Name = {a, b, ...};`: a finite set of named elements, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DomainDecl {
+    pub name: Ident,
+    pub elements: Vec<Ident>,
+    pub span: Span,
+}
+
+/// `relation Name(x: Domain, ...);`
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelationDecl {
+    pub name: Ident,
+    /// Each column's name (documentation only) and domain.
+    pub columns: Vec<(Ident, Ident)>,
+    pub span: Span,
+}
+
+/// `Name(a, b)`: a relation applied to constants (domain elements) and
+/// variables; which is which depends on the column's domain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Atom {
+    pub relation: Ident,
+    pub args: Vec<Ident>,
+    pub span: Span,
+}
+
+/// One conjunct of a rule's body: an atom, or `!atom`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Literal {
+    pub atom: Atom,
+    pub negated: bool,
+}
+
+/// `head <- body1, body2, ... .`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub head: Atom,
+    pub body: Vec<Literal>,
+    pub span: Span,
 }
 
 /// A function or method.
@@ -291,6 +353,8 @@ pub enum ExprKind {
         name: Ident,
         fields: Vec<(Ident, Expr)>,
     },
+    /// `Relation(args)?`: whether, or for which elements, a relation holds.
+    Query(Atom),
 }
 
 /// One position of an index expression.

@@ -12,8 +12,8 @@
 use std::fmt::Write;
 
 use crate::ast::{
-    Block, Dim, Expr, ExprKind, FnDecl, IndexArg, Item, Param, Program, Stmt, StmtKind, TypeExpr,
-    TypeKind, UnaryOp,
+    Atom, Block, Dim, Expr, ExprKind, FnDecl, IndexArg, Item, Param, Program, Stmt, StmtKind,
+    TypeExpr, TypeKind, UnaryOp,
 };
 use crate::parser::ReplInput;
 
@@ -143,6 +143,57 @@ impl Printer {
             }
             Item::Bench(bench) => {
                 self.headed_block(&format!("(bench {:?}", bench.name.name), &bench.body)
+            }
+            Item::Equation(eq) => {
+                let indices: Vec<&str> = eq.indices.iter().map(|i| i.name.as_str()).collect();
+                let _ = write!(
+                    self.out,
+                    "(equation {}[{}] ",
+                    eq.name.name,
+                    indices.join(", ")
+                );
+                self.expr(&eq.value);
+                self.out.push(')');
+            }
+            Item::Domain(d) => {
+                let elements: Vec<&str> = d.elements.iter().map(|e| e.name.as_str()).collect();
+                let _ = write!(
+                    self.out,
+                    "(domain {} {{{}}})",
+                    d.name.name,
+                    elements.join(", ")
+                );
+            }
+            Item::Relation(r) => {
+                let columns: Vec<String> = (r.columns.iter())
+                    .map(|(c, d)| format!("{}: {}", c.name, d.name))
+                    .collect();
+                let _ = write!(
+                    self.out,
+                    "(relation {}({}))",
+                    r.name.name,
+                    columns.join(", ")
+                );
+            }
+            Item::Fact(atom) => {
+                let _ = write!(self.out, "(fact {})", atom_to_string(atom));
+            }
+            Item::Rule(rule) => {
+                let body: Vec<String> = (rule.body.iter())
+                    .map(|l| {
+                        format!(
+                            "{}{}",
+                            if l.negated { "!" } else { "" },
+                            atom_to_string(&l.atom)
+                        )
+                    })
+                    .collect();
+                let _ = write!(
+                    self.out,
+                    "(rule {} <- {})",
+                    atom_to_string(&rule.head),
+                    body.join(", ")
+                );
             }
         }
     }
@@ -341,8 +392,17 @@ impl Printer {
                 }
                 self.out.push(')');
             }
+            ExprKind::Query(atom) => {
+                let _ = write!(self.out, "(query {})", atom_to_string(atom));
+            }
         }
     }
+}
+
+/// `R(a, b)`.
+fn atom_to_string(atom: &Atom) -> String {
+    let args: Vec<&str> = atom.args.iter().map(|a| a.name.as_str()).collect();
+    format!("{}({})", atom.relation.name, args.join(", "))
 }
 
 fn param_to_string(param: &Param) -> String {

@@ -95,6 +95,29 @@ impl Checker<'_> {
                 self.ident(&named.name, named.span);
                 self.block(&named.body, named.span);
             }
+            Item::Equation(eq) => {
+                self.span(eq.span, whole, "equation");
+                self.ident(&eq.name, eq.span);
+                eq.indices.iter().for_each(|i| self.ident(i, eq.span));
+                self.expr(&eq.value, eq.span);
+            }
+            Item::Domain(d) => {
+                self.span(d.span, whole, "domain");
+                d.elements.iter().for_each(|e| self.ident(e, d.span));
+            }
+            Item::Relation(r) => {
+                self.span(r.span, whole, "relation");
+                for (column, domain) in &r.columns {
+                    self.ident(column, r.span);
+                    self.ident(domain, r.span);
+                }
+            }
+            Item::Fact(atom) => self.atom(atom, whole),
+            Item::Rule(rule) => {
+                self.span(rule.span, whole, "rule");
+                self.atom(&rule.head, rule.span);
+                rule.body.iter().for_each(|l| self.atom(&l.atom, rule.span));
+            }
         }
     }
 
@@ -232,7 +255,14 @@ impl Checker<'_> {
                     self.expr(value, span);
                 }
             }
+            ExprKind::Query(atom) => self.atom(atom, span),
         }
+    }
+
+    fn atom(&self, atom: &tl_syntax::ast::Atom, outer: Span) {
+        self.span(atom.span, outer, "atom");
+        self.ident(&atom.relation, atom.span);
+        atom.args.iter().for_each(|a| self.ident(a, atom.span));
     }
 }
 

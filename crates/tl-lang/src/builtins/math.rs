@@ -60,7 +60,22 @@ pub const TABLE: &[Builtin] = &[
     elementwise!("sin", "Sine (radians), elementwise.", sin),
     elementwise!("cos", "Cosine (radians), elementwise.", cos),
     elementwise!("tanh", "Hyperbolic tangent, elementwise.", tanh),
-    elementwise!("sigmoid", "1 / (1 + exp(-x)), elementwise.", sigmoid),
+    Builtin {
+        name: "sigmoid",
+        signature: "sigmoid(x, temperature = 1.0) -> tensor | float",
+        min_args: 1,
+        max_args: 2,
+        summary: "1 / (1 + exp(-x / temperature)), elementwise; as the temperature goes to 0 it becomes `step`.",
+        call: sigmoid,
+    },
+    Builtin {
+        name: "step",
+        signature: "step(x) -> tensor | int | float",
+        min_args: 1,
+        max_args: 1,
+        summary: "1 where x > 0, else 0, elementwise, in x's type (bools stay bools): the step of a tensor-logic rule.",
+        call: step,
+    },
     Builtin {
         name: "relu",
         signature: "relu(x) -> tensor | int | float",
@@ -178,7 +193,35 @@ fn tanh(_: &mut Context, args: &Args) -> Result<Value> {
 }
 
 fn sigmoid(_: &mut Context, args: &Args) -> Result<Value> {
-    float_elementwise(args, candle_nn::ops::sigmoid)
+    if !args.has(1) {
+        return float_elementwise(args, candle_nn::ops::sigmoid);
+    }
+    let temperature = args.float(1)?;
+    if temperature <= 0.0 {
+        return Err(args.error(
+            1,
+            format!("the temperature must be above 0, found {temperature}"),
+        ));
+    }
+    match args.value(0)? {
+        Value::Int(_) | Value::Float(_) => Ok(Value::Float(
+            1.0 / (1.0 + (-args.float(0)? / temperature).exp()),
+        )),
+        _ => Ok(Value::tensor(candle_nn::ops::sigmoid(
+            &(float_arg(args, 0)? / temperature)?,
+        )?)),
+    }
+}
+
+fn step(_: &mut Context, args: &Args) -> Result<Value> {
+    match args.value(0)? {
+        Value::Int(i) => Ok(Value::Int(i64::from(*i > 0))),
+        Value::Float(x) => Ok(Value::Float(if *x > 0.0 { 1.0 } else { 0.0 })),
+        _ => {
+            let t = args.dense(0)?;
+            Ok(Value::tensor(t.gt(0.0)?.to_dtype(t.dtype())?))
+        }
+    }
 }
 
 fn gelu(_: &mut Context, args: &Args) -> Result<Value> {

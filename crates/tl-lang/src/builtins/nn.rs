@@ -58,10 +58,10 @@ pub const TABLE: &[Builtin] = &[
     },
     Builtin {
         name: "einsum",
-        signature: "einsum(spec, a, b = none) -> tensor",
+        signature: "einsum(spec, operands...) -> tensor",
         min_args: 2,
-        max_args: 3,
-        summary: "Einstein summation over one or two float tensors, with an explicit output: \"ij,jk->ik\", \"bhqd,bhkd->bhqk\", \"ii->i\".",
+        max_args: usize::MAX,
+        summary: "Einstein summation over any number of tensors of one element type, with an explicit output: \"ij,jk->ik\", \"bhqd,bhkd->bhqk\", \"ii->i\", \"ij,jk,kl->il\" (contracted pairwise, cheapest pair first). Ints sum exactly below 2^53; on bools it is a join: true where some term of the sum is true.",
         call: einsum_builtin,
     },
 ];
@@ -194,10 +194,9 @@ fn causal_mask(_: &mut Context, args: &Args) -> Result<Value> {
 
 fn einsum_builtin(_: &mut Context, args: &Args) -> Result<Value> {
     let spec = args.str(0)?;
-    let mut operands = vec![args.dense(1)?];
-    if args.has(2) {
-        operands.push(args.dense(2)?);
-    }
+    let operands = (1..args.len())
+        .map(|i| args.dense(i))
+        .collect::<Result<Vec<_>>>()?;
     einsum::check_spec(spec, operands.len()).map_err(at_arg(args, 0))?;
     einsum::einsum(spec, &operands)
         .map(Value::tensor)

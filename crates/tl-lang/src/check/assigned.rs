@@ -49,7 +49,8 @@ fn in_expr(expr: &Expr, found: &mut dyn FnMut(&str)) {
         | ExprKind::Str(_)
         | ExprKind::Bool(_)
         | ExprKind::None
-        | ExprKind::Var(_) => {}
+        | ExprKind::Var(_)
+        | ExprKind::Query(_) => {}
         ExprKind::List(items) => items.iter().for_each(|e| in_expr(e, found)),
         ExprKind::Unary { operand, .. } => in_expr(operand, found),
         ExprKind::Binary { lhs, rhs, .. } => {

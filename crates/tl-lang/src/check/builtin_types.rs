@@ -20,6 +20,7 @@ const ELEMENTWISE: &[&str] = &[
     "gelu",
     "relu",
     "sigmoid",
+    "step",
     "tanh",
     "exp",
     "log",

@@ -5,10 +5,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tl_syntax::ast::{FnDecl, Ident, Item, StructDecl, TensorDecl};
+use tl_syntax::ast::{Equation, FnDecl, Ident, Item, StructDecl, TensorDecl};
 use tl_syntax::Diagnostic;
 
 use crate::builtins;
+use crate::logic::program::LogicProgram;
 
 /// Every top-level declaration of a program (its imports included).
 pub struct Declarations<'a> {
@@ -16,8 +17,27 @@ pub struct Declarations<'a> {
     pub structs: HashMap<&'a str, &'a StructDecl>,
     /// `(struct name, method name)`, from every `impl` block.
     pub methods: HashMap<(&'a str, &'a str), &'a FnDecl>,
-    /// Global tensors in declaration order (the order they are evaluated in).
-    pub globals: Vec<&'a TensorDecl>,
+    /// Global tensors and file-level equations in declaration order (the
+    /// order they are evaluated in).
+    pub globals: Vec<Global<'a>>,
+    /// Domains, relations, facts and rules, resolved.
+    pub logic: LogicProgram,
+}
+
+/// A file-level definition of a global tensor.
+#[derive(Clone, Copy)]
+pub enum Global<'a> {
+    Tensor(&'a TensorDecl),
+    Equation(&'a Equation),
+}
+
+impl Global<'_> {
+    pub fn name(&self) -> &Ident {
+        match self {
+            Global::Tensor(t) => &t.name,
+            Global::Equation(eq) => &eq.name,
+        }
+    }
 }
 
 impl<'a> Declarations<'a> {
@@ -28,6 +48,7 @@ impl<'a> Declarations<'a> {
             structs: HashMap::new(),
             methods: HashMap::new(),
             globals: Vec::new(),
+            logic: LogicProgram::default(),
         };
         let mut seen = Seen::default();
         for item in items {
@@ -55,8 +76,18 @@ impl<'a> Declarations<'a> {
                         "rename one of the two tensors",
                         out,
                     );
-                    decls.globals.push(t);
+                    decls.globals.push(Global::Tensor(t));
                 }
+                Item::Equation(eq) => {
+                    seen.once(
+                        "global tensor",
+                        &eq.name,
+                        "rename one of the two tensors",
+                        out,
+                    );
+                    decls.globals.push(Global::Equation(eq));
+                }
+                Item::Domain(_) | Item::Relation(_) | Item::Fact(_) | Item::Rule(_) => {}
                 Item::Main(block) => {
                     if seen.main {
                         out.push(
@@ -72,6 +103,24 @@ impl<'a> Declarations<'a> {
             }
         }
         decls.report_impls_of_unknown_structs(items, out);
+        let (logic, errors) = LogicProgram::build(items);
+        out.extend(errors);
+        for global in &decls.globals {
+            let name = global.name();
+            if logic.relation(&name.name).is_some() {
+                out.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` is a relation; a tensor cannot share its name",
+                            name.name
+                        ),
+                        name.span,
+                    )
+                    .with_hint("rules define a relation; give the tensor another name"),
+                );
+            }
+        }
+        decls.logic = logic;
         decls
     }
 

@@ -58,12 +58,16 @@ impl Body<'_, '_> {
             }
             ExprKind::Block(block) => self.block(block),
             ExprKind::StructLit { name, fields } => self.struct_literal(name, fields, span),
+            ExprKind::Query(atom) => self.query(atom),
         }
     }
 
     fn variable(&mut self, name: &str, span: Span) -> Ty {
         if let Some(binding) = self.lookup(name) {
             return binding.ty;
+        }
+        if let Some(relation) = self.decls().logic.relation(name) {
+            return self.relation_type(relation);
         }
         let error = Diagnostic::error(format!("unknown variable `{name}`"), span);
         let names = self.variable_names();

@@ -10,10 +10,11 @@ use tl_syntax::Diagnostic;
 use super::bindings::refine;
 use super::body::{Binding, Body, Pass};
 use super::coerce::{contradiction, DimBindings};
-use super::decls::Declarations;
+use super::decls::{Declarations, Global};
 use super::reassigned::Reassigned;
 use super::ty::{StaticDim, Ty};
 use super::written::dim_names;
+use crate::equation::EquationRef;
 
 /// Checks every body, taking the globals and fields in `unknown` as holding
 /// values of any type (some code assigns them values of another type).
@@ -30,8 +31,11 @@ pub fn run_pass<'a>(
         out: Vec::new(),
     };
     for (index, global) in decls.globals.iter().enumerate() {
-        let ty = check_global(&mut pass, global, index);
-        let name = &global.name.name;
+        let ty = match global {
+            Global::Tensor(decl) => check_global(&mut pass, decl, index),
+            Global::Equation(eq) => Body::new(&mut pass, index).equation(&EquationRef::item(eq)),
+        };
+        let name = &global.name().name;
         let ty = if unknown.globals.contains(name) {
             Ty::Unknown
         } else {
@@ -58,7 +62,13 @@ pub fn run_pass<'a>(
                     decls.check_type_names(&field.ty, &mut pass.out);
                 }
             }
-            Item::Tensor(_) | Item::Import { .. } => {}
+            Item::Tensor(_)
+            | Item::Import { .. }
+            | Item::Equation(_)
+            | Item::Domain(_)
+            | Item::Relation(_)
+            | Item::Fact(_)
+            | Item::Rule(_) => {}
         }
     }
     pass

@@ -20,8 +20,10 @@
 //! `reassigned` (globals and fields a program changes the type of), `body`
 //! (scopes), `stmt`, `bindings` (`let` and assignment), `expr`, `calls`,
 //! `members`, `operators`, `tensor_ops`, `builtin_types`, `coerce` (a value
-//! against a written type), `format`, and `assigned` (variables a loop
-//! rebinds).
+//! against a written type), `format`, `assigned` (variables a loop
+//! rebinds), `equation` (index equations) and `logic` (relations and
+//! queries in expressions; the logic items are checked by
+//! `crate::logic::program`).
 
 mod assigned;
 mod bindings;
@@ -30,9 +32,11 @@ mod builtin_types;
 mod calls;
 mod coerce;
 mod decls;
+mod equation;
 mod expr;
 mod format;
 mod items;
+mod logic;
 mod members;
 mod operators;
 mod reassigned;

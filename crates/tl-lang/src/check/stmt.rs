@@ -9,6 +9,7 @@ use super::assigned::each_assigned;
 use super::body::{Binding, Body};
 use super::coerce::{contradiction, DimBindings};
 use super::ty::{StaticDim, Ty};
+use crate::equation::EquationRef;
 
 impl Body<'_, '_> {
     /// A block in a scope of its own; its type is its tail's.
@@ -60,7 +61,9 @@ impl Body<'_, '_> {
         match &stmt.kind {
             StmtKind::Let { name, ty, value } => self.let_stmt(name, ty.as_ref(), value),
             StmtKind::Assign { target, op, value } => {
-                self.assign_stmt(target, *op, value, stmt.span)
+                if op.is_some() || !self.equation_stmt(target, value, stmt.span) {
+                    self.assign_stmt(target, *op, value, stmt.span)
+                }
             }
             StmtKind::While { cond, body } => {
                 self.forget_assigned_in(body);
@@ -91,6 +94,27 @@ impl Body<'_, '_> {
             StmtKind::Return(value) => self.return_stmt(value.as_ref(), stmt.span),
             StmtKind::Expr(e) => {
                 self.infer(e);
+            }
+        }
+    }
+
+    /// Checks `target = value` as an equation if it is one (it names an
+    /// index variable); false for a plain assignment.
+    fn equation_stmt(&mut self, target: &Expr, value: &Expr, span: Span) -> bool {
+        let is_bound = |n: &str| self.lookup(n).is_some();
+        match EquationRef::of_assignment(target, value, span, &is_bound) {
+            None => false,
+            Some(Err(error)) => {
+                self.report(error);
+                true
+            }
+            Some(Ok(eq)) => {
+                let binding = Binding::of(self.equation(&eq));
+                // As in the interpreter: an existing variable is set, else declared.
+                if !self.assign(eq.name, binding.clone()) {
+                    self.declare(eq.name, binding);
+                }
+                true
             }
         }
     }

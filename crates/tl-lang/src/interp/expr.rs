@@ -65,6 +65,16 @@ impl Interpreter {
             }
             ExprKind::Block(block) => self.eval_block(block)?,
             ExprKind::StructLit { name, fields } => self.construct(name, fields, span)?,
+            ExprKind::Query(atom) => match &self.logic {
+                Some(logic) => logic.query(atom).map_err(|e| e.or_at(span))?,
+                None => {
+                    return Err(LangError::at(
+                        format!("unknown relation `{}`", atom.relation.name),
+                        atom.relation.span,
+                    )
+                    .into())
+                }
+            },
         })
     }
 
@@ -174,6 +184,10 @@ impl Interpreter {
         }
         if let Some(value) = self.globals.get(name) {
             return Ok(value.clone());
+        }
+        // A relation's name is its 0/1 tensor.
+        if let Some(tensor) = self.logic.as_ref().and_then(|l| l.tensor(name)) {
+            return Ok(tensor.map_err(|e| e.or_at(span))?);
         }
         Err(self.unknown_name(name, span).into())
     }

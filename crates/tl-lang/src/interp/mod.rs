@@ -7,6 +7,7 @@
 //! `continue`, `return`) travels up as an [`Unwind`] next to errors.
 
 mod call;
+mod equation;
 mod expr;
 mod format;
 mod methods;
@@ -17,17 +18,25 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use tl_syntax::ast::{Block, FnDecl, Item, NamedBlock, StructDecl, TensorDecl};
+use tl_syntax::ast::{Block, Equation, FnDecl, Item, NamedBlock, StructDecl, TensorDecl};
 use tl_syntax::Span;
 
 use crate::builtins::Context;
+use crate::equation::EquationRef;
 use crate::error::{LangError, Result};
+use crate::logic::Logic;
 use crate::value::Value;
 
 pub use format::format_template;
 
 /// Deepest call nesting before a program is stopped (runaway recursion).
 const MAX_CALL_DEPTH: usize = 2000;
+
+/// A file-level definition of a global, evaluated in source order.
+enum Global {
+    Tensor(TensorDecl),
+    Equation(Equation),
+}
 
 /// Why evaluation stopped early: an error, or control flow on its way up.
 pub(crate) enum Unwind {
@@ -54,6 +63,10 @@ pub struct Interpreter {
     structs: HashMap<String, Rc<StructDecl>>,
     methods: HashMap<(String, String), Rc<FnDecl>>,
     globals: HashMap<String, Value>,
+    /// The relations, closed under the rules (none without logic items).
+    logic: Option<Rc<Logic>>,
+    /// Every logic item defined so far, to rebuild the relations when more come.
+    logic_items: Vec<Item>,
     main: Option<Block>,
     tests: Vec<NamedBlock>,
     benches: Vec<NamedBlock>,
@@ -71,6 +84,8 @@ impl Interpreter {
             structs: HashMap::new(),
             methods: HashMap::new(),
             globals: HashMap::new(),
+            logic: None,
+            logic_items: Vec::new(),
             main: None,
             tests: Vec::new(),
             benches: Vec::new(),
@@ -82,7 +97,8 @@ impl Interpreter {
     /// Declares the items (functions, structs, methods, blocks) and evaluates
     /// global tensor declarations in order. A name declared twice is an error.
     pub fn define(&mut self, items: Vec<Item>) -> Result<()> {
-        let mut tensors = Vec::new();
+        let mut globals = Vec::new();
+        let logic_before = self.logic_items.len();
         for item in items {
             match item {
                 Item::Import { .. } => {}
@@ -106,7 +122,11 @@ impl Interpreter {
                         self.methods.insert(key, Rc::new(method));
                     }
                 }
-                Item::Tensor(t) => tensors.push(t),
+                Item::Tensor(t) => globals.push(Global::Tensor(t)),
+                Item::Equation(eq) => globals.push(Global::Equation(eq)),
+                Item::Domain(_) | Item::Relation(_) | Item::Fact(_) | Item::Rule(_) => {
+                    self.logic_items.push(item)
+                }
                 Item::Main(block) => {
                     if self.main.is_some() {
                         return Err(LangError::at("a second `main` block", block.span)
@@ -118,7 +138,18 @@ impl Interpreter {
                 Item::Bench(b) => self.benches.push(b),
             }
         }
-        tensors.iter().try_for_each(|t| self.define_tensor(t))
+        if self.logic_items.len() > logic_before {
+            self.logic = Some(Rc::new(Logic::new(&self.logic_items)?));
+        }
+        globals.iter().try_for_each(|global| match global {
+            Global::Tensor(t) => self.define_tensor(t),
+            Global::Equation(eq) => self
+                .eval_top(|interp| {
+                    interp.run_equation(&EquationRef::item(eq), true)?;
+                    Ok(Value::None)
+                })
+                .map(|_| ()),
+        })
     }
 
     fn define_tensor(&mut self, decl: &TensorDecl) -> Result<()> {

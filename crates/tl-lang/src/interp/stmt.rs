@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use tl_syntax::ast::{Block, Expr, ExprKind, Ident, Stmt, StmtKind};
 
 use super::{types, Flow, Interpreter, Unwind};
+use crate::equation::EquationRef;
 use crate::error::LangError;
 use crate::indexing;
 use crate::ops;
@@ -22,6 +23,13 @@ impl Interpreter {
                         .map_err(|e| e.or_at(stmt.span))?;
                 }
                 self.declare(&name.name, value);
+            }
+            StmtKind::Assign {
+                target,
+                op: None,
+                value,
+            } if self.equation_of(target, value, stmt.span).is_some() => {
+                self.exec_equation(target, value, stmt.span)?
             }
             StmtKind::Assign { target, op, value } => {
                 let mut value = self.eval(value)?;
@@ -58,6 +66,26 @@ impl Interpreter {
             }
         }
         Ok(())
+    }
+
+    /// Runs an assignment that is an equation.
+    fn exec_equation(&mut self, target: &Expr, value: &Expr, span: tl_syntax::Span) -> Flow<()> {
+        match self.equation_of(target, value, span) {
+            Some(Ok(eq)) => self.run_equation(&eq, false),
+            Some(Err(error)) => Err(error.into()),
+            None => Err(LangError::internal("an equation stopped being one").into()),
+        }
+    }
+
+    /// The assignment as an equation, when it names an index variable.
+    fn equation_of<'a>(
+        &self,
+        target: &'a Expr,
+        value: &'a Expr,
+        span: tl_syntax::Span,
+    ) -> Option<Result<EquationRef<'a>, LangError>> {
+        let found = EquationRef::of_assignment(target, value, span, &|n| self.is_variable(n))?;
+        Some(found.map_err(LangError::from_diagnostic))
     }
 
     /// Runs a loop body once; true when the loop must stop (`break`).

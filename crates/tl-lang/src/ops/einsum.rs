@@ -1,11 +1,20 @@
-//! `einsum` for one or two operands, in explicit mode (`"ij,jk->ik"`).
+//! `einsum` in explicit mode (`"ij,jk->ik"`), over any number of operands.
 //!
 //! The plan: take diagonals for letters repeated within an operand (`ii`), sum
-//! away letters that appear in one operand only and not in the output, and then,
-//! for two operands, fold the letters into three groups — batch (both operands and
-//! the output), contracted (both operands, not the output), and free (one operand
-//! and the output) — so the whole contraction is one batched matmul. That keeps
-//! attention-style patterns (`bhqd,bhkd->bhqk`) as fast as `@`.
+//! away letters that appear in one operand only and not in the output, and then
+//! contract the operands two at a time, always the pair whose product is
+//! cheapest (the product of the sizes of their letters), so `A[i, j] B[j, k]
+//! v[k]` multiplies the matrix by the vector first. Each pairwise step folds
+//! the letters into three groups — batch (both operands and what is still
+//! needed), contracted (both operands, not needed), and free (one operand) —
+//! so it is one batched matmul. That keeps attention-style patterns
+//! (`bhqd,bhkd->bhqk`) as fast as `@`.
+//!
+//! Element types: floats are summed in their type (half precision in f32);
+//! ints in f64 (exact below 2^53) and converted back; bools as bools, where
+//! a sum is "any" and a product "and", which makes a bool einsum a relational
+//! join ("there exists" over the summed letters), run by `join`'s kernel on
+//! bit-packed rows.
 
 use std::collections::HashMap;
 
@@ -14,7 +23,6 @@ use candle_core::{DType as CandleDType, Tensor as CandleTensor};
 use super::shapes::checked_numel;
 use super::type_of;
 use crate::error::{LangError, Result};
-use crate::tensor::lang_dtype;
 
 /// A parsed spec: one list of letters per operand, and the output's letters.
 #[derive(Debug, PartialEq)]
@@ -23,12 +31,16 @@ struct Spec {
     output: Vec<char>,
 }
 
-/// Evaluates `spec` over `operands` (one or two float tensors of one type).
+/// An operand on its way through the plan, with the letters naming its dimensions.
+type Term = (CandleTensor, Vec<char>);
+
+/// Evaluates `spec` over `operands` (tensors of one element type).
 pub fn einsum(spec: &str, operands: &[CandleTensor]) -> Result<CandleTensor> {
     let parsed = parse(spec, operands.len())?;
-    check_dtypes(operands)?;
+    let dtype = common_dtype(operands)?;
     let sizes = letter_sizes(&parsed, operands)?;
-    // Every intermediate result is at most the output's size.
+    // Every intermediate result the cheapest-pair order makes is at most the
+    // size of the output or of an operand; the output is checked here.
     let output_shape: Vec<usize> = (parsed.output.iter())
         .map(|c| sizes.get(c).copied().unwrap_or(1))
         .collect();
@@ -36,17 +48,10 @@ pub fn einsum(spec: &str, operands: &[CandleTensor]) -> Result<CandleTensor> {
         message: format!("einsum \"{spec}\": the result's {}", e.message),
         ..e
     })?;
-    let dtype = operands[0].dtype();
-    // Half-precision sums lose digits fast; work in f32 and convert back once.
-    let work = |t: &CandleTensor| -> Result<CandleTensor> {
-        Ok(match dtype {
-            CandleDType::F16 | CandleDType::BF16 => t.to_dtype(CandleDType::F32)?,
-            _ => t.clone(),
-        })
-    };
+    let work = working_dtype(dtype);
     let mut terms = Vec::new();
     for (i, (letters, t)) in parsed.inputs.iter().zip(operands).enumerate() {
-        let (t, letters) = take_diagonals(work(t)?, letters.clone())?;
+        let (t, letters) = take_diagonals(t.to_dtype(work)?, letters.clone())?;
         let others: Vec<char> = parsed
             .inputs
             .iter()
@@ -57,15 +62,62 @@ pub fn einsum(spec: &str, operands: &[CandleTensor]) -> Result<CandleTensor> {
         let keep = |c: char| parsed.output.contains(&c) || others.contains(&c);
         terms.push(sum_out(t, letters, keep)?);
     }
-    let (t, letters) = match terms.len() {
-        1 => terms.remove(0),
-        _ => {
-            let b = terms.remove(1);
-            contract(terms.remove(0), b, &parsed.output)?
-        }
-    };
+    let (t, letters) = contract_all(terms, &parsed.output, &sizes)?;
     let out = permute_to(&t, &letters, &parsed.output)?;
     Ok(out.to_dtype(dtype)?)
+}
+
+/// The type sums are done in: see the module comment.
+fn working_dtype(dtype: CandleDType) -> CandleDType {
+    match dtype {
+        CandleDType::F16 | CandleDType::BF16 => CandleDType::F32,
+        CandleDType::I64 | CandleDType::I32 | CandleDType::U32 | CandleDType::I16 => {
+            CandleDType::F64
+        }
+        other => other,
+    }
+}
+
+/// Contracts the terms pairwise, cheapest pair first, down to one.
+fn contract_all(
+    mut terms: Vec<Term>,
+    output: &[char],
+    sizes: &HashMap<char, usize>,
+) -> Result<Term> {
+    while terms.len() > 1 {
+        let (i, j) = cheapest_pair(&terms, sizes);
+        let b = terms.remove(j);
+        let a = terms.remove(i);
+        let still_needed: Vec<char> = (output.iter().copied())
+            .chain(terms.iter().flat_map(|(_, l)| l.iter().copied()))
+            .collect();
+        terms.push(contract(a, b, &still_needed)?);
+    }
+    terms
+        .pop()
+        .ok_or_else(|| LangError::internal("einsum without operands"))
+}
+
+/// The pair `(i, j)`, `i < j`, whose product touches the fewest elements.
+fn cheapest_pair(terms: &[Term], sizes: &HashMap<char, usize>) -> (usize, usize) {
+    let cost = |a: &[char], b: &[char]| -> u128 {
+        let mut letters: Vec<char> = a.iter().chain(b).copied().collect();
+        letters.sort_unstable();
+        letters.dedup();
+        (letters.iter())
+            .map(|c| sizes.get(c).copied().unwrap_or(1) as u128)
+            .fold(1u128, |acc, n| acc.saturating_mul(n))
+    };
+    let mut best = (0, 1, u128::MAX);
+    for i in 0..terms.len() {
+        for j in i + 1..terms.len() {
+            let c = cost(&terms[i].1, &terms[j].1);
+            if c < best.2 {
+                best = (i, j, c);
+            }
+        }
+    }
+    (best.0, best.1)
 }
 
 /// Checks a spec's syntax for `operand_count` operands, before any tensor is
@@ -110,16 +162,12 @@ fn parse(spec: &str, operand_count: usize) -> Result<Spec> {
     Ok(Spec { inputs, output })
 }
 
-fn check_dtypes(operands: &[CandleTensor]) -> Result<()> {
-    let first = &operands[0];
+/// The element type all operands share.
+fn common_dtype(operands: &[CandleTensor]) -> Result<CandleDType> {
+    let first = operands
+        .first()
+        .ok_or_else(|| LangError::user("einsum needs at least one operand"))?;
     for t in operands {
-        if !lang_dtype(t.dtype()).is_float() {
-            return Err(LangError::user(format!(
-                "einsum needs float tensors, found {}",
-                type_of(t)
-            ))
-            .with_hint("convert with to_dtype(x, \"float32\")"));
-        }
         if t.dtype() != first.dtype() {
             return Err(LangError::user(format!(
                 "einsum operands {} and {} have different element types",
@@ -129,7 +177,7 @@ fn check_dtypes(operands: &[CandleTensor]) -> Result<()> {
             .with_hint("convert one with to_dtype(x, \"float32\")"));
         }
     }
-    Ok(())
+    Ok(first.dtype())
 }
 
 /// Checks each operand's rank against its letters and that a letter has one size.
@@ -199,7 +247,22 @@ fn sum_out(
         return Ok((t, letters));
     }
     let kept = letters.into_iter().filter(|&c| keep(c)).collect();
-    Ok((t.sum(summed)?, kept))
+    if t.dtype() != CandleDType::U8 {
+        return Ok((t.sum(summed)?, kept));
+    }
+    // A sum of bools is "any": the largest of 0 and 1 (0 over nothing).
+    let mut t = t;
+    for &dim in summed.iter().rev() {
+        t = match t.dims()[dim] {
+            0 => {
+                let mut shape = t.dims().to_vec();
+                shape.remove(dim);
+                CandleTensor::zeros(shape, CandleDType::U8, t.device())?
+            }
+            _ => t.max(dim)?,
+        };
+    }
+    Ok((t, kept))
 }
 
 /// The letters of two terms, by role.
@@ -235,13 +298,10 @@ fn sizes(t: &CandleTensor, named: &[char], letters: &[char]) -> Vec<usize> {
         .collect()
 }
 
-/// The product of two terms summed over their shared letters not in `output`,
+/// The product of two terms summed over their shared letters not in `output`
+/// (the letters still needed),
 /// as one batched matmul: a[batch, m, k] @ b[batch, k, n].
-fn contract(
-    (a, la): (CandleTensor, Vec<char>),
-    (b, lb): (CandleTensor, Vec<char>),
-    output: &[char],
-) -> Result<(CandleTensor, Vec<char>)> {
+fn contract((a, la): Term, (b, lb): Term, output: &[char]) -> Result<Term> {
     let g = Groups::of(&la, &lb, output);
     if g.summed.is_empty() {
         return broadcast_product((a, la), (b, lb), &g);
@@ -261,7 +321,11 @@ fn contract(
     let b3 = permute_to(&b, &lb, &b_order)?.reshape((nb, k, n))?;
     let shape = [batch, free_a, free_b].concat();
     let letters = [&g.batch[..], &g.free_a, &g.free_b].concat();
-    Ok((a3.matmul(&b3)?.reshape(shape)?, letters))
+    let product = match a3.dtype() {
+        CandleDType::U8 => join::bool_matmul(&a3, &b3)?,
+        _ => a3.matmul(&b3)?,
+    };
+    Ok((product.reshape(shape)?, letters))
 }
 
 /// Two terms with nothing to sum (outer and elementwise products): a broadcast
@@ -299,5 +363,6 @@ fn permute_to(t: &CandleTensor, from: &[char], to: &[char]) -> Result<CandleTens
     Ok(t.permute(order)?)
 }
 
+mod join;
 #[cfg(test)]
 mod tests;

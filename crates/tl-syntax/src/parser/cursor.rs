@@ -63,6 +63,15 @@ impl<'a> Parser<'a> {
         matches!(self.peek_kind(), TokenKind::Ident(name) if name == word)
     }
 
+    /// Whether a line break separates the previous token from the current one.
+    pub(super) fn newline_before_current(&self) -> bool {
+        let start = self.prev_span().end as usize;
+        let end = self.peek().span.start as usize;
+        self.text
+            .get(start..end)
+            .is_some_and(|gap| gap.contains('\n'))
+    }
+
     /// Consumes and returns the current token (the end of input stays current).
     pub(super) fn bump(&mut self) -> Token {
         let token = self.peek().clone();
@@ -75,6 +84,12 @@ impl<'a> Parser<'a> {
     /// Consumes the current token if it is of `kind`.
     pub(super) fn eat(&mut self, kind: &TokenKind) -> Option<Span> {
         self.at(kind).then(|| self.bump().span)
+    }
+
+    /// The kind of the last consumed token, if any.
+    pub(super) fn prev_kind(&self) -> Option<&TokenKind> {
+        let last = self.pos.checked_sub(1)?;
+        self.tokens.get(last).map(|t| &t.kind)
     }
 
     /// The span of the last consumed token (the start of the input if none).
@@ -136,14 +151,6 @@ impl<'a> Parser<'a> {
     pub(super) fn after_prev(&self) -> Span {
         let end = self.prev_span().end as usize;
         Span::new(self.file, end, end)
-    }
-
-    fn newline_before_current(&self) -> bool {
-        let start = self.prev_span().end as usize;
-        let end = self.peek().span.start as usize;
-        self.text
-            .get(start..end)
-            .is_some_and(|gap| gap.contains('\n'))
     }
 
     /// "unclosed `(`" at the opening delimiter, when the input ended inside it.

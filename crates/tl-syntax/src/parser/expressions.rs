@@ -111,6 +111,36 @@ impl Parser<'_> {
         }
     }
 
+    /// The binary operator at the current token, or a juxtaposition: an
+    /// indexed operand or a call followed, on the same line, by a name or `(`
+    /// (`W[i, j] X[j]`, `R(x, y) E[x, i]`) multiplies at `*`'s level. In
+    /// valid code without juxtaposition, `]` and `)` are never followed by a
+    /// name; requiring the same line keeps "expected `;`" for a statement
+    /// whose `;` was forgotten before the next line.
+    /// The flag says whether the operator is a token (to be consumed).
+    fn binary_op_here(&self) -> Option<(BinaryOp, u8, bool)> {
+        if let Some((op, level)) = binary_op(self.peek_kind()) {
+            return Some((op, level, true));
+        }
+        let after_operand = matches!(
+            self.prev_kind(),
+            Some(TokenKind::RBracket | TokenKind::RParen)
+        );
+        let starts_factor = match self.peek_kind() {
+            TokenKind::Ident(_) => true,
+            TokenKind::LParen => {
+                self.prev_kind() == Some(&TokenKind::RBracket)
+                    && self.prev_span().end != self.peek().span.start
+            }
+            _ => false,
+        };
+        (after_operand && starts_factor && !self.newline_before_current()).then_some((
+            BinaryOp::Mul,
+            MULTIPLICATIVE,
+            false,
+        ))
+    }
+
     /// or_expr: all binary operators, `||` binding loosest.
     fn or_expr(&mut self, structs: StructLiterals) -> Result<Expr, ParseError> {
         self.binary(OR, structs)
@@ -122,12 +152,14 @@ impl Parser<'_> {
         let chain = self.chain_start();
         let mut lhs = self.unary(structs)?;
         let mut after_comparison = false;
-        while let Some((op, level)) = binary_op(self.peek_kind()) {
+        while let Some((op, level, written)) = self.binary_op_here() {
             if level < min_level {
                 break;
             }
             self.chain_link()?;
-            self.bump();
+            if written {
+                self.bump();
+            }
             let rhs = self.binary(level + 1, structs)?;
             let span = lhs.span.to(rhs.span);
             if level == COMPARISON && after_comparison {

@@ -22,8 +22,28 @@ impl Parser<'_> {
             _ if self.at_word("main") => self.main_block(),
             _ if self.at_word("test") => self.named_block("test").map(Item::Test),
             _ if self.at_word("bench") => self.named_block("bench").map(Item::Bench),
+            _ if self.at_word("domain") && self.named_next() => {
+                self.domain_decl().map(Item::Domain)
+            }
+            _ if self.at_word("relation") && self.named_next() => {
+                self.relation_decl().map(Item::Relation)
+            }
+            // A name cut short by the end of input may become an equation.
+            TokenKind::Ident(_) => match self.nth(1).kind {
+                TokenKind::LBracket | TokenKind::Eq | TokenKind::Eof => {
+                    self.equation_item().map(Item::Equation)
+                }
+                TokenKind::LParen if self.at_fact_or_rule(true) => self.fact_or_rule(),
+                _ => Err(self.not_an_item()),
+            },
             _ => Err(self.not_an_item()),
         }
+    }
+
+    /// Whether a name (or the end of input, which may bring one) follows the
+    /// current word, as in `domain Person`.
+    fn named_next(&self) -> bool {
+        matches!(self.nth(1).kind, TokenKind::Ident(_) | TokenKind::Eof)
     }
 
     fn not_an_item(&self) -> ParseError {
@@ -38,7 +58,8 @@ impl Parser<'_> {
             }
             T::RBrace => error.with_hint("this `}` has no matching `{`"),
             _ => error.with_hint(
-                "a file holds `fn`, `struct`, `impl`, `import`, `tensor`, `main`, `test` and `bench` items",
+                "a file holds `fn`, `struct`, `impl`, `import`, `tensor`, `main`, `test` and `bench` items, \
+                 equations, `domain`, `relation`, facts and rules",
             ),
         }
     }

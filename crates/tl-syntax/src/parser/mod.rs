@@ -7,10 +7,13 @@
 //! program     := item*
 //! repl_input  := (item | stmt)* expr?            items start with fn, struct, impl,
 //!                                                import, `tensor NAME`, `main {`,
-//!                                                `test NAME {`, `bench NAME {`
+//!                                                `test NAME {`, `bench NAME {`,
+//!                                                `domain NAME`, `relation NAME`,
+//!                                                a fact or a rule
 //!
 //! item        := import | fn_decl | struct_decl | impl_block | tensor_decl
 //!              | main_block | named_block
+//!              | equation | domain | relation | fact | rule
 //! import      := "import" STRING ";"?
 //! fn_decl     := "fn" IDENT "(" params ")" ("->" type_expr)? block
 //! params      := (param ("," param)* ","?)?
@@ -21,6 +24,13 @@
 //! tensor_decl := "tensor" IDENT ":" type_expr ("=" expr)? ";"
 //! main_block  := "main" block
 //! named_block := ("test" | "bench") (IDENT | STRING) block
+//! equation    := IDENT ("[" IDENT ("," IDENT)* ","? "]")? "=" expr ";"
+//! domain      := "domain" IDENT "=" "{" IDENT ("," IDENT)* ","? "}" ";"
+//! relation    := "relation" IDENT "(" IDENT ":" IDENT ("," IDENT ":" IDENT)* ","? ")" ";"
+//! fact        := atom "."
+//! rule        := atom "<-" literal ("," literal)* "."
+//! literal     := "!"? atom
+//! atom        := IDENT "(" IDENT ("," IDENT)* ","? ")"
 //!
 //! type_expr   := DTYPE dims                      float16 float32 bfloat16 int32 int64 bool
 //!              | DTYPE                           a tensor of any shape (not `bool`)
@@ -49,12 +59,16 @@
 //! or_expr     := binary operators by precedence, loosest first:
 //!                  ||  then  &&  then  == != < <= > >= (not chainable)
 //!                  then  + -  then  * / % @   (all left associative)
+//!                and juxtaposition at the level of `*`: an operand ending
+//!                in `]` or `)` followed on the same line by IDENT, or one
+//!                ending in `]` followed by a space and "(" (`W[i, j] X[j]`)
 //! unary       := ("-" | "!") unary | postfix
 //! postfix     := primary ("." IDENT call_args? | "[" index_args "]")*
 //! index_args  := index_arg ("," index_arg)* ","?
 //! index_arg   := ":" | expr
 //! primary     := INT | FLOAT | STRING | "true" | "false" | "none"
 //!              | IDENT call_args                 a call: only names can be called
+//!              | IDENT call_args "?"             a query; its arguments are names
 //!              | IDENT "{" (IDENT ":" expr),* ","? "}"
 //!                                                a struct literal, outside
 //!                                                expr_no_struct, when `{` is
@@ -75,6 +89,7 @@ mod cursor;
 mod delimited;
 mod expressions;
 mod items;
+mod logic;
 mod nesting;
 mod postfix;
 mod primary;

@@ -3,7 +3,7 @@
 
 use super::cursor::Parser;
 use super::expressions::StructLiterals;
-use crate::ast::{Expr, ExprKind, Ident};
+use crate::ast::{Atom, Expr, ExprKind, Ident};
 use crate::parse_error::ParseError;
 use crate::span::Span;
 use crate::token::TokenKind;
@@ -39,6 +39,17 @@ impl Parser<'_> {
         let name = self.ident("a name")?;
         if self.at(&TokenKind::LParen) {
             let (args, close) = self.call_args()?;
+            if let Some(question) = self.eat(&TokenKind::Question) {
+                let atom = Atom {
+                    span: name.span.to(close),
+                    relation: name,
+                    args: super::logic::query_args(args)?,
+                };
+                return Ok(Expr {
+                    span: atom.span.to(question),
+                    kind: ExprKind::Query(atom),
+                });
+            }
             return Ok(Expr {
                 span: name.span.to(close),
                 kind: ExprKind::Call { callee: name, args },

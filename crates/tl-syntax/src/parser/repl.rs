@@ -60,13 +60,14 @@ impl Parser<'_> {
         match self.peek_kind() {
             TokenKind::Fn | TokenKind::Struct | TokenKind::Impl | TokenKind::Import => true,
             TokenKind::Ident(word) => match word.as_str() {
-                "tensor" => matches!(next, TokenKind::Ident(_)),
+                "tensor" | "domain" | "relation" => matches!(next, TokenKind::Ident(_)),
                 "main" => *next == TokenKind::LBrace,
                 "test" | "bench" => {
                     matches!(next, TokenKind::Ident(_) | TokenKind::Str(_))
                         && self.nth(2).kind == TokenKind::LBrace
                 }
-                _ => false,
+                // A fact or a rule; an equation is a statement here, as in a body.
+                _ => *next == TokenKind::LParen && self.at_fact_or_rule(false),
             },
             _ => false,
         }

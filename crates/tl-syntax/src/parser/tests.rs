@@ -194,3 +194,106 @@ fn nesting_below_the_limit_is_fine() {
     let chain = format!("1{}", " + 1".repeat(100));
     assert!(parse_repl(FILE, &chain).is_ok());
 }
+
+/// The whole program, dumped.
+fn program(text: &str) -> String {
+    let program = parse(FILE, text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    crate::dump::dump(&program)
+}
+
+#[test]
+fn juxtaposition_multiplies_at_the_level_of_star() {
+    assert_eq!(expr("W[i, j] X[j]"), "(* (index W i j) (index X j))");
+    assert_eq!(
+        expr("A[i, j] B[j] / 2.0 + c[i]"),
+        "(+ (/ (* (index A i j) (index B j)) 2.0) (index c i))"
+    );
+    assert_eq!(
+        expr("relu(W[i, j] X[j] + b[i])"),
+        "(call relu (+ (* (index W i j) (index X j)) (index b i)))"
+    );
+    assert_eq!(
+        expr("W[i, j] (X[j] + b[j])"),
+        "(* (index W i j) (+ (index X j) (index b j)))"
+    );
+    assert_eq!(
+        expr("R(x, y) E[x, i] E[y, j]"),
+        "(* (* (call R x y) (index E x i)) (index E y j))"
+    );
+}
+
+#[test]
+fn juxtaposition_stops_at_a_line_break_and_calls_stay_calls() {
+    let missing_semi = error("main {\n    print(a)\n    print(b);\n}");
+    assert_eq!(
+        missing_semi.to_string(),
+        "expected `;` after this statement, found `print`"
+    );
+    let call_of_call = error("main { f(x)(y); }");
+    assert!(call_of_call
+        .to_string()
+        .starts_with("only a named function can be called"));
+}
+
+#[test]
+fn equations_domains_relations_facts_and_rules_are_items() {
+    let text = "Y[i, k] = W[i, j] X[j, k];\nT = W[i, i];\n\
+                domain Person = {alice, bob,};\n\
+                relation Parent(x: Person, y: Person);\n\
+                Parent(alice, bob).\n\
+                Anc(x, z) <- Anc(x, y), Parent(y, z), !Parent(z, x).\n";
+    assert_eq!(
+        program(text),
+        "(equation Y[i, k] (* (index W i j) (index X j k)))\n\
+         (equation T[] (index W i i))\n\
+         (domain Person {alice, bob})\n\
+         (relation Parent(x: Person, y: Person))\n\
+         (fact Parent(alice, bob))\n\
+         (rule Anc(x, z) <- Anc(x, y), Parent(y, z), !Parent(z, x))\n"
+    );
+}
+
+#[test]
+fn queries_are_postfix_and_bind_tighter_than_operators() {
+    assert_eq!(expr("!Parent(alice, x)?"), "(not (query Parent(alice, x)))");
+    assert_eq!(
+        expr("len(R(x, y)?) + 1"),
+        "(+ (call len (query R(x, y))) 1)"
+    );
+    let error = repl_error("R(1, x)?");
+    assert!(error
+        .to_string()
+        .starts_with("a query's arguments are domain elements or variables"));
+}
+
+#[test]
+fn a_rule_needs_its_arrow_and_final_dot() {
+    let spaced = error("R(x) < - S(x).");
+    assert!(
+        spaced
+            .to_string()
+            .contains("expected `.` after a fact or `<-`"),
+        "{spaced}"
+    );
+    let no_dot = error("R(x) <- S(x)");
+    assert!(
+        no_dot.to_string().contains("`.` at the end of the rule"),
+        "{no_dot}"
+    );
+}
+
+#[test]
+fn the_repl_reads_facts_and_rules_as_items_and_equations_as_statements() {
+    let input = parse_repl(
+        FILE,
+        "R(a, b).\nS(x) <- R(x, y).\nY[i] = W[i, j] v[j];\nR(a, x)?",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(input.items.len(), 2);
+    assert!(matches!(input.items[1], Item::Rule(_)));
+    assert!(matches!(input.stmts[0].kind, StmtKind::Assign { .. }));
+    assert!(matches!(
+        input.tail.map(|t| t.kind),
+        Some(ExprKind::Query(_))
+    ));
+}

@@ -167,9 +167,18 @@ fn einsum_builtin() -> TestResult {
     assert!(error("einsum", vec![Value::str("ij,jk->ik"), a.clone()]).contains("names 2 operands"));
     assert!(error(
         "einsum",
-        vec![Value::str("ij->i"), int_tensor(&[1], &[1, 1])]
+        vec![
+            Value::str("ij,jk->ik"),
+            int_tensor(&[1], &[1, 1]),
+            a.clone()
+        ]
     )
-    .contains("needs float tensors"));
+    .contains("different element types"));
+    let chain = call(
+        "einsum",
+        vec![Value::str("ij,jk,kl->il"), a.clone(), b.clone(), a.clone()],
+    )?;
+    assert_eq!(contents(&chain).1, vec![85.0, 126.0, 193.0, 286.0]);
     assert!(error("einsum", vec![Value::str("ijk->i"), a]).contains("has 3 letters"));
     Ok(())
 }

@@ -2,7 +2,9 @@
 
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 
-use super::{einsum, parse};
+use std::collections::HashMap;
+
+use super::{cheapest_pair, einsum, parse};
 use crate::error::LangError;
 
 type TestResult = std::result::Result<(), LangError>;
@@ -153,7 +155,7 @@ fn spec_errors() {
     assert!(err("ij->ii", std::slice::from_ref(&m)).contains("appears twice"));
     assert!(err("i1->i", std::slice::from_ref(&m)).contains("`1` is not a letter"));
     let ints = m.to_dtype(CandleDType::I64).expect("ints");
-    assert!(err("ij->i", &[ints]).contains("needs float tensors"));
+    assert!(err("ij,jk->ik", &[ints, m.clone()]).contains("different element types"));
     assert!(parse("ab , bc -> ac", 2).is_ok());
 }
 
@@ -176,4 +178,92 @@ fn results_too_large_to_allocate_are_errors() {
     let short = t(&[1.0; 2000], &[2000]);
     let fine = einsum("i,j->ij", &[short.clone(), short]).map(|t| t.dims().to_vec());
     assert_eq!(fine.ok(), Some(vec![2000, 2000]));
+}
+
+fn close_relative(a: &CandleTensor, b: &CandleTensor) -> bool {
+    let scale = values(b).iter().fold(1f32, |m, x| m.max(x.abs()));
+    a.dims() == b.dims()
+        && values(a)
+            .iter()
+            .zip(values(b))
+            .all(|(x, y)| (x - y).abs() <= 1e-5 * scale)
+}
+
+#[test]
+fn many_operands_contract_cheapest_pair_first() -> TestResult {
+    let (a, b, c) = (seq(&[3, 40]), seq(&[40, 50]), seq(&[50, 2]));
+    let chained = einsum("ij,jk,kl->il", &[a.clone(), b.clone(), c.clone()])?;
+    // Another association order rounds differently: compare relatively.
+    assert!(close_relative(&chained, &a.matmul(&b)?.matmul(&c)?));
+    // The operands' order does not matter; the result's is the output's.
+    let reordered = einsum("kl,ij,jk->li", &[c.clone(), a.clone(), b.clone()])?;
+    assert!(close_relative(&reordered, &chained.t()?));
+    let v = seq(&[50]);
+    let (ab_letters, v_letters) = (vec!['j', 'k'], vec!['k']);
+    let sizes = HashMap::from([('i', 3), ('j', 40), ('k', 50)]);
+    let terms = vec![(a, vec!['i', 'j']), (b, ab_letters), (v, v_letters)];
+    assert_eq!(
+        cheapest_pair(&terms, &sizes),
+        (1, 2),
+        "matrix times vector first"
+    );
+    Ok(())
+}
+
+#[test]
+fn ints_sum_exactly_and_bools_join() -> TestResult {
+    // 2^50 + 3 needs 51 bits: exact in f64, which f32 sums would not be.
+    let big = CandleTensor::from_vec(vec![1i64 << 25, 3, 1, 1], (2, 2), &Device::Cpu)?;
+    let out = einsum("ij,jk->ik", &[big.clone(), big])?;
+    assert_eq!(out.dtype(), CandleDType::I64);
+    assert_eq!(
+        out.flatten_all()?.to_vec1::<i64>()?,
+        vec![(1 << 50) + 3, 3 * (1 << 25) + 3, (1 << 25) + 1, 4]
+    );
+    let edges = CandleTensor::from_vec(vec![0u8, 1, 0, 0, 0, 1, 0, 0, 0], (3, 3), &Device::Cpu)?;
+    let two_steps = einsum("xy,yz->xz", &[edges.clone(), edges])?;
+    assert_eq!(two_steps.dtype(), CandleDType::U8);
+    assert_eq!(
+        two_steps.flatten_all()?.to_vec1::<u8>()?,
+        vec![0, 0, 1, 0, 0, 0, 0, 0, 0]
+    );
+    Ok(())
+}
+
+/// Pseudo-random 0/1 values, about a third of them 1.
+fn bools(shape: &[usize], seed: u64) -> CandleTensor {
+    let n: usize = shape.iter().product();
+    let mut state = seed;
+    let values: Vec<u8> = (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            u8::from((state >> 33).is_multiple_of(3))
+        })
+        .collect();
+    CandleTensor::from_vec(values, shape, &Device::Cpu).expect("bools")
+}
+
+#[test]
+fn bool_joins_equal_counting_products_over_word_boundaries() -> TestResult {
+    // 130 and 90 columns cross 64-bit word boundaries; a batch letter too.
+    let (a, b) = (bools(&[2, 70, 130], 1), bools(&[2, 130, 90], 2));
+    let joined = einsum("bik,bkj->bij", &[a.clone(), b.clone()])?;
+    assert_eq!(joined.dtype(), CandleDType::U8);
+    let counts = a
+        .to_dtype(CandleDType::F32)?
+        .matmul(&b.to_dtype(CandleDType::F32)?)?;
+    assert_eq!(
+        joined.flatten_all()?.to_vec1::<u8>()?,
+        counts.gt(0.0)?.flatten_all()?.to_vec1::<u8>()?
+    );
+    // "Any" over a letter, and an outer product ("and") of bools.
+    let rows = einsum("ik->i", &[bools(&[5, 7], 3)])?;
+    assert!(rows.flatten_all()?.to_vec1::<u8>()?.iter().all(|&v| v <= 1));
+    let outer = einsum("i,j->ij", &[bools(&[4], 4), bools(&[3], 5)])?;
+    assert_eq!(outer.dtype(), CandleDType::U8);
+    let nothing = einsum("ik,kj->ij", &[bools(&[2, 0], 6), bools(&[0, 3], 7)])?;
+    assert_eq!(nothing.flatten_all()?.to_vec1::<u8>()?, vec![0; 6]);
+    Ok(())
 }

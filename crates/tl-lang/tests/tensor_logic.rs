@@ -1,0 +1,242 @@
+//! Tensor logic end to end: the equation and logic programs of `tests/lang`
+//! run through the checker and the interpreter, and the transitive closure of
+//! a random graph, written as rules and as a recursive equation, against a
+//! breadth-first search.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+use tl_lang::builtins::Context;
+use tl_lang::check::check;
+use tl_lang::interp::Interpreter;
+use tl_lang::loader::load_source;
+use tl_syntax::Severity;
+
+/// Output written by a program, shared with the test.
+#[derive(Clone, Default)]
+struct Captured(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A program checked (errors fail the test) and defined, ready to run.
+fn interpreter(name: &str, text: &str) -> (Interpreter, Captured) {
+    let program = load_source(name, text, &workspace())
+        .unwrap_or_else(|(sources, d)| panic!("{}", d.render(&sources)));
+    let errors: Vec<String> = check(&program.items)
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| d.render(&program.sources))
+        .collect();
+    assert!(errors.is_empty(), "{name}:\n{}", errors.join("\n"));
+    let out = Captured::default();
+    let mut interp = Interpreter::new(Context::captured(".".into(), Box::new(out.clone())));
+    if let Err(e) = interp.define(program.items) {
+        panic!("{name}: {}", e.to_diagnostic().render(&program.sources));
+    }
+    (interp, out)
+}
+
+/// Runs every `test` block of a program; a failing one fails with its error.
+fn run_tests(name: &str, text: &str) -> usize {
+    let (mut interp, _) = interpreter(name, text);
+    let program = load_source(name, text, &workspace()).expect("parsed once already");
+    let tests = interp.tests().to_vec();
+    assert!(!tests.is_empty(), "{name} has no tests");
+    for test in &tests {
+        if let Err(e) = interp.run_block(&test.body) {
+            panic!(
+                "{name}: test {} failed: {}",
+                test.name.name,
+                e.to_diagnostic().render(&program.sources)
+            );
+        }
+    }
+    tests.len()
+}
+
+#[test]
+fn equation_and_logic_programs_pass_their_tests() {
+    for file in ["equations.tl", "logic.tl"] {
+        let path = workspace().join("tests/lang").join(file);
+        let text = std::fs::read_to_string(&path).expect("read the program");
+        run_tests(file, &text);
+    }
+}
+
+/// `count` distinct random edges between `nodes` nodes (no self-loops).
+fn random_edges(nodes: usize, count: usize, mut seed: u64) -> Vec<(usize, usize)> {
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % nodes as u64) as usize
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut edges = Vec::new();
+    while edges.len() < count {
+        let (a, b) = (next(), next());
+        if a != b && seen.insert((a, b)) {
+            edges.push((a, b));
+        }
+    }
+    edges
+}
+
+/// The pairs (a, b) with a path of one or more edges from a to b.
+fn reachable_by_bfs(nodes: usize, edges: &[(usize, usize)]) -> Vec<Vec<bool>> {
+    let mut next = vec![Vec::new(); nodes];
+    for &(a, b) in edges {
+        next[a].push(b);
+    }
+    (0..nodes)
+        .map(|start| {
+            let mut seen = vec![false; nodes];
+            let mut queue: Vec<usize> = next[start].clone();
+            while let Some(n) = queue.pop() {
+                if !seen[n] {
+                    seen[n] = true;
+                    queue.extend(&next[n]);
+                }
+            }
+            seen
+        })
+        .collect()
+}
+
+/// The graph as a program: its nodes, its edges as facts, then `rules`.
+fn graph_program(nodes: usize, edges: &[(usize, usize)], rules: &str) -> String {
+    let names: Vec<String> = (0..nodes).map(|i| format!("n{i}")).collect();
+    let mut text = format!("domain Node = {{{}}};\n", names.join(", "));
+    text.push_str("relation Edge(x: Node, y: Node);\nrelation Path(x: Node, y: Node);\n");
+    for (a, b) in edges {
+        text.push_str(&format!("Edge(n{a}, n{b}).\n"));
+    }
+    text.push_str(rules);
+    text
+}
+
+const CLOSURE_RULES: &str = "Path(x, y) <- Edge(x, y).\nPath(x, z) <- Path(x, y), Edge(y, z).\n";
+
+#[test]
+fn transitive_closure_as_rules_equals_bfs_and_is_fast() {
+    let (nodes, edges) = (2000, random_edges(2000, 10_000, 0x9e37_79b9_7f4a_7c15));
+    let text = graph_program(nodes, &edges, CLOSURE_RULES);
+    let program = load_source("closure.tl", &text, &workspace()).expect("parses");
+    // The best of two runs, so that a moment of load on a shared machine does
+    // not fail the test; tests build with optimizations (profile.test).
+    let mut best = std::time::Duration::MAX;
+    let mut logic = None;
+    for _ in 0..2 {
+        let started = Instant::now();
+        logic = Some(tl_lang::logic::Logic::new(&program.items).expect("the rules run"));
+        best = best.min(started.elapsed());
+    }
+    let logic = logic.expect("ran");
+    let path = logic.tuples("Path").expect("Path is a relation");
+    let expected = reachable_by_bfs(nodes, &edges);
+    let pairs: usize = expected
+        .iter()
+        .map(|row| row.iter().filter(|&&r| r).count())
+        .sum();
+    assert_eq!(
+        path.len(),
+        pairs,
+        "the closure has as many pairs as BFS finds"
+    );
+    for tuple in path.rows() {
+        assert!(
+            expected[tuple[0] as usize][tuple[1] as usize],
+            "{tuple:?} is not reachable"
+        );
+    }
+    println!(
+        "transitive closure of {nodes} nodes, {} edges: {pairs} pairs in {best:?}",
+        edges.len()
+    );
+    assert!(best.as_secs_f64() < 1.0, "the closure took {best:?}");
+}
+
+#[test]
+fn transitive_closure_as_a_recursive_equation_equals_the_rules() {
+    let (nodes, edges) = (2000, random_edges(2000, 10_000, 0x2545_f491_4f6c_dd1d));
+    let rules = format!(
+        "{CLOSURE_RULES}\
+         Reach[x, z] = Edge[x, z] + Reach[x, y] Edge[y, z];\n\
+         test same_tensor {{ assert_eq(Reach, Path); assert_eq(Reach.dtype, \"bool\"); }}\n"
+    );
+    let text = graph_program(nodes, &edges, &rules);
+    let started = Instant::now();
+    assert_eq!(run_tests("closure.tl", &text), 1);
+    println!(
+        "the recursive equation and its check took {:?}",
+        started.elapsed()
+    );
+    let (interp, _) = interpreter("closure.tl", &text);
+    let vars = interp.variables();
+    assert!(
+        vars.contains(&("Reach".to_string(), "bool[2000, 2000]".to_string())),
+        "{vars:?}"
+    );
+}
+
+#[test]
+fn the_valid_checker_case_runs() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/check/valid_tensor_logic.tl");
+    let text = std::fs::read_to_string(&path).expect("read the case");
+    let (mut interp, out) = interpreter("valid_tensor_logic.tl", &text);
+    interp.run_main().map_err(|e| e.message).expect("main runs");
+    let printed = String::from_utf8(out.0.borrow().clone()).expect("utf-8");
+    assert!(printed.contains("[\"bob\"] true"), "{printed}");
+    run_tests("valid_tensor_logic.tl", &text);
+}
+
+/// The error running `main` gives, rendered.
+fn runtime_error(text: &str) -> String {
+    let program = load_source("bad.tl", text, &workspace()).expect("parses");
+    let mut interp = Interpreter::new(Context::captured(".".into(), Box::new(std::io::sink())));
+    let result = interp.define(program.items).and_then(|_| interp.run_main());
+    let error = result.expect_err("the program fails");
+    error.to_diagnostic().render(&program.sources)
+}
+
+#[test]
+fn shapes_known_only_at_run_time_fail_with_the_index_pointed_at() {
+    let size = runtime_error(
+        "fn f(a, b) { C[i] = a[i, j] b[j]; C }\nmain { f(ones([2, 3]), ones([4])); }",
+    );
+    assert!(
+        size.contains("index `j` is 4 here, but 3 where it was first used"),
+        "{size}"
+    );
+    assert!(
+        size.contains("bad.tl:1:31"),
+        "points at the second `j`: {size}"
+    );
+    let rank = runtime_error("fn f(a) { C[i] = a[i, j]; C }\nmain { f(ones([2])); }");
+    assert!(
+        rank.contains("float32[2] has 1 dimension, but 2 indices are written"),
+        "{rank}"
+    );
+    let left = runtime_error("fn f(a) { C[i, k] = a[i, j]; C }\nmain { f(ones([2, 2])); }");
+    assert!(
+        left.contains("index `k` is only on the left side"),
+        "{left}"
+    );
+}
