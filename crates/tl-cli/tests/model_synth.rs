@@ -189,7 +189,7 @@ fn bad_names_are_refused_with_the_known_ones() {
     assert_refused(
         &["--shape", "gpt-5", "--quant", "q4_0"],
         &out,
-        "--shape: unknown shape 'gpt-5' (known: tiny, tiny-qwen3, tiny-qwen2, tiny-wide, tinyllama, smollm2, qwen3-0.6b, llama-8b)",
+        "--shape: unknown shape 'gpt-5' (known: tiny, tiny-qwen3, tiny-qwen2, tiny-gemma3, tiny-wide, tinyllama, smollm2, qwen3-0.6b, llama-8b, gemma3-270m)",
     );
     assert_refused(
         &["--shape", "tiny", "--quant", "q5_k"],
