@@ -7,7 +7,7 @@ mod common;
 use std::io::Write;
 use std::process::Stdio;
 
-use common::{default_model, gpl_perplexity, run, stderr, stdout, testdata, tl};
+use common::{default_model, gpl_perplexity, greedy_of, run, stderr, stdout, testdata, tl};
 
 fn model() -> &'static str {
     default_model().to_str().expect("model path is UTF-8")
@@ -35,22 +35,7 @@ fn references(file: &str) -> Vec<Reference> {
 }
 
 fn greedy(prompt: &str, tokens: usize) -> String {
-    let n = tokens.to_string();
-    let out = run(&[
-        "generate",
-        "-m",
-        model(),
-        "--raw",
-        "--temperature",
-        "0",
-        "-n",
-        &n,
-        "-p",
-        prompt,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
-    text.strip_suffix('\n').unwrap_or(&text).to_string()
+    greedy_of(default_model(), prompt, tokens)
 }
 
 /// The first 16 greedy tokens equal llama.cpp's for every reference prompt.

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{gpl_perplexity_at, run, stderr, stdout, testdata};
+use common::{gpl_perplexity_at, greedy_of, run, stderr, stdout, testdata};
 
 fn model() -> PathBuf {
     tl_testdata::gemma3_model().unwrap_or_else(|reason| panic!("{reason}"))
@@ -33,24 +33,7 @@ fn perplexity_at_2048_equals_llama_cpp_with_whole_windows() {
 }
 
 fn greedy(prompt: &str, tokens: usize) -> String {
-    let model = model();
-    let n = tokens.to_string();
-    let args = [
-        "generate",
-        "-m",
-        model.to_str().unwrap(),
-        "--raw",
-        "--temperature",
-        "0",
-        "-n",
-        &n,
-        "-p",
-        prompt,
-    ];
-    let out = run(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
-    text.strip_suffix('\n').unwrap_or(&text).to_string()
+    greedy_of(&model(), prompt, tokens)
 }
 
 /// The greedy text begins as `llama-completion`'s does for every reference

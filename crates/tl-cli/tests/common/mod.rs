@@ -42,6 +42,29 @@ pub fn gpl_perplexity_at(model: &Path, context: usize) -> f64 {
         .unwrap_or_else(|| panic!("last line {last:?}"))
 }
 
+/// The greedy continuation of a raw prompt by `model` over `tokens` tokens,
+/// without the newline `tl generate` ends its output with.
+pub fn greedy_of(model: &Path, prompt: &str, tokens: usize) -> String {
+    let n = tokens.to_string();
+    let model = model.to_str().expect("model path is UTF-8");
+    let args = [
+        "generate",
+        "-m",
+        model,
+        "--raw",
+        "--temperature",
+        "0",
+        "-n",
+        &n,
+        "-p",
+        prompt,
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    text.strip_suffix('\n').unwrap_or(&text).to_string()
+}
+
 /// Runs `tl` with `args` and returns its output.
 pub fn run(args: &[&str]) -> Output {
     tl().args(args)
