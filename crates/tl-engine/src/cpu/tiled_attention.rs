@@ -47,7 +47,10 @@ pub fn attend_tiled(rows: &mut [QueryRow<'_>], keys: &[f16], values: &[f16], sca
     let dim = rows[0].query.len();
     let mut states: Vec<RowState> = rows.iter().map(|_| RowState::new(dim)).collect();
     let mut tile = Tile::new(dim);
-    for first in (0..end).step_by(TILE) {
+    // Tiles before every row's window are not even loaded (a windowed layer
+    // of a long context reads its window, not the whole cache).
+    let start = rows.iter().map(|row| row.first).min().unwrap_or(0) / TILE * TILE;
+    for first in (start..end).step_by(TILE) {
         let len = TILE.min(end - first);
         let positions = first * dim..(first + len) * dim;
         tile.load(&keys[positions.clone()], &values[positions], len);
@@ -350,6 +353,92 @@ mod tests {
             }];
             attend_tiled(&mut row, &keys, &values, scale);
             assert_eq!(&alone, out, "position {position}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+    use crate::cpu::test_values::{pseudo_random, pseudo_random_f16};
+
+    /// Plain f64 softmax attention of `query` over positions `first..=last`.
+    fn reference(
+        query: &[f32],
+        keys: &[f16],
+        values: &[f16],
+        (first, last): (usize, usize),
+        scale: f64,
+    ) -> Vec<f64> {
+        let dim = query.len();
+        let scores: Vec<f64> = (first..=last)
+            .map(|p| {
+                let key = &keys[p * dim..(p + 1) * dim];
+                key.iter()
+                    .zip(query)
+                    .map(|(k, &q)| k.to_f64() * q as f64)
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+        let total: f64 = weights.iter().sum();
+        let mut out = vec![0.0; dim];
+        for (p, w) in (first..=last).zip(&weights) {
+            for (o, v) in out.iter_mut().zip(&values[p * dim..(p + 1) * dim]) {
+                *o += v.to_f64() * w / total;
+            }
+        }
+        out
+    }
+
+    /// Rows with windows see only their window, and grouped rows (whose
+    /// windows start in different tiles) give the bits each gives alone.
+    #[test]
+    fn windowed_rows_see_only_their_window() {
+        let (dim, positions, window) = (64, 300, 100);
+        let keys = pseudo_random_f16(positions * dim, 21, 3.0);
+        let values = pseudo_random_f16(positions * dim, 22, 1.0);
+        let queries = pseudo_random(positions * dim, 23);
+        let chosen = [0, 50, 99, 100, 163, 250, 299];
+        let first = |position: usize| (position + 1).saturating_sub(window);
+        let query = |position: usize| &queries[position * dim..(position + 1) * dim];
+        let mut together = vec![vec![0.0f32; dim]; chosen.len()];
+        let mut rows: Vec<QueryRow<'_>> = together
+            .iter_mut()
+            .zip(chosen)
+            .map(|(out, position)| QueryRow {
+                query: query(position),
+                first: first(position),
+                position,
+                out,
+            })
+            .collect();
+        attend_tiled(&mut rows, &keys, &values, 0.125);
+        for (out, position) in together.iter().zip(chosen) {
+            let mut alone = vec![f32::NAN; dim];
+            let mut row = [QueryRow {
+                query: query(position),
+                first: first(position),
+                position,
+                out: &mut alone,
+            }];
+            attend_tiled(&mut row, &keys, &values, 0.125);
+            assert_eq!(&alone, out, "position {position}");
+            let expected = reference(
+                query(position),
+                &keys,
+                &values,
+                (first(position), position),
+                0.125,
+            );
+            for (o, e) in out.iter().zip(&expected) {
+                assert!(
+                    (*o as f64 - e).abs() < 3e-3,
+                    "position {position}: {o} vs {e}"
+                );
+            }
         }
     }
 }
