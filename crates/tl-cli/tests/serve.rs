@@ -330,6 +330,20 @@ fn model_listing_and_utility_routes() {
         .contains("# TYPE tl_time_to_first_token_seconds histogram"));
 }
 
+/// A model served by its catalogue name (`-m gemma3`) answers to that name
+/// as well as to its file's.
+#[test]
+fn catalogue_names_name_models_in_requests() {
+    let server = Server::start(&["--ctx", "512", "-m", "gemma3"]);
+    for name in ["gemma3", "gemma3:latest", "gemma-3-270m-q4_k_m"] {
+        let show = server.post("/api/show", &json!({ "model": name }).to_string());
+        assert_eq!(show.status, 200, "{name}: {}", show.body);
+        assert_eq!(show.json()["model_info"]["general.architecture"], "gemma3");
+    }
+    let unknown = server.post("/api/show", &json!({"model": "gemma4"}).to_string());
+    assert_eq!(unknown.status, 404);
+}
+
 #[test]
 fn bad_requests_get_each_apis_errors() {
     let server = Server::start(&["--ctx", "64"]);

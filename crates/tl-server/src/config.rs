@@ -10,6 +10,9 @@ pub struct ServerConfig {
     /// GGUF files to serve; the first is the default model (loaded at start),
     /// the others are loaded when a request names them.
     pub models: Vec<PathBuf>,
+    /// Other names requests may use for a model: (name, path of one of
+    /// `models`), such as the catalogue name it was given by (`gemma3`).
+    pub aliases: Vec<(String, PathBuf)>,
     /// Address to bind (loopback unless told otherwise).
     pub host: String,
     /// Port to bind; 0 picks a free one (printed at start).
@@ -52,6 +55,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             models: Vec::new(),
+            aliases: Vec::new(),
             host: "127.0.0.1".into(),
             port: 8080,
             parallel: 4,

@@ -19,6 +19,8 @@ const DEFAULT_CONTEXT: usize = 4096;
 pub struct ModelEntry {
     /// The name requests use: the file name without `.gguf`.
     pub name: String,
+    /// Other names requests may use (the catalogue name it was served by).
+    pub aliases: Vec<String>,
     pub path: PathBuf,
     /// The file's description: tokenizer, chat template (ChatML when it has
     /// none), configuration; the pool loads its weights from it. The file
@@ -69,15 +71,25 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Reads every file's header, tokenizer and template.
-    pub fn open(paths: &[PathBuf], context: Option<usize>) -> Result<Registry> {
+    /// Reads every file's header, tokenizer and template; `aliases` are
+    /// other names of some of the files.
+    pub fn open(
+        paths: &[PathBuf],
+        aliases: &[(String, PathBuf)],
+        context: Option<usize>,
+    ) -> Result<Registry> {
         if paths.is_empty() {
             return Err(Error::NoModel);
         }
         let mut entries: Vec<Arc<ModelEntry>> = Vec::new();
         let mut files: Vec<FileIdentity> = Vec::new();
         for path in paths {
-            let entry = read_entry(path, context)?;
+            let mut entry = read_entry(path, context)?;
+            entry.aliases = aliases
+                .iter()
+                .filter(|(alias, of)| of == path && *alias != entry.name)
+                .map(|(alias, _)| alias.clone())
+                .collect();
             if entries.iter().any(|e| e.name == entry.name) {
                 return Err(Error::DuplicateModel(entry.name));
             }
@@ -99,12 +111,14 @@ impl Registry {
         &self.entries
     }
 
-    /// The model a request names: its name, its file name, or either with
-    /// Ollama's `:latest` tag.
+    /// The model a request names: its name, an alias, its file name, or
+    /// any of them with Ollama's `:latest` tag.
     pub fn find(&self, requested: &str) -> Option<&Arc<ModelEntry>> {
         let name = requested.strip_suffix(":latest").unwrap_or(requested);
         let name = name.strip_suffix(".gguf").unwrap_or(name);
-        self.entries.iter().find(|e| e.name == name)
+        self.entries
+            .iter()
+            .find(|e| e.name == name || e.aliases.iter().any(|a| a == name))
     }
 }
 
@@ -143,6 +157,7 @@ fn read_entry(path: &Path, context: Option<usize>) -> Result<ModelEntry> {
     }
     Ok(ModelEntry {
         name: model_name(path),
+        aliases: Vec::new(),
         path: path.to_path_buf(),
         file: model,
         context,

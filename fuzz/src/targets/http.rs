@@ -145,7 +145,11 @@ impl HttpRunner {
             device: DeviceChoice::Cpu,
             ..ServerConfig::default()
         };
-        let registry = Arc::new(Registry::open(&config.models, config.context)?);
+        let registry = Arc::new(Registry::open(
+            &config.models,
+            &config.aliases,
+            config.context,
+        )?);
         let metrics = Arc::new(Metrics::default());
         let engine = engine::start(registry.clone(), &config, metrics.clone())
             .context("starting the engine")?;

@@ -1,22 +1,42 @@
 //! `tl serve`: the HTTP server (see the `tl-server` crate and docs/api.md).
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 use tl_server::ServerConfig;
 
 use crate::catalogue;
 use crate::cli::ServeArgs;
 
+/// Other names of served files: (name, path).
+type Aliases = Vec<(String, PathBuf)>;
+
+/// The files to serve, and the catalogue names they were given by (which
+/// requests may use too; `smollm2` for the default model).
+fn models_and_aliases(given: &[PathBuf]) -> Result<(Vec<PathBuf>, Aliases)> {
+    if given.is_empty() {
+        let default = catalogue::default_entry();
+        let path = catalogue::ensure(default)?;
+        return Ok((vec![path.clone()], vec![(default.name.to_string(), path)]));
+    }
+    let models = given
+        .iter()
+        .map(|m| catalogue::resolve(Some(m)))
+        .collect::<Result<Vec<_>>>()?;
+    let aliases = given
+        .iter()
+        .zip(&models)
+        .filter(|(name, path)| name != path)
+        .map(|(name, path)| (name.to_string_lossy().into_owned(), path.clone()))
+        .collect();
+    Ok((models, aliases))
+}
+
 pub fn run(args: &ServeArgs) -> Result<()> {
-    let models = if args.model.is_empty() {
-        vec![catalogue::ensure(catalogue::default_entry())?]
-    } else {
-        args.model
-            .iter()
-            .map(|m| catalogue::resolve(Some(m)))
-            .collect::<Result<Vec<_>>>()?
-    };
+    let (models, aliases) = models_and_aliases(&args.model)?;
     let config = ServerConfig {
         models,
+        aliases,
         host: args.host.clone(),
         port: args.port,
         parallel: args.parallel,

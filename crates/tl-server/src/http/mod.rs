@@ -173,7 +173,11 @@ async fn not_found(request: Request) -> Response {
 /// gets the bound address (the port is real even when 0 was asked for).
 pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) -> Result<()> {
     config.validate()?;
-    let registry = Arc::new(Registry::open(&config.models, config.context)?);
+    let registry = Arc::new(Registry::open(
+        &config.models,
+        &config.aliases,
+        config.context,
+    )?);
     let metrics = Arc::new(Metrics::default());
     let engine = engine::start(registry.clone(), config, metrics.clone())?;
     let state = AppState {
