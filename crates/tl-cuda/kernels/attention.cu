@@ -454,17 +454,21 @@ __device__ __forceinline__ void attend_f16_accumulator_any(
 }
 
 // Asks L2 for the keys and values of the first two tiles of (row, head) of
-// attend_f16_accumulator, the first reads after the wait: older positions were
+// attend_f16_accumulator (from its window's first position), the first reads
+// after the wait: older positions were
 // written by earlier steps and are mostly out of L2 by now. `start` comes from
 // the host (copied before the step's kernels run), so it may be read before
 // the wait.
 __device__ __forceinline__ void prefetch_first_tiles(const u16* k_cache, const u16* v_cache,
                                                      const int* start, int heads, int kv_heads,
-                                                     int head_dim, int capacity) {
+                                                     int head_dim, int capacity, int window) {
     const int row = blockIdx.x / heads, head = blockIdx.x % heads;
     const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
-    const int positions = min(2 * tile, *start + row + 1);
-    const u64 first = (u64)(head / (heads / kv_heads)) * capacity * head_dim;
+    const int visible = *start + row + 1;
+    const int first_position = window > 0 ? max(0, visible - window) : 0;
+    const int positions = min(2 * tile, visible - first_position);
+    const u64 first =
+        ((u64)(head / (heads / kv_heads)) * capacity + first_position) * head_dim;
     prefetch_l2(k_cache + first, (u64)positions * head_dim * 2);
     prefetch_l2(v_cache + first, (u64)positions * head_dim * 2);
 }
@@ -480,7 +484,8 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
                                                      int head_dim, int capacity, float scale,
                                                      int window, float* out, int l2_prefetch) {
     __shared__ F16AccumulatorTile tile;
-    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity);
+    if (l2_prefetch)
+        prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
     allow_next_kernel();
     wait_for_previous_kernel();
     attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
@@ -501,7 +506,8 @@ extern "C" __global__ void attention_f16_accumulator_batched(
     start += b;
     const u16* k_cache = k_tables[b];
     const u16* v_cache = v_tables[b];
-    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity);
+    if (l2_prefetch)
+        prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
     allow_next_kernel();
     wait_for_previous_kernel();
     q += b * rows * q_stride;
