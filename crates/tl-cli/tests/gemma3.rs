@@ -86,3 +86,20 @@ fn chat_prompts_use_gemma_turns() {
     assert_eq!(reply.strip_suffix('\n').unwrap_or(&reply), raw);
     assert_eq!(raw, "What is the capital of France?修理\nWhat is the");
 }
+
+/// `tl model inspect` shows the windowed layers and their RoPE base.
+#[test]
+fn inspect_shows_the_sliding_window() {
+    let model = model();
+    let out = run(&["model", "inspect", model.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("sliding window    512 positions on 15 of 18 layers (rope base 10000)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("none in the file (gemma3's own turns are used)"),
+        "{text}"
+    );
+}

@@ -42,6 +42,15 @@ fn print_architecture(file: &GgufFile) {
             println!("heads (q / kv)    {} / {}", c.head_count, c.head_count_kv);
             println!("head dimension    {}", c.head_dim);
             println!("rope base         {}", c.rope_freq_base);
+            if let Some(w) = &c.sliding_window {
+                let local = w.local.iter().filter(|&&l| l).count();
+                println!(
+                    "sliding window    {} positions on {local} of {} layers (rope base {})",
+                    w.size,
+                    w.local.len(),
+                    w.rope_freq_base
+                );
+            }
             println!("rms norm epsilon  {:e}", c.rms_norm_eps);
             println!("context length    {}", c.context_length);
             println!("vocabulary size   {}", c.vocab_size);
