@@ -21,7 +21,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "print(format_or_value, args...)",
         min_args: 0,
         max_args: VARIADIC,
-        summary: "Prints a line: a format string filled with the arguments (`{}`, `{name}`, `{:.3}`), or the values separated by spaces.",
+        summary: "Prints a line: a string literal is a format string filled with the arguments (`{}`, `{name}`, `{:.3}`); otherwise the values, a computed string verbatim, separated by spaces.",
         call: print,
     },
     Builtin {

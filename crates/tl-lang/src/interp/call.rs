@@ -23,8 +23,8 @@ impl Interpreter {
             return Err(self.unknown_name(&callee.name, callee.span).into());
         };
         let (mut values, spans) = self.eval_args(args)?;
-        if matches!(callee.name.as_str(), "print" | "write" | "format") {
-            self.interpolate_names(args, &mut values)?;
+        if is_formatting(&callee.name) {
+            self.prepare_template(args.first(), &mut values)?;
         }
         self.call_builtin(builtin, &values, &spans, span)
     }
@@ -38,19 +38,34 @@ impl Interpreter {
         Ok((values, args.iter().map(|a| a.span).collect()))
     }
 
-    /// `print("{x}")`: fills named placeholders of a literal format string from
-    /// the variables in scope, leaving `{}` placeholders to the arguments.
-    fn interpolate_names(&mut self, args: &[Expr], values: &mut [Value]) -> Flow<()> {
-        let Some(Expr {
-            kind: ExprKind::Str(template),
-            span,
-        }) = args.first()
-        else {
-            return Ok(());
-        };
-        let filled = super::format::fill_named(template, |name| self.lookup(name, *span).ok())
-            .map_err(|e| e.or_at(*span))?;
-        values[0] = Value::str(filled);
+    /// Only a string literal is a format string. `print("{x}")` fills the
+    /// literal's named placeholders from the variables in scope, leaving `{}`
+    /// placeholders to the arguments; a string computed at run time (a model's
+    /// reply, a line read from input) has its braces escaped so that it prints
+    /// verbatim.
+    pub(crate) fn prepare_template(
+        &mut self,
+        first: Option<&Expr>,
+        values: &mut [Value],
+    ) -> Flow<()> {
+        match (first, values.first()) {
+            (
+                Some(Expr {
+                    kind: ExprKind::Str(template),
+                    span,
+                }),
+                _,
+            ) => {
+                let filled =
+                    super::format::fill_named(template, |name| self.lookup(name, *span).ok())
+                        .map_err(|e| e.or_at(*span))?;
+                values[0] = Value::str(filled);
+            }
+            (_, Some(Value::Str(text))) => {
+                values[0] = Value::str(super::format::escape_braces(text));
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -225,4 +240,9 @@ impl Interpreter {
 
 fn arity_error(name: &str, min: usize, max: usize, given: usize, span: Span) -> LangError {
     LangError::at(crate::error::arity_message(name, min, max, given), span)
+}
+
+/// Whether the builtin `name` takes a format string as its first argument.
+pub(crate) fn is_formatting(name: &str) -> bool {
+    matches!(name, "print" | "write" | "format")
 }
