@@ -92,6 +92,22 @@ fn parse_errors_and_a_missing_main_are_explained() {
 }
 
 #[test]
+fn a_chain_of_thousands_of_operators_checks_and_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let terms = vec!["1"; 4000].join(" + ");
+    let file = program(
+        dir.path(),
+        "chain.tl",
+        &format!("main {{\n    print({terms});\n}}\n"),
+    );
+    let check = tl().arg("check").arg(&file).output().expect("run tl check");
+    assert!(check.status.success(), "{}", stderr(&check));
+    let run = tl().arg("run").arg(&file).output().expect("run tl run");
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(stdout(&run).trim(), "4000");
+}
+
+#[test]
 fn arguments_reach_the_program() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = program(dir.path(), "args.tl", "main { print(args()); }\n");

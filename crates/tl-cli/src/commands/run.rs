@@ -14,11 +14,12 @@ use super::program::{
 use crate::cli::RunArgs;
 
 pub fn run(args: &RunArgs) -> Result<()> {
-    let program = load_checked(&args.file)?;
+    let file = args.file.clone();
     let program_args = args.args.clone();
     let (test, bench, filter) = (args.test, args.bench, args.filter.clone());
     let models = args.models.clone();
     on_interpreter_thread(move || -> Result<()> {
+        let program = load_checked(&file)?;
         let mut interp = interpreter(&program, program_args, &models)?;
         if test {
             run_tests(&program, &mut interp, filter.as_deref())
