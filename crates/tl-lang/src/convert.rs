@@ -114,6 +114,11 @@ pub fn scalar_of(tensor: &CandleTensor) -> Result<Value> {
 
 /// A tensor's elements as f32, row-major and contiguous.
 pub fn to_f32_vec(tensor: &CandleTensor) -> Result<Vec<f32>> {
+    // Candle slices an empty view's storage at the view's offset, which can lie
+    // past the end (`slice(zeros([0, 3]), 1, 1, 3)`), and panics.
+    if tensor.elem_count() == 0 {
+        return Ok(Vec::new());
+    }
     Ok(tensor
         .to_dtype(CandleDType::F32)?
         .flatten_all()?
