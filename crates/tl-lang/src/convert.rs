@@ -55,6 +55,13 @@ fn list_to_dense(value: &Value) -> Result<CandleTensor> {
             .collect();
         return Ok(CandleTensor::from_vec(ints, shape, device)?);
     }
+    if flat.iter().all(|v| matches!(v, Value::Bool(_))) && !flat.is_empty() {
+        let bools: Vec<u8> = flat
+            .iter()
+            .map(|v| u8::from(matches!(v, Value::Bool(true))))
+            .collect();
+        return Ok(CandleTensor::from_vec(bools, shape, device)?);
+    }
     let floats = flat
         .iter()
         .map(|v| match v {

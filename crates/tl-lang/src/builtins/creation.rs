@@ -71,7 +71,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "tensor(data, dtype = none) -> tensor",
         min_args: 1,
         max_args: 2,
-        summary: "A tensor from a number or a nested list of numbers (int64 if all ints, else float32), optionally converted to `dtype`.",
+        summary: "A tensor from a number or a nested list of numbers (int64 if all ints, bool if all bools, else float32), optionally converted to `dtype`.",
         call: tensor,
     },
     Builtin {
