@@ -350,9 +350,9 @@ impl SamplingArgs {
 }
 
 /// `tl run`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// The program.
+    /// The program; with --test, also a folder whose .tl files are all tested.
     #[arg(value_name = "FILE.tl")]
     pub file: PathBuf,
     /// Arguments for the program (`args()` in the language).
