@@ -248,3 +248,19 @@ fn fields_assigned_another_type_become_unknown() {
     let src = r#"struct P { x: float } fn f(p: P) { p.x = "s"; } main { let p = P { x: 1.0 }; f(p); print(p.x + "!"); }"#;
     assert!(messages(src).is_empty(), "{:?}", messages(src));
 }
+
+#[test]
+fn named_dimensions_bind_across_a_struct_literals_fields() {
+    let decl = "struct Linear { w: float32[i, o], b: float32[o] }";
+    let found = messages(&format!(
+        "{decl} main {{ let l = Linear {{ w: zeros([2, 3]), b: zeros([4]) }}; }}"
+    ));
+    assert!(
+        found.iter().any(|m| m.contains("field `b` of `Linear`")),
+        "{found:?}"
+    );
+    let fine = messages(&format!(
+        "{decl} main {{ let l = Linear {{ w: zeros([2, 3]), b: zeros([3]) }}; }}"
+    ));
+    assert!(fine.is_empty(), "{fine:?}");
+}

@@ -195,6 +195,9 @@ impl Interpreter {
             return Err(self.unknown_name(&name.name, name.span).into());
         };
         let mut values = Vec::with_capacity(decl.fields.len());
+        // Named dimensions bind across the fields: `w: float32[i, o]` and
+        // `b: float32[o]` agree on `o`.
+        let mut dims = HashMap::new();
         for (field, expr) in fields {
             let Some(declared) = decl.fields.iter().find(|f| f.name.name == field.name) else {
                 return Err(LangError::at(
@@ -214,8 +217,11 @@ impl Interpreter {
                 .into());
             }
             let value = self.eval(expr)?;
-            let value = types::coerce(value, &declared.ty, &mut HashMap::new())
-                .map_err(|e| e.or_at(expr.span))?;
+            let value = types::coerce(value, &declared.ty, &mut dims).map_err(|e| {
+                let mut e = e.or_at(expr.span);
+                e.message = format!("field `{}` of `{}`: {}", field.name, name.name, e.message);
+                e
+            })?;
             values.push((field.name.clone(), value));
         }
         if let Some(missing) = decl
