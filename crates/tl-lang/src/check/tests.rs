@@ -245,8 +245,23 @@ fn fields_assigned_another_type_become_unknown() {
     assert_eq!(main_type(src), Ty::Unknown);
     let src = r#"struct P { x: float } main { let p = P { x: 1.0 }; p.x = 2.0; p.x }"#;
     assert_eq!(main_type(src), Ty::Float);
+    // The assignment itself is the error, reported once, not again at each use.
     let src = r#"struct P { x: float } fn f(p: P) { p.x = "s"; } main { let p = P { x: 1.0 }; f(p); print(p.x + "!"); }"#;
-    assert!(messages(src).is_empty(), "{:?}", messages(src));
+    assert_eq!(
+        messages(src),
+        ["field `x` of `P`: expected float, found string"]
+    );
+}
+
+#[test]
+fn a_field_assignment_must_fit_the_declared_type() {
+    let found = messages("struct S { a: int } main { let s = S { a: 1 }; s.a = \"x\"; }");
+    assert!(
+        found.iter().any(|m| m.contains("field `a` of `S`")),
+        "{found:?}"
+    );
+    let fine = messages("struct S { a: float } main { let s = S { a: 1.0 }; s.a = 2; }");
+    assert!(fine.is_empty(), "{fine:?}");
 }
 
 #[test]

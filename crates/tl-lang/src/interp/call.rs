@@ -7,7 +7,7 @@ use std::rc::Rc;
 use tl_syntax::ast::{Expr, ExprKind, FnDecl, Ident};
 use tl_syntax::Span;
 
-use super::{types, Flow, Interpreter, Unwind, MAX_CALL_DEPTH};
+use super::{types, DeclaredType, Flow, Interpreter, Scope, Unwind, MAX_CALL_DEPTH};
 use crate::builtins::{self, Args, Builtin};
 use crate::error::LangError;
 use crate::value::Value;
@@ -107,14 +107,15 @@ impl Interpreter {
         spans: &[Span],
         span: Span,
     ) -> Flow<Value> {
-        let mut frame = HashMap::new();
-        let params = match receiver {
+        let mut frame = Scope::default();
+        let first_param = match receiver {
             Some(receiver) => {
-                frame.insert("self".to_string(), receiver);
-                &decl.params[1..]
+                frame.vars.insert("self".to_string(), receiver);
+                1
             }
-            None => &decl.params[..],
+            None => 0,
         };
+        let params = &decl.params[first_param..];
         if values.len() != params.len() {
             return Err(arity_error(
                 &decl.name.name,
@@ -147,12 +148,17 @@ impl Interpreter {
                 })?,
                 None => value,
             };
-            frame.insert(param.name.name.clone(), value);
+            if param.ty.is_some() {
+                let declared = DeclaredType::Param(Rc::clone(decl), first_param + i);
+                frame.types.insert(param.name.name.clone(), declared);
+            }
+            frame.vars.insert(param.name.name.clone(), value);
         }
         // Named dimensions of the signature are ints in the body: `fn f(x: float32[n, d])`
         // can use `n` and `d` (a parameter of the same name wins).
         for (name, size) in &dims {
             frame
+                .vars
                 .entry(name.clone())
                 .or_insert(Value::Int(*size as i64));
         }
