@@ -119,6 +119,39 @@ fn a_folder_runs_the_tests_of_every_file_in_it() {
 }
 
 #[test]
+fn llama_example_refuses_another_architecture() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = dir.path().join("tiny-qwen3.gguf");
+    let synth = tl()
+        .args([
+            "model",
+            "synth",
+            "--shape",
+            "tiny-qwen3",
+            "--quant",
+            "q8_0",
+            "-o",
+        ])
+        .arg(&model)
+        .output()
+        .expect("run tl model synth");
+    assert!(synth.status.success(), "{}", stderr(&synth));
+    let out = tl()
+        .arg("run")
+        .arg(workspace().join("examples/llama.tl"))
+        .arg(&model)
+        .output()
+        .expect("run llama.tl");
+    let errors = stderr(&out);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        errors.contains("llama-architecture models only")
+            && errors.contains("general.architecture is `qwen3`"),
+        "{errors}"
+    );
+}
+
+#[test]
 fn llama_example_writes_what_tl_generate_writes() {
     let model = default_model().to_string_lossy().into_owned();
     let question = "Name a primary color.";
