@@ -172,6 +172,34 @@ fn repl_evaluates_piped_input() {
     assert!(errors.contains("unknown name `nope`"), "{errors}");
 }
 
+/// What `truncate` cut off is gone: `cache.keys`/`cache.values` refuse those
+/// positions (and any never stored) instead of returning the old sequence's.
+#[test]
+fn cache_reads_stop_where_the_sequence_does() {
+    let model = default_model().display().to_string();
+    let input = format!(
+        "let m = load_model(\"{model}\");\nlet c = new_cache(m, 8);\n\
+         let k = ones([3, m.config.kv_heads, m.config.head_dim]);\n\
+         c.store(0, 0, k, k * 2.0);\nc.keys(0, 3).shape\nc.truncate(1);\n\
+         c.keys(0, 3)\nc.values(0, 2)\nc.values(0, 1).shape\n\
+         let l = m.forward([1, 2, 3, 4], 0, c);\nc.keys(5, 4).shape\nc.truncate(2);\n\
+         c.values(5, 4)\nc.keys(5, 2).shape\n:quit\n"
+    );
+    let out = repl(&[], &input);
+    let (text, errors) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{errors}");
+    for shape in ["[3, 3, 64]", "[3, 1, 64]", "[3, 4, 64]", "[3, 2, 64]"] {
+        assert!(text.contains(shape), "{shape} missing from {text}");
+    }
+    for refused in [
+        "end 3 is past what layer 0 of the cache holds: positions 0..1",
+        "end 2 is past what layer 0 of the cache holds: positions 0..1",
+        "end 4 is past what layer 5 of the cache holds: positions 0..2",
+    ] {
+        assert!(errors.contains(refused), "{refused} missing from {errors}");
+    }
+}
+
 /// A `model.forward` that fails (no tokens, a token outside the vocabulary,
 /// more than the cache holds) leaves the cache as it was, in the REPL where
 /// the program goes on after the error.
