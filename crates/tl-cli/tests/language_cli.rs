@@ -107,6 +107,60 @@ fn a_chain_of_thousands_of_operators_checks_and_runs() {
     assert_eq!(stdout(&run).trim(), "4000");
 }
 
+/// A tensor too large for the process is an error, not an abort: under an
+/// address-space limit (`ulimit -v`), where the machine's free memory still
+/// looks ample, and under the program's own `--max-memory` budget.
+#[test]
+fn a_failed_allocation_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let big = program(
+        dir.path(),
+        "big.tl",
+        "main {\n    let x = zeros([32768, 32768]);\n    print(x.shape);\n}\n",
+    );
+    let limited = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000 && exec \"{}\" run \"{}\"",
+            env!("CARGO_BIN_EXE_tl"),
+            big.display()
+        ))
+        .output()
+        .expect("run sh");
+    let errors = stderr(&limited);
+    assert_eq!(limited.status.code(), Some(1), "{errors}");
+    assert!(errors.contains("cannot allocate 4.3 GB"), "{errors}");
+    assert!(errors.contains("big.tl:2:"), "{errors}");
+
+    let budget = tl()
+        .args(["run", "--max-memory", "256M"])
+        .arg(&big)
+        .output()
+        .expect("run tl");
+    let errors = stderr(&budget);
+    assert_eq!(budget.status.code(), Some(1), "{errors}");
+    assert!(
+        errors.contains("over its memory budget of 268.4 MB"),
+        "{errors}"
+    );
+
+    // Holding more than the budget, a little at a time, stops at a loop iteration.
+    let growing = program(
+        dir.path(),
+        "growing.tl",
+        "main {\n    let kept = [];\n    for i in 0..100000 {\n        kept.push(ones([16384]));\n    }\n}\n",
+    );
+    let out = tl()
+        .args(["run", "--max-memory", "256M"])
+        .arg(&growing)
+        .output()
+        .expect("run tl");
+    let errors = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{errors}");
+    assert!(errors.contains("over its memory budget"), "{errors}");
+    assert!(errors.contains("growing.tl:"), "{errors}");
+}
+
 #[test]
 fn arguments_reach_the_program() {
     let dir = tempfile::tempdir().expect("temp dir");

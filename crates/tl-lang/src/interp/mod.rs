@@ -109,7 +109,14 @@ pub struct Interpreter {
     /// Scopes of the running frame, innermost last.
     scopes: Vec<Scope>,
     depth: usize,
+    /// Loop iterations and calls since the memory budget was last compared
+    /// with what the process holds.
+    since_budget_check: std::cell::Cell<u32>,
 }
+
+/// Loop iterations and calls between two checks of the memory budget (a check
+/// reads `/proc/self/status`, some microseconds).
+const BUDGET_CHECK_INTERVAL: u32 = 1024;
 
 impl Interpreter {
     /// An interpreter with nothing declared.
@@ -128,6 +135,7 @@ impl Interpreter {
             benches: Vec::new(),
             scopes: vec![Scope::default()],
             depth: 0,
+            since_budget_check: std::cell::Cell::new(0),
         }
     }
 
@@ -280,11 +288,20 @@ impl Interpreter {
         names
     }
 
-    /// An error when the program was asked to stop (`ctx.interrupt`); the
-    /// request is consumed, so the next input runs normally.
+    /// An error when the program was asked to stop (`ctx.interrupt`; the
+    /// request is consumed, so the next input runs normally), or, every
+    /// [`BUDGET_CHECK_INTERVAL`] loop iterations and calls, when the process
+    /// holds more than the memory budget.
     pub(crate) fn check_interrupt(&self, span: Span) -> Result<()> {
         if self.ctx.interrupt.swap(false, Ordering::Relaxed) {
             return Err(LangError::at("interrupted", span));
+        }
+        if self.ctx.memory_limit.is_some() {
+            let ticks = self.since_budget_check.get() + 1;
+            self.since_budget_check.set(ticks % BUDGET_CHECK_INTERVAL);
+            if ticks == BUDGET_CHECK_INTERVAL {
+                self.ctx.check_budget(0).map_err(|e| e.or_at(span))?;
+            }
         }
         Ok(())
     }
