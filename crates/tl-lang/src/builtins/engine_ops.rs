@@ -114,7 +114,7 @@ fn linear(_: &mut Context, args: &Args) -> Result<Value> {
             q.linear()?.forward(&values, &mut out)?;
             CandleTensor::from_vec(out, out_dims, &Device::Cpu)?
         }
-        Tensor::Dense(_) | Tensor::Gpu(_) => {
+        Tensor::Dense(_) | Tensor::Owned(_) | Tensor::Gpu(_) => {
             let w = weight.to_dense()?;
             let x = x.to_dense()?;
             if x.dtype() != w.dtype() {
@@ -395,7 +395,9 @@ fn embedding(_: &mut Context, args: &Args) -> Result<Value> {
     let ids = CandleTensor::new(ids.as_slice(), &Device::Cpu)?;
     let rows = match &table {
         Tensor::Quantized(q) => q.qtensor()?.embedding(&ids)?,
-        Tensor::Dense(_) | Tensor::Gpu(_) => table.to_dense()?.index_select(&ids, 0)?,
+        Tensor::Dense(_) | Tensor::Owned(_) | Tensor::Gpu(_) => {
+            table.to_dense()?.index_select(&ids, 0)?
+        }
     };
     Ok(Value::tensor(rows))
 }

@@ -2,6 +2,7 @@
 //! indexed regions), loops and jumps.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use tl_syntax::ast::{Block, Expr, ExprKind, Ident, Stmt, StmtKind};
 
@@ -10,6 +11,7 @@ use crate::equation::EquationRef;
 use crate::error::LangError;
 use crate::indexing;
 use crate::ops;
+use crate::tensor::Tensor;
 use crate::value::{StructValue, Value};
 
 impl Interpreter {
@@ -168,6 +170,29 @@ impl Interpreter {
         result
     }
 
+    /// `name[i, j] = value` written into the variable's tensor in place, when
+    /// the variable alone holds a tensor with storage of its own; false when
+    /// the store must make a new tensor.
+    fn store_in_place(
+        &self,
+        name: &str,
+        indices: &[indexing::IndexValue],
+        value: &Value,
+    ) -> crate::error::Result<bool> {
+        let held = self
+            .scopes
+            .iter()
+            .rev()
+            .find_map(|s| s.vars.get(name))
+            .or_else(|| self.globals.get(name));
+        match held {
+            Some(Value::Tensor(Tensor::Owned(owned))) if Rc::strong_count(owned) == 1 => {
+                indexing::store_element_in_place(owned, indices, value)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// `value` checked against the declared type of the struct's field, with
     /// the named dimensions the struct's other fields bind.
     fn typed_field(
@@ -229,8 +254,21 @@ impl Interpreter {
                 .into()),
             },
             ExprKind::Index { base, indices } => {
-                let old = self.eval(base)?;
-                let indices = self.eval_indices(indices)?;
+                let (old, indices) = match &base.kind {
+                    // A variable reads without side effects, so its indices
+                    // may go first, to try the store in place.
+                    ExprKind::Var(name) => {
+                        let indices = self.eval_indices(indices)?;
+                        if self
+                            .store_in_place(name, &indices, &value)
+                            .map_err(|e| e.or_at(target.span))?
+                        {
+                            return Ok(());
+                        }
+                        (self.eval(base)?, indices)
+                    }
+                    _ => (self.eval(base)?, self.eval_indices(indices)?),
+                };
                 let new = indexing::assign_index(&old, &indices, &value)
                     .map_err(|e| e.or_at(target.span))?;
                 self.assign(base, new)
