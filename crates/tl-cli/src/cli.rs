@@ -350,9 +350,9 @@ impl SamplingArgs {
 }
 
 /// `tl run`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// The program.
+    /// The program; with --test, also a folder whose .tl files are all tested.
     #[arg(value_name = "FILE.tl")]
     pub file: PathBuf,
     /// Arguments for the program (`args()` in the language).
@@ -383,8 +383,35 @@ pub struct ProgramModelArgs {
     /// `model.forward` runs there; the program's own tensors stay on the CPU.
     #[arg(long, value_name = "DEVICE", default_value = "auto")]
     pub device: DeviceChoice,
+    /// The most memory the program may hold (e.g. 512M, 4G): a tensor that
+    /// would take it past this is an error, as is holding more at a loop
+    /// iteration or call. Without it, only the machine's memory bounds it.
+    #[arg(long, value_name = "SIZE", value_parser = byte_size)]
+    pub max_memory: Option<u64>,
     #[command(flatten)]
     pub gpu: GpuArgs,
+}
+
+/// A size in bytes, with an optional K, M, G or T suffix (powers of 1024).
+fn byte_size(text: &str) -> Result<u64, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let digits = upper.trim_end_matches('B');
+    let (number, shift) = match digits.chars().last() {
+        Some('K') => (&digits[..digits.len() - 1], 10),
+        Some('M') => (&digits[..digits.len() - 1], 20),
+        Some('G') => (&digits[..digits.len() - 1], 30),
+        Some('T') => (&digits[..digits.len() - 1], 40),
+        _ => (digits, 0),
+    };
+    number
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            format!("'{text}' is not a size: write bytes, or a number with K, M, G or T")
+        })
 }
 
 /// `tl check`.
@@ -636,7 +663,18 @@ pub struct SynthArgs {
 mod tests {
     use clap::Parser;
 
-    use super::{Cli, Command, GpuOptions};
+    use super::{byte_size, Cli, Command, GpuOptions};
+
+    #[test]
+    fn memory_sizes_read_with_binary_suffixes() {
+        assert_eq!(byte_size("1000"), Ok(1000));
+        assert_eq!(byte_size("512M"), Ok(512 << 20));
+        assert_eq!(byte_size("4g"), Ok(4 << 30));
+        assert_eq!(byte_size("2GB"), Ok(2 << 30));
+        for bad in ["", "0", "lots", "-1G", "99999999999T"] {
+            assert!(byte_size(bad).is_err(), "{bad}");
+        }
+    }
 
     fn gpu_options(args: &[&str]) -> Result<GpuOptions, String> {
         let cli =

@@ -85,6 +85,73 @@ fn a_failing_test_fails_the_run() {
 }
 
 #[test]
+fn a_folder_runs_the_tests_of_every_file_in_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write =
+        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
+    write("a.tl", "test first { assert(true); }\n");
+    write("b.tl", "test second { assert_eq(2, 2); }\n");
+    write("notes.txt", "not a program");
+    let run = || {
+        tl().args(["run", "--test"])
+            .arg(dir.path())
+            .output()
+            .expect("run")
+    };
+    let out = run();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(text.contains("test first ... ok"), "{text}");
+    assert!(text.contains("test second ... ok"), "{text}");
+
+    write("c.tl", "test third { assert_eq(1, 2); }\n");
+    let out = run();
+    let text = stdout(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("test second ... ok"), "{text}");
+    assert!(text.contains("test third ... FAILED"), "{text}");
+    assert!(text.contains("files with failures:"), "{text}");
+    assert!(text.contains("c.tl"), "{text}");
+
+    let plain = tl().arg("run").arg(dir.path()).output().expect("run");
+    assert!(!plain.status.success());
+    assert!(stderr(&plain).contains("is a folder"), "{}", stderr(&plain));
+}
+
+#[test]
+fn llama_example_refuses_another_architecture() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = dir.path().join("tiny-qwen3.gguf");
+    let synth = tl()
+        .args([
+            "model",
+            "synth",
+            "--shape",
+            "tiny-qwen3",
+            "--quant",
+            "q8_0",
+            "-o",
+        ])
+        .arg(&model)
+        .output()
+        .expect("run tl model synth");
+    assert!(synth.status.success(), "{}", stderr(&synth));
+    let out = tl()
+        .arg("run")
+        .arg(workspace().join("examples/llama.tl"))
+        .arg(&model)
+        .output()
+        .expect("run llama.tl");
+    let errors = stderr(&out);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        errors.contains("llama-architecture models only")
+            && errors.contains("general.architecture is `qwen3`"),
+        "{errors}"
+    );
+}
+
+#[test]
 fn llama_example_writes_what_tl_generate_writes() {
     let model = default_model().to_string_lossy().into_owned();
     let question = "Name a primary color.";

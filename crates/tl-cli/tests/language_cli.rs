@@ -92,6 +92,76 @@ fn parse_errors_and_a_missing_main_are_explained() {
 }
 
 #[test]
+fn a_chain_of_thousands_of_operators_checks_and_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let terms = vec!["1"; 4000].join(" + ");
+    let file = program(
+        dir.path(),
+        "chain.tl",
+        &format!("main {{\n    print({terms});\n}}\n"),
+    );
+    let check = tl().arg("check").arg(&file).output().expect("run tl check");
+    assert!(check.status.success(), "{}", stderr(&check));
+    let run = tl().arg("run").arg(&file).output().expect("run tl run");
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(stdout(&run).trim(), "4000");
+}
+
+/// A tensor too large for the process is an error, not an abort: under an
+/// address-space limit (`ulimit -v`), where the machine's free memory still
+/// looks ample, and under the program's own `--max-memory` budget.
+#[test]
+fn a_failed_allocation_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let big = program(
+        dir.path(),
+        "big.tl",
+        "main {\n    let x = zeros([32768, 32768]);\n    print(x.shape);\n}\n",
+    );
+    let limited = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000 && exec \"{}\" run \"{}\"",
+            env!("CARGO_BIN_EXE_tl"),
+            big.display()
+        ))
+        .output()
+        .expect("run sh");
+    let errors = stderr(&limited);
+    assert_eq!(limited.status.code(), Some(1), "{errors}");
+    assert!(errors.contains("cannot allocate 4.3 GB"), "{errors}");
+    assert!(errors.contains("big.tl:2:"), "{errors}");
+
+    let budget = tl()
+        .args(["run", "--max-memory", "256M"])
+        .arg(&big)
+        .output()
+        .expect("run tl");
+    let errors = stderr(&budget);
+    assert_eq!(budget.status.code(), Some(1), "{errors}");
+    assert!(
+        errors.contains("over its memory budget of 268.4 MB"),
+        "{errors}"
+    );
+
+    // Holding more than the budget, a little at a time, stops at a loop iteration.
+    let growing = program(
+        dir.path(),
+        "growing.tl",
+        "main {\n    let kept = [];\n    for i in 0..100000 {\n        kept.push(ones([16384]));\n    }\n}\n",
+    );
+    let out = tl()
+        .args(["run", "--max-memory", "256M"])
+        .arg(&growing)
+        .output()
+        .expect("run tl");
+    let errors = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{errors}");
+    assert!(errors.contains("over its memory budget"), "{errors}");
+    assert!(errors.contains("growing.tl:"), "{errors}");
+}
+
+#[test]
 fn arguments_reach_the_program() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = program(dir.path(), "args.tl", "main { print(args()); }\n");
@@ -154,6 +224,34 @@ fn repl_evaluates_piped_input() {
     assert!(text.contains("42"), "{text}");
     assert!(text.contains("x: float32[2, 3]"), "{text}");
     assert!(errors.contains("unknown name `nope`"), "{errors}");
+}
+
+/// What `truncate` cut off is gone: `cache.keys`/`cache.values` refuse those
+/// positions (and any never stored) instead of returning the old sequence's.
+#[test]
+fn cache_reads_stop_where_the_sequence_does() {
+    let model = default_model().display().to_string();
+    let input = format!(
+        "let m = load_model(\"{model}\");\nlet c = new_cache(m, 8);\n\
+         let k = ones([3, m.config.kv_heads, m.config.head_dim]);\n\
+         c.store(0, 0, k, k * 2.0);\nc.keys(0, 3).shape\nc.truncate(1);\n\
+         c.keys(0, 3)\nc.values(0, 2)\nc.values(0, 1).shape\n\
+         let l = m.forward([1, 2, 3, 4], 0, c);\nc.keys(5, 4).shape\nc.truncate(2);\n\
+         c.values(5, 4)\nc.keys(5, 2).shape\n:quit\n"
+    );
+    let out = repl(&[], &input);
+    let (text, errors) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{errors}");
+    for shape in ["[3, 3, 64]", "[3, 1, 64]", "[3, 4, 64]", "[3, 2, 64]"] {
+        assert!(text.contains(shape), "{shape} missing from {text}");
+    }
+    for refused in [
+        "end 3 is past what layer 0 of the cache holds: positions 0..1",
+        "end 2 is past what layer 0 of the cache holds: positions 0..1",
+        "end 4 is past what layer 5 of the cache holds: positions 0..2",
+    ] {
+        assert!(errors.contains(refused), "{refused} missing from {errors}");
+    }
 }
 
 /// A `model.forward` that fails (no tokens, a token outside the vocabulary,

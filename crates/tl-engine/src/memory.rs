@@ -24,9 +24,7 @@ pub fn available_bytes() -> Option<u64> {
 
 /// `MemAvailable` (in kB in the file) from the text of `/proc/meminfo`.
 fn parse_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kilobytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kilobytes.checked_mul(1024)
+    parse_kilobytes(meminfo, "MemAvailable:")
 }
 
 /// Errors unless `parts` (what needs the memory, and how many bytes) fit in
@@ -57,6 +55,42 @@ pub fn check_available(purpose: &str, parts: &[(&str, u64)]) -> Result<()> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// Errors unless `bytes` for `what` can be allocated now. Large sizes are
+/// compared with the available memory and then reserved and released: the
+/// reservation is what fails under an address-space limit (`ulimit -v`), where
+/// the machine's available memory still looks ample and the allocation that
+/// follows would abort the process.
+pub fn check_allocation(what: &str, bytes: u64) -> Result<()> {
+    if bytes < CHECKED_ALLOCATION_BYTES {
+        return Ok(());
+    }
+    check_available(&format!("allocating {what}"), &[(what, bytes)])?;
+    let cannot = || {
+        Error::Memory(format!(
+            "cannot allocate {} for {what}",
+            format_bytes(bytes)
+        ))
+    };
+    let len = usize::try_from(bytes).map_err(|_| cannot())?;
+    Vec::<u8>::new()
+        .try_reserve_exact(len)
+        .map_err(|_| cannot())
+}
+
+/// Bytes of memory this process holds resident (`VmRSS` of
+/// `/proc/self/status`), if known.
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_kilobytes(&status, "VmRSS:")
+}
+
+/// A `Name:   123 kB` line of a /proc file, in bytes.
+fn parse_kilobytes(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kilobytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kilobytes.checked_mul(1024)
 }
 
 /// A vector of `len` copies of `value`, or an error naming `what` when the
@@ -114,6 +148,14 @@ mod tests {
         assert!(matches!(error, Some(Error::Memory(_))), "{error:?}");
         let error = check_available("loading", &[("a", u64::MAX), ("b", 1)]).err();
         assert!(matches!(error, Some(Error::Memory(_))), "{error:?}");
+    }
+
+    #[test]
+    fn impossible_allocations_are_refused_before_they_abort() {
+        assert!(check_allocation("a test buffer", 1 << 20).is_ok());
+        let error = check_allocation("a test buffer", u64::MAX / 2).err();
+        assert!(matches!(error, Some(Error::Memory(_))), "{error:?}");
+        assert!(resident_bytes().is_none_or(|b| b > 0));
     }
 
     #[test]

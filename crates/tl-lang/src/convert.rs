@@ -55,6 +55,13 @@ fn list_to_dense(value: &Value) -> Result<CandleTensor> {
             .collect();
         return Ok(CandleTensor::from_vec(ints, shape, device)?);
     }
+    if flat.iter().all(|v| matches!(v, Value::Bool(_))) && !flat.is_empty() {
+        let bools: Vec<u8> = flat
+            .iter()
+            .map(|v| u8::from(matches!(v, Value::Bool(true))))
+            .collect();
+        return Ok(CandleTensor::from_vec(bools, shape, device)?);
+    }
     let floats = flat
         .iter()
         .map(|v| match v {
@@ -114,6 +121,11 @@ pub fn scalar_of(tensor: &CandleTensor) -> Result<Value> {
 
 /// A tensor's elements as f32, row-major and contiguous.
 pub fn to_f32_vec(tensor: &CandleTensor) -> Result<Vec<f32>> {
+    // Candle slices an empty view's storage at the view's offset, which can lie
+    // past the end (`slice(zeros([0, 3]), 1, 1, 3)`), and panics.
+    if tensor.elem_count() == 0 {
+        return Ok(Vec::new());
+    }
     Ok(tensor
         .to_dtype(CandleDType::F32)?
         .flatten_all()?

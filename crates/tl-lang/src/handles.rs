@@ -76,6 +76,28 @@ pub struct CacheHandle {
     pub layers: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
+    /// Per layer, how many positions `cache.store` has filled since the last
+    /// `truncate` (a forward pass stores layer by layer before the cache's
+    /// length moves on).
+    pub stored: Vec<usize>,
+}
+
+impl CacheHandle {
+    /// How many positions of `layer` hold keys and values of the current
+    /// sequence: what the cache's length says, or more while a script's
+    /// forward pass is storing its layers. What `truncate` cut off is stale.
+    pub fn readable(&self, layer: usize) -> usize {
+        let stored = self.stored.get(layer).copied().unwrap_or(0);
+        stored.max(self.cache.len())
+    }
+
+    /// Forgets every position from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        self.cache.truncate(len);
+        for stored in &mut self.stored {
+            *stored = (*stored).min(len);
+        }
+    }
 }
 
 /// A streaming detokenizer bound to a tokenizer.

@@ -13,7 +13,7 @@ use candle_core::Tensor as CandleTensor;
 use crate::error::{LangError, Result};
 use crate::ops::dtype::{cast, literal_as};
 use crate::ops::shapes::{broadcasts_to, format_shape};
-use crate::tensor::{lang_dtype, GpuValue, Tensor};
+use crate::tensor::{lang_dtype, GpuValue, OwnedDense, Tensor};
 use crate::value::Value;
 
 /// One index inside `[...]`, evaluated.
@@ -68,7 +68,7 @@ pub fn index(base: &Value, indices: &[IndexValue]) -> Result<Value> {
 /// tensor's element type); a list is changed in place and returned.
 pub fn assign_index(base: &Value, indices: &[IndexValue], value: &Value) -> Result<Value> {
     match base {
-        Value::Tensor(t) => assign_tensor(t, indices, value).map(Value::tensor),
+        Value::Tensor(t) => assign_tensor(t, indices, value),
         Value::List(items) => {
             assign_list(items, indices, value)?;
             Ok(base.clone())
@@ -196,7 +196,42 @@ fn index_tensor(t: &Tensor, indices: &[IndexValue]) -> Result<CandleTensor> {
     Ok(out)
 }
 
-fn assign_tensor(t: &Tensor, indices: &[IndexValue], value: &Value) -> Result<CandleTensor> {
+/// `x[i, j, ...] = v` of one number into a tensor whose storage nothing else
+/// shares, written in place (copy-on-write: the first store copies, the ones
+/// after it do not). False when the store must take the general path: a
+/// region, a shared tensor, a tensor value, or anything to report as an error.
+pub fn store_element_in_place(
+    owned: &OwnedDense,
+    indices: &[IndexValue],
+    value: &Value,
+) -> Result<bool> {
+    let Some(tensor) = owned.exclusive() else {
+        return Ok(false);
+    };
+    let dims = tensor.dims();
+    if indices.len() != dims.len() || matches!(value, Value::Tensor(_)) {
+        return Ok(false);
+    }
+    let mut offset = 0;
+    for (&index, &size) in indices.iter().zip(dims) {
+        let IndexValue::At(i) = index else {
+            return Ok(false);
+        };
+        let Ok(i) = resolve_index(i, size, "") else {
+            return Ok(false);
+        };
+        offset = offset * size + i;
+    }
+    let Ok(source) = literal_as(value, lang_dtype(tensor.dtype())) else {
+        return Ok(false);
+    };
+    tensor
+        .flatten_all()?
+        .slice_set(&source.reshape(1)?, 0, offset)?;
+    Ok(true)
+}
+
+fn assign_tensor(t: &Tensor, indices: &[IndexValue], value: &Value) -> Result<Value> {
     let base = t.to_dense()?;
     check_count(&base, indices)?;
     let dims = base.dims().to_vec();
@@ -231,11 +266,16 @@ fn assign_tensor(t: &Tensor, indices: &[IndexValue], value: &Value) -> Result<Ca
         )));
     }
     if region.contains(&0) {
-        return Ok(base);
+        return Ok(Value::Tensor(t.clone()));
     }
     let with_ones: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
     let source = source.broadcast_as(region)?.reshape(with_ones)?;
-    Ok(base.slice_assign(&ranges, &source)?)
+    // A new tensor with storage of its own: later element stores may write it
+    // in place.
+    let stored = base.slice_assign(&ranges, &source)?;
+    Ok(Value::Tensor(Tensor::Owned(std::rc::Rc::new(
+        OwnedDense::new(stored),
+    ))))
 }
 
 fn assign_list(items: &RefCell<Vec<Value>>, indices: &[IndexValue], value: &Value) -> Result<()> {

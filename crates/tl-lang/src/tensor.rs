@@ -22,8 +22,36 @@ use crate::error::{LangError, Result};
 #[derive(Clone, Debug)]
 pub enum Tensor {
     Dense(candle_core::Tensor),
+    /// A dense tensor an element store made, whose storage no other tensor
+    /// shares until it is lent out (copy-on-write: see [`OwnedDense`]).
+    Owned(Rc<OwnedDense>),
     Quantized(Rc<QuantizedWeight>),
     Gpu(GpuValue),
+}
+
+/// A contiguous dense tensor with storage of its own. While no candle tensor
+/// shares that storage (it was never lent out by [`Tensor::to_dense`]) and one
+/// value holds it, a store of one element writes in place instead of copying
+/// the whole tensor.
+#[derive(Debug)]
+pub struct OwnedDense {
+    tensor: candle_core::Tensor,
+    lent: std::cell::Cell<bool>,
+}
+
+impl OwnedDense {
+    /// `tensor`, whose storage the caller guarantees nothing else shares.
+    pub fn new(tensor: candle_core::Tensor) -> Self {
+        OwnedDense {
+            tensor,
+            lent: std::cell::Cell::new(false),
+        }
+    }
+
+    /// The tensor, if nothing else shares its storage: writable in place.
+    pub fn exclusive(&self) -> Option<&candle_core::Tensor> {
+        (!self.lent.get() && self.tensor.is_contiguous()).then_some(&self.tensor)
+    }
 }
 
 /// A tensor on a GPU, and that GPU's ops.
@@ -140,6 +168,7 @@ impl Tensor {
     pub fn dims(&self) -> Vec<usize> {
         match self {
             Tensor::Dense(t) => t.dims().to_vec(),
+            Tensor::Owned(o) => o.tensor.dims().to_vec(),
             Tensor::Quantized(q) => q.shape.clone(),
             Tensor::Gpu(g) => g.tensor.dims().to_vec(),
         }
@@ -149,6 +178,7 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         match self {
             Tensor::Dense(t) => lang_dtype(t.dtype()),
+            Tensor::Owned(o) => lang_dtype(o.tensor.dtype()),
             Tensor::Quantized(_) => DType::F32,
             Tensor::Gpu(g) if g.tensor.is_f16() => DType::F16,
             Tensor::Gpu(_) => DType::F32,
@@ -160,6 +190,11 @@ impl Tensor {
     pub fn to_dense(&self) -> Result<candle_core::Tensor> {
         match self {
             Tensor::Dense(t) => Ok(t.clone()),
+            // The clone shares the storage, which can no longer be written in place.
+            Tensor::Owned(o) => {
+                o.lent.set(true);
+                Ok(o.tensor.clone())
+            }
             Tensor::Quantized(q) => Ok(q.qtensor()?.dequantize(&Device::Cpu)?),
             Tensor::Gpu(g) => {
                 let dims = g.tensor.dims();

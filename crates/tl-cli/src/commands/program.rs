@@ -69,6 +69,7 @@ pub fn context(base_dir: PathBuf, program_args: Vec<String>, models: &ProgramMod
     }));
     ctx.device = models.device;
     ctx.gpu_options = models.gpu.to_options();
+    ctx.memory_limit = models.max_memory;
     ctx
 }
 

@@ -1,9 +1,12 @@
 //! `tl run`: check a program, then run its `main`, its `test` blocks (with a
-//! cargo-style summary) or its `bench` blocks (with timings).
+//! cargo-style summary; with a folder, those of every file in it) or its `bench`
+//! blocks (with timings).
 
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
 use tl_lang::interp::Interpreter;
 use tl_lang::loader::LoadedProgram;
 use tl_syntax::ast::NamedBlock;
@@ -14,11 +17,15 @@ use super::program::{
 use crate::cli::RunArgs;
 
 pub fn run(args: &RunArgs) -> Result<()> {
-    let program = load_checked(&args.file)?;
+    if args.file.is_dir() {
+        return run_test_folder(args);
+    }
+    let file = args.file.clone();
     let program_args = args.args.clone();
     let (test, bench, filter) = (args.test, args.bench, args.filter.clone());
     let models = args.models.clone();
     on_interpreter_thread(move || -> Result<()> {
+        let program = load_checked(&file)?;
         let mut interp = interpreter(&program, program_args, &models)?;
         if test {
             run_tests(&program, &mut interp, filter.as_deref())
@@ -34,6 +41,49 @@ pub fn run(args: &RunArgs) -> Result<()> {
             }
         }
     })?
+}
+
+/// `tl run --test DIR`: every `*.tl` file directly in the folder, in name order,
+/// each as its own program; fails when any file fails to check or any test fails.
+fn run_test_folder(args: &RunArgs) -> Result<()> {
+    if !args.test {
+        anyhow::bail!(
+            "{} is a folder; `tl run --test {}` runs the tests of every .tl file in it",
+            args.file.display(),
+            args.file.display()
+        );
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.file)
+        .with_context(|| format!("cannot list {}", args.file.display()))?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("cannot list {}", args.file.display()))?;
+    files.retain(|path| path.extension().is_some_and(|e| e == "tl") && path.is_file());
+    files.sort();
+    if files.is_empty() {
+        anyhow::bail!("{} has no .tl files", args.file.display());
+    }
+    let mut failed = Vec::new();
+    for file in files {
+        println!("\n{}:", file.display());
+        let file_args = RunArgs {
+            file: file.clone(),
+            ..args.clone()
+        };
+        match run(&file_args) {
+            Ok(()) => {}
+            Err(error) if error.is::<ReportedFailure>() => failed.push(file),
+            Err(error) => return Err(error),
+        }
+    }
+    if failed.is_empty() {
+        return Ok(());
+    }
+    println!("\nfiles with failures:");
+    for file in &failed {
+        println!("    {}", file.display());
+    }
+    Err(ReportedFailure.into())
 }
 
 fn selected(blocks: &[NamedBlock], filter: Option<&str>) -> Vec<NamedBlock> {

@@ -35,6 +35,9 @@ pub struct Context {
     pub device: DeviceChoice,
     /// The settings a GPU is opened with.
     pub gpu_options: GpuOptions,
+    /// The most memory the process may hold while the program runs (`tl run
+    /// --max-memory`); none: only what the machine has.
+    pub memory_limit: Option<u64>,
 }
 
 /// How the runtime finds the default model's file.
@@ -53,6 +56,7 @@ impl Context {
             interrupt: Arc::new(AtomicBool::new(false)),
             device: DeviceChoice::Auto,
             gpu_options: GpuOptions::default(),
+            memory_limit: None,
         }
     }
 
@@ -68,7 +72,43 @@ impl Context {
             interrupt: Arc::new(AtomicBool::new(false)),
             device: DeviceChoice::Auto,
             gpu_options: GpuOptions::default(),
+            memory_limit: None,
         }
+    }
+
+    /// Errors unless `bytes` more for `what` fit: in the memory budget, given
+    /// what the process holds now, and in what can be allocated (see
+    /// [`tl_engine::memory::check_allocation`]).
+    pub fn check_memory(&self, what: &str, bytes: u64) -> crate::error::Result<()> {
+        self.check_budget(bytes)?;
+        tl_engine::memory::check_allocation(what, bytes)
+            .map_err(|e| crate::error::LangError::user(e.to_string()))
+    }
+
+    /// Errors when the process holds, or with `more` bytes would hold, more
+    /// than the memory budget.
+    pub fn check_budget(&self, more: u64) -> crate::error::Result<()> {
+        let Some(limit) = self.memory_limit else {
+            return Ok(());
+        };
+        let Some(held) = tl_engine::memory::resident_bytes() else {
+            return Ok(());
+        };
+        if held.saturating_add(more) <= limit {
+            return Ok(());
+        }
+        let format = tl_engine::memory::format_bytes;
+        let asked = if more > 0 {
+            format!(" and asks for {} more", format(more))
+        } else {
+            String::new()
+        };
+        Err(crate::error::LangError::user(format!(
+            "the program holds {}{asked}, over its memory budget of {}",
+            format(held),
+            format(limit)
+        ))
+        .with_hint("raise it with `--max-memory`, or keep fewer or smaller tensors alive"))
     }
 
     /// A path as the program wrote it, resolved against the script's folder.

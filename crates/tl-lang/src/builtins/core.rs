@@ -21,7 +21,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "print(format_or_value, args...)",
         min_args: 0,
         max_args: VARIADIC,
-        summary: "Prints a line: a format string filled with the arguments (`{}`, `{name}`, `{:.3}`), or the values separated by spaces.",
+        summary: "Prints a line: a string literal is a format string filled with the arguments (`{}`, `{name}`, `{:.3}`); otherwise the values, a computed string verbatim, separated by spaces.",
         call: print,
     },
     Builtin {
@@ -109,7 +109,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "assert_eq(actual, expected)",
         min_args: 2,
         max_args: 2,
-        summary: "Fails unless the two values are equal (tensors: same shape and elements), showing both.",
+        summary: "Fails unless the two values are equal (tensors: same element type, shape and elements; a tensor and a list: same shape and elements), showing both.",
         call: assert_eq,
     },
     Builtin {
@@ -321,15 +321,23 @@ fn assert_eq(_: &mut Context, args: &Args) -> Result<Value> {
     if values_equal(actual, expected)? {
         return Ok(Value::None);
     }
+    let (actual_type, expected_type) = (actual.type_name(), expected.type_name());
+    let what = if matches!((actual, expected), (Value::Tensor(_), Value::Tensor(_)))
+        && actual_type != expected_type
+    {
+        format!("types differ ({actual_type} vs {expected_type})")
+    } else {
+        "values differ".to_string()
+    };
     Err(LangError::at(
-        format!("assertion failed: values differ\n  actual:   {actual}\n  expected: {expected}"),
+        format!("assertion failed: {what}\n  actual:   {actual}\n  expected: {expected}"),
         args.call,
     ))
 }
 
-/// Equality as `assert_eq` means it: a tensor equals anything with the same
-/// shape and elements (another tensor of any element type, or a nested list);
-/// everything else as `==` compares it.
+/// Equality as `assert_eq` means it: a tensor equals another tensor with the
+/// same element type, shape and elements, or a nested list with the same shape
+/// and elements; everything else as `==` compares it.
 fn values_equal(a: &Value, b: &Value) -> Result<bool> {
     equal_at(a, b, 0)
 }
@@ -345,6 +353,7 @@ fn equal_at(a: &Value, b: &Value, depth: usize) -> Result<bool> {
         )));
     }
     match (a, b) {
+        (Value::Tensor(x), Value::Tensor(y)) if x.dtype() != y.dtype() => Ok(false),
         (Value::Tensor(_), _) | (_, Value::Tensor(_)) => {
             let (x, y) = (
                 crate::convert::value_to_dense(a)?,
@@ -537,5 +546,19 @@ mod tests {
             list
         };
         assert!(error("assert_eq", vec![cyclic(), cyclic()]).contains("nested more than"));
+    }
+
+    #[test]
+    fn assert_eq_compares_element_types() {
+        let int_tensor = || call("tensor", vec![ints(&[1, 0])]).unwrap();
+        let floats = call("tensor", vec![ints(&[1, 0]), Value::str("float32")]).unwrap();
+        let bools = call("tensor", vec![ints(&[1, 0]), Value::str("bool")]).unwrap();
+        assert!(call("assert_eq", vec![int_tensor(), int_tensor()]).is_ok());
+        for other in [floats, bools] {
+            let message = error("assert_eq", vec![int_tensor(), other]);
+            assert!(message.contains("types differ (int64[2] vs"), "{message}");
+        }
+        // A list has no element type of its own: it matches by value.
+        assert!(call("assert_eq", vec![int_tensor(), ints(&[1, 0])]).is_ok());
     }
 }

@@ -71,7 +71,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "tensor(data, dtype = none) -> tensor",
         min_args: 1,
         max_args: 2,
-        summary: "A tensor from a number or a nested list of numbers (int64 if all ints, else float32), optionally converted to `dtype`.",
+        summary: "A tensor from a number or a nested list of numbers (int64 if all ints, bool if all bools, else float32), optionally converted to `dtype`.",
         call: tensor,
     },
     Builtin {
@@ -84,10 +84,10 @@ pub const TABLE: &[Builtin] = &[
     },
 ];
 
-fn zeros(_: &mut Context, args: &Args) -> Result<Value> {
+fn zeros(ctx: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let dtype = dtype_arg(args, 1, DType::F32)?;
-    check_memory(checked_numel(&shape)?, dtype)?;
+    check_memory(ctx, checked_numel(&shape)?, dtype)?;
     Ok(Value::tensor(CandleTensor::zeros(
         shape,
         candle_dtype(dtype),
@@ -95,10 +95,10 @@ fn zeros(_: &mut Context, args: &Args) -> Result<Value> {
     )?))
 }
 
-fn ones(_: &mut Context, args: &Args) -> Result<Value> {
+fn ones(ctx: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let dtype = dtype_arg(args, 1, DType::F32)?;
-    check_memory(checked_numel(&shape)?, dtype)?;
+    check_memory(ctx, checked_numel(&shape)?, dtype)?;
     Ok(Value::tensor(CandleTensor::ones(
         shape,
         candle_dtype(dtype),
@@ -106,10 +106,10 @@ fn ones(_: &mut Context, args: &Args) -> Result<Value> {
     )?))
 }
 
-fn full(_: &mut Context, args: &Args) -> Result<Value> {
+fn full(ctx: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let dtype = dtype_arg(args, 2, DType::F32)?;
-    check_memory(checked_numel(&shape)?, dtype)?;
+    check_memory(ctx, checked_numel(&shape)?, dtype)?;
     let value = literal_as(args.value(1)?, dtype).map_err(|e| LangError {
         message: format!("cannot fill a {} tensor: {}", dtype.keyword(), e.message),
         span: Some(span(args, 1)),
@@ -118,7 +118,7 @@ fn full(_: &mut Context, args: &Args) -> Result<Value> {
     Ok(Value::tensor(value.broadcast_as(shape)?.contiguous()?))
 }
 
-fn arange(_: &mut Context, args: &Args) -> Result<Value> {
+fn arange(ctx: &mut Context, args: &Args) -> Result<Value> {
     // `arange(n, "float32")`: a string second argument is the dtype.
     let dtype_second = matches!(args.values.get(1), Some(Value::Str(_)));
     let (start, end, step, dtype_at) = match args.len() {
@@ -140,8 +140,8 @@ fn arange(_: &mut Context, args: &Args) -> Result<Value> {
     };
     let step_at = if args.len() > 2 { 2 } else { 0 };
     let counted = match (start, end, step) {
-        (Value::Int(a), Value::Int(b), Value::Int(s)) => int_range(a, b, s),
-        (a, b, s) => float_range(as_f64(&a), as_f64(&b), as_f64(&s)),
+        (Value::Int(a), Value::Int(b), Value::Int(s)) => int_range(ctx, a, b, s),
+        (a, b, s) => float_range(ctx, as_f64(&a), as_f64(&b), as_f64(&s)),
     }
     .map_err(at_arg(args, step_at))?;
     match dtype_at {
@@ -156,14 +156,10 @@ fn arange(_: &mut Context, args: &Args) -> Result<Value> {
 /// Errors unless `count` values of `dtype` fit in the memory available, for
 /// tensors large enough to matter (see `tl_engine::memory`): candle's
 /// allocation would abort the process, or the OOM killer end it, instead.
-fn check_memory(count: usize, dtype: DType) -> Result<()> {
+fn check_memory(ctx: &Context, count: usize, dtype: DType) -> Result<()> {
     // `count` is at most MAX_ELEMENTS and a value at most 8 bytes: no overflow.
     let bytes = count as u64 * candle_dtype(dtype).size_in_bytes() as u64;
-    if bytes < tl_engine::memory::CHECKED_ALLOCATION_BYTES {
-        return Ok(());
-    }
-    tl_engine::memory::check_available("making the tensor", &[("its values", bytes)])
-        .map_err(|e| LangError::user(e.to_string()))
+    ctx.check_memory("the tensor's values", bytes)
 }
 
 fn as_f64(v: &Value) -> f64 {
@@ -174,7 +170,7 @@ fn as_f64(v: &Value) -> f64 {
     }
 }
 
-fn int_range(start: i64, end: i64, step: i64) -> Result<CandleTensor> {
+fn int_range(ctx: &Context, start: i64, end: i64, step: i64) -> Result<CandleTensor> {
     if step == 0 {
         return Err(LangError::user("the step of arange must not be 0"));
     }
@@ -186,20 +182,20 @@ fn int_range(start: i64, end: i64, step: i64) -> Result<CandleTensor> {
         0
     };
     let count = element_count(count as f64)?;
-    check_memory(count, DType::I64)?;
+    check_memory(ctx, count, DType::I64)?;
     let values: Vec<i64> = (0..count as i128)
         .map(|k| (start as i128 + k * step as i128) as i64)
         .collect();
     Ok(CandleTensor::from_vec(values, count, &Device::Cpu)?)
 }
 
-fn float_range(start: f64, end: f64, step: f64) -> Result<CandleTensor> {
+fn float_range(ctx: &Context, start: f64, end: f64, step: f64) -> Result<CandleTensor> {
     if step == 0.0 {
         return Err(LangError::user("the step of arange must not be 0"));
     }
     let count = ((end - start) / step).ceil();
     let count = element_count(if count.is_nan() { 0.0 } else { count.max(0.0) })?;
-    check_memory(count, DType::F32)?;
+    check_memory(ctx, count, DType::F32)?;
     let values: Vec<f32> = (0..count)
         .map(|k| (start + k as f64 * step) as f32)
         .collect();
@@ -215,11 +211,11 @@ fn element_count(count: f64) -> Result<usize> {
     Ok(count as usize)
 }
 
-fn rand(_: &mut Context, args: &Args) -> Result<Value> {
+fn rand(ctx: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let mut rng = seeded(args, 1)?;
     let count = checked_numel(&shape)?;
-    check_memory(count, DType::F32)?;
+    check_memory(ctx, count, DType::F32)?;
     // The largest f32 below 1: an f64 just under 1 would round up to 1.0.
     let below_one = 1.0 - f32::EPSILON / 2.0;
     let values: Vec<f32> = (0..count)
@@ -232,12 +228,12 @@ fn rand(_: &mut Context, args: &Args) -> Result<Value> {
     )?))
 }
 
-fn randn(_: &mut Context, args: &Args) -> Result<Value> {
+fn randn(ctx: &mut Context, args: &Args) -> Result<Value> {
     let shape = shape_arg(args, 0)?;
     let mut rng = seeded(args, 1)?;
     let std = args.opt_float(2)?.unwrap_or(1.0);
     let count = checked_numel(&shape)?;
-    check_memory(count, DType::F32)?;
+    check_memory(ctx, count, DType::F32)?;
     let mut values = Vec::with_capacity(count + 1);
     // Box–Muller: two uniforms give two independent normals.
     while values.len() < count {
@@ -287,11 +283,11 @@ fn tensor(_: &mut Context, args: &Args) -> Result<Value> {
     Ok(Value::tensor(dense))
 }
 
-fn eye(_: &mut Context, args: &Args) -> Result<Value> {
+fn eye(ctx: &mut Context, args: &Args) -> Result<Value> {
     let n = args.usize(0)?;
     let count = checked_numel(&[n, n]).map_err(at_arg(args, 0))?;
     let dtype = dtype_arg(args, 1, DType::F32)?;
-    check_memory(count, dtype)?;
+    check_memory(ctx, count, dtype)?;
     let identity = CandleTensor::eye(n, CandleDType::U8, &Device::Cpu)?;
     Ok(Value::tensor(cast(&identity, dtype)?))
 }

@@ -7,7 +7,7 @@
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 use half::f16;
 use rayon::prelude::*;
-use tl_engine::ops::{attend_head, rms_norm as engine_rms_norm, RopeTable};
+use tl_engine::ops::{attend_head, rms_norm as engine_rms_norm, RopeStyle, RopeTable};
 
 use super::tensor_args::at_call;
 use super::{Args, Builtin, Context};
@@ -37,10 +37,10 @@ pub const TABLE: &[Builtin] = &[
     },
     Builtin {
         name: "rope",
-        signature: "rope(x, start, theta = 10000.0, freq_factors = none) -> tensor",
+        signature: "rope(x, start, theta = 10000.0, freq_factors = none, style = \"adjacent\") -> tensor",
         min_args: 2,
-        max_args: 4,
-        summary: "Rotary position embedding of x[seq, heads, head_dim] (or x[seq, head_dim]): row i is rotated for position start + i, adjacent pairs, llama.cpp's arithmetic.",
+        max_args: 5,
+        summary: "Rotary position embedding of x[seq, heads, head_dim] (or x[seq, head_dim]): row i is rotated for position start + i, llama.cpp's arithmetic. style \"adjacent\" pairs elements 2i and 2i+1 (llama GGUF files); \"neox\" pairs i and i + head_dim/2, the half-split layout of Qwen2/3 and Hugging Face.",
         call: rope,
     },
     Builtin {
@@ -114,7 +114,7 @@ fn linear(_: &mut Context, args: &Args) -> Result<Value> {
             q.linear()?.forward(&values, &mut out)?;
             CandleTensor::from_vec(out, out_dims, &Device::Cpu)?
         }
-        Tensor::Dense(_) | Tensor::Gpu(_) => {
+        Tensor::Dense(_) | Tensor::Owned(_) | Tensor::Gpu(_) => {
             let w = weight.to_dense()?;
             let x = x.to_dense()?;
             if x.dtype() != w.dtype() {
@@ -215,8 +215,19 @@ fn rope(_: &mut Context, args: &Args) -> Result<Value> {
             ),
         ));
     }
+    let style = match args.opt_str(4)?.unwrap_or("adjacent") {
+        "adjacent" => RopeStyle::Adjacent,
+        "neox" => RopeStyle::Halves,
+        other => {
+            return Err(args.error(
+                4,
+                format!("unknown rope style \"{other}\": use \"adjacent\" or \"neox\""),
+            ))
+        }
+    };
     let table = RopeTable::for_positions(head_dim, theta, factors.as_deref(), start, seq)
-        .map_err(|e| args.error(3, e.to_string()))?;
+        .map_err(|e| args.error(3, e.to_string()))?
+        .with_style(style);
     if let Some(g) = f32_gpu(&x) {
         let out = g.ops.rope(&g.tensor, &table, start)?;
         return Ok(Value::Tensor(GpuValue::tensor(&g.ops, out)));
@@ -384,7 +395,9 @@ fn embedding(_: &mut Context, args: &Args) -> Result<Value> {
     let ids = CandleTensor::new(ids.as_slice(), &Device::Cpu)?;
     let rows = match &table {
         Tensor::Quantized(q) => q.qtensor()?.embedding(&ids)?,
-        Tensor::Dense(_) | Tensor::Gpu(_) => table.to_dense()?.index_select(&ids, 0)?,
+        Tensor::Dense(_) | Tensor::Owned(_) | Tensor::Gpu(_) => {
+            table.to_dense()?.index_select(&ids, 0)?
+        }
     };
     Ok(Value::tensor(rows))
 }

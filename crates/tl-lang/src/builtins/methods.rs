@@ -223,11 +223,11 @@ fn cache_method(cache: &mut CacheHandle, args: &Args) -> Option<Result<Value>> {
         "len" => expect_args(args, 0, 0).map(|_| Value::Int(cache.cache.len() as i64)),
         "capacity" => expect_args(args, 0, 0).map(|_| Value::Int(cache.cache.capacity() as i64)),
         "truncate" => expect_args(args, 1, 1).and_then(|_| {
-            cache.cache.truncate(args.usize(0)?);
+            cache.truncate(args.usize(0)?);
             Ok(Value::None)
         }),
         "clear" => expect_args(args, 0, 0).map(|_| {
-            cache.cache.truncate(0);
+            cache.truncate(0);
             Value::None
         }),
         _ => return None,
@@ -314,6 +314,11 @@ fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
                 .map_err(fail)?;
         }
     }
+    // Storing at `position` starts the sequence over from there: what lay
+    // beyond the new rows belongs to the old one.
+    if let Some(stored) = cache.stored.get_mut(layer) {
+        *stored = position + seq;
+    }
     if layer + 1 == cache.layers {
         cache.cache.commit(position + seq);
     }
@@ -321,18 +326,22 @@ fn cache_store(cache: &mut CacheHandle, args: &Args) -> Result<Value> {
 }
 
 /// `cache.keys(layer, end)` / `cache.values(layer, end)`: positions 0..end as
-/// float16[kv_heads, end, head_dim] (on the GPU when the cache is).
+/// float16[kv_heads, end, head_dim] (on the GPU when the cache is). Positions
+/// the current sequence has not filled (never stored, or cut by `truncate`)
+/// are refused rather than read stale.
 fn cache_read(cache: &CacheHandle, args: &Args) -> Result<Value> {
     let layer = check_layer(cache, args)?;
     let end = args.usize(1)?;
-    if end > cache.cache.capacity() {
+    let readable = cache.readable(layer);
+    if end > readable {
         return Err(args.error(
             1,
             format!(
-                "end {end} is beyond the cache's capacity {}",
+                "end {end} is past what layer {layer} of the cache holds: positions 0..{readable} (of capacity {})",
                 cache.cache.capacity()
             ),
-        ));
+        )
+        .with_hint("store positions before reading them; `truncate` forgets those after its length"));
     }
     let half = if args.name == "keys" {
         KvHalf::Keys

@@ -203,6 +203,7 @@ fn new_cache(_: &mut Context, args: &Args) -> Result<Value> {
             layers: c.block_count,
             kv_heads: c.head_count_kv,
             head_dim: c.head_dim,
+            stored: vec![0; c.block_count],
         },
     )))))
 }

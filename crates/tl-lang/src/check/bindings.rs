@@ -1,12 +1,14 @@
 //! Bindings: `let` with its annotation, and assignment to variables, fields
-//! and indexed places. Assignment converts nothing at run time, so a variable
-//! assigned a value of another type may hold either afterwards.
+//! and indexed places. An untyped variable assigned a value of another type
+//! may hold either afterwards; a struct field must keep its declared type
+//! (typed variables are held to theirs at run time).
 
 use tl_syntax::ast::{BinaryOp, Expr, ExprKind, Ident, TypeExpr};
 use tl_syntax::{Diagnostic, Span};
 
 use super::body::{Binding, Body};
 use super::coerce::{contradiction, DimBindings};
+use super::decls::Global;
 use super::ty::{StaticDim, Ty};
 
 impl Body<'_, '_> {
@@ -85,14 +87,46 @@ impl Body<'_, '_> {
         };
         match &target.kind {
             ExprKind::Var(name) => {
+                if !self.is_local(name) {
+                    self.check_global_assignment(name, &new_ty, value.span);
+                }
                 self.assign(name, Binding { ty: new_ty, dim });
             }
             ExprKind::Field { field, .. } => {
                 if let Some(struct_name) = base_struct {
+                    self.check_field_assignment(&struct_name, field, &new_ty, value.span);
                     self.pass.assigned.field(&struct_name, &field.name, &new_ty);
                 }
             }
             _ => {}
+        }
+    }
+}
+
+impl Body<'_, '_> {
+    /// `global = value`: the value must fit the global tensor's declared type.
+    fn check_global_assignment(&mut self, name: &str, new: &Ty, span: Span) {
+        let declared = self.decls().globals.iter().rev().find_map(|g| match g {
+            Global::Tensor(t) if t.name.name == name => Some(&t.ty),
+            _ => None,
+        });
+        if let Some(m) = declared.and_then(|ty| contradiction(new, ty, &mut DimBindings::new())) {
+            let context = format!("global tensor `{name}`");
+            self.report_mismatch(m, span, Some(&context));
+        }
+    }
+
+    /// `s.field = value`: the value must fit the field's declared type.
+    fn check_field_assignment(&mut self, struct_name: &str, field: &Ident, new: &Ty, span: Span) {
+        let Some(decl) = self.decls().structs.get(struct_name).copied() else {
+            return;
+        };
+        let Some(declared) = decl.fields.iter().find(|f| f.name.name == field.name) else {
+            return;
+        };
+        if let Some(m) = contradiction(new, &declared.ty, &mut DimBindings::new()) {
+            let context = format!("field `{}` of `{struct_name}`", field.name);
+            self.report_mismatch(m, span, Some(&context));
         }
     }
 }

@@ -105,6 +105,11 @@ impl<'p, 'a> Body<'p, 'a> {
             .map(|(_, ty)| Binding::of(ty.clone()))
     }
 
+    /// Whether `name` is a variable of this body (not a global).
+    pub fn is_local(&self, name: &str) -> bool {
+        self.scopes.iter().any(|s| s.contains_key(name))
+    }
+
     fn visible_globals(&self) -> &[(String, Ty)] {
         let end = self.visible_globals.min(self.pass.globals.len());
         &self.pass.globals[..end]

@@ -198,20 +198,39 @@ fn literal_data_shape(data: &Expr) -> Option<Vec<StaticDim>> {
 /// The element type nested literals make: int64 when every element is an int
 /// literal, float32 when they are number literals with a float among them.
 fn literal_data_dtype(data: &Expr) -> Option<DType> {
-    fn leaves(e: &Expr, ints: &mut bool, numbers: &mut bool) {
+    /// Which kinds of literal the leaves are, as the interpreter reads them.
+    #[derive(Default)]
+    struct Leaves {
+        ints: bool,
+        floats: bool,
+        bools: bool,
+        others: bool,
+    }
+    fn visit(e: &Expr, seen: &mut Leaves) {
         match &e.kind {
-            ExprKind::List(items) => items.iter().for_each(|i| leaves(i, ints, numbers)),
-            ExprKind::Int(_) => {}
-            ExprKind::Float(_) => *ints = false,
-            _ => *numbers = false,
+            ExprKind::List(items) => items.iter().for_each(|i| visit(i, seen)),
+            ExprKind::Int(_) => seen.ints = true,
+            ExprKind::Float(_) => seen.floats = true,
+            ExprKind::Bool(_) => seen.bools = true,
+            _ => seen.others = true,
         }
     }
-    let (mut ints, mut numbers) = (true, true);
-    leaves(data, &mut ints, &mut numbers);
-    match (numbers, ints) {
-        (false, _) => None,
-        (true, true) => Some(DType::I64),
-        (true, false) => Some(DType::F32),
+    let mut seen = Leaves::default();
+    visit(data, &mut seen);
+    match seen {
+        Leaves { others: true, .. } => None,
+        Leaves {
+            bools: true,
+            ints: false,
+            floats: false,
+            ..
+        } => Some(DType::Bool),
+        Leaves {
+            floats: false,
+            bools: false,
+            ..
+        } => Some(DType::I64),
+        _ => Some(DType::F32),
     }
 }
 

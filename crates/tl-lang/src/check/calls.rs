@@ -111,6 +111,8 @@ impl Body<'_, '_> {
             return Ty::Unknown;
         };
         let mut given = HashSet::new();
+        // Named dimensions bind across the fields, as at run time.
+        let mut bound = DimBindings::new();
         for ((field, expr), ty) in fields.iter().zip(&values) {
             let Some(declared) = decl.fields.iter().find(|f| f.name.name == field.name) else {
                 let error = Diagnostic::error(
@@ -131,7 +133,7 @@ impl Body<'_, '_> {
                 ));
                 continue;
             }
-            if let Some(m) = contradiction(ty, &declared.ty, &mut DimBindings::new()) {
+            if let Some(m) = contradiction(ty, &declared.ty, &mut bound) {
                 let context = format!("field `{}` of `{}`", field.name, name.name);
                 self.report_mismatch(m, expr.span, Some(&context));
             }

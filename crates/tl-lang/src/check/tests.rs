@@ -245,6 +245,37 @@ fn fields_assigned_another_type_become_unknown() {
     assert_eq!(main_type(src), Ty::Unknown);
     let src = r#"struct P { x: float } main { let p = P { x: 1.0 }; p.x = 2.0; p.x }"#;
     assert_eq!(main_type(src), Ty::Float);
+    // The assignment itself is the error, reported once, not again at each use.
     let src = r#"struct P { x: float } fn f(p: P) { p.x = "s"; } main { let p = P { x: 1.0 }; f(p); print(p.x + "!"); }"#;
-    assert!(messages(src).is_empty(), "{:?}", messages(src));
+    assert_eq!(
+        messages(src),
+        ["field `x` of `P`: expected float, found string"]
+    );
+}
+
+#[test]
+fn a_field_assignment_must_fit_the_declared_type() {
+    let found = messages("struct S { a: int } main { let s = S { a: 1 }; s.a = \"x\"; }");
+    assert!(
+        found.iter().any(|m| m.contains("field `a` of `S`")),
+        "{found:?}"
+    );
+    let fine = messages("struct S { a: float } main { let s = S { a: 1.0 }; s.a = 2; }");
+    assert!(fine.is_empty(), "{fine:?}");
+}
+
+#[test]
+fn named_dimensions_bind_across_a_struct_literals_fields() {
+    let decl = "struct Linear { w: float32[i, o], b: float32[o] }";
+    let found = messages(&format!(
+        "{decl} main {{ let l = Linear {{ w: zeros([2, 3]), b: zeros([4]) }}; }}"
+    ));
+    assert!(
+        found.iter().any(|m| m.contains("field `b` of `Linear`")),
+        "{found:?}"
+    );
+    let fine = messages(&format!(
+        "{decl} main {{ let l = Linear {{ w: zeros([2, 3]), b: zeros([3]) }}; }}"
+    ));
+    assert!(fine.is_empty(), "{fine:?}");
 }

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use tl_syntax::ast::{Expr, ExprKind, FnDecl, Ident};
 use tl_syntax::Span;
 
-use super::{types, Flow, Interpreter, Unwind, MAX_CALL_DEPTH};
+use super::{types, DeclaredType, Flow, Interpreter, Scope, Unwind, MAX_CALL_DEPTH};
 use crate::builtins::{self, Args, Builtin};
 use crate::error::LangError;
 use crate::value::Value;
@@ -23,8 +23,8 @@ impl Interpreter {
             return Err(self.unknown_name(&callee.name, callee.span).into());
         };
         let (mut values, spans) = self.eval_args(args)?;
-        if matches!(callee.name.as_str(), "print" | "write" | "format") {
-            self.interpolate_names(args, &mut values)?;
+        if is_formatting(&callee.name) {
+            self.prepare_template(args.first(), &mut values)?;
         }
         self.call_builtin(builtin, &values, &spans, span)
     }
@@ -38,19 +38,34 @@ impl Interpreter {
         Ok((values, args.iter().map(|a| a.span).collect()))
     }
 
-    /// `print("{x}")`: fills named placeholders of a literal format string from
-    /// the variables in scope, leaving `{}` placeholders to the arguments.
-    fn interpolate_names(&mut self, args: &[Expr], values: &mut [Value]) -> Flow<()> {
-        let Some(Expr {
-            kind: ExprKind::Str(template),
-            span,
-        }) = args.first()
-        else {
-            return Ok(());
-        };
-        let filled = super::format::fill_named(template, |name| self.lookup(name, *span).ok())
-            .map_err(|e| e.or_at(*span))?;
-        values[0] = Value::str(filled);
+    /// Only a string literal is a format string. `print("{x}")` fills the
+    /// literal's named placeholders from the variables in scope, leaving `{}`
+    /// placeholders to the arguments; a string computed at run time (a model's
+    /// reply, a line read from input) has its braces escaped so that it prints
+    /// verbatim.
+    pub(crate) fn prepare_template(
+        &mut self,
+        first: Option<&Expr>,
+        values: &mut [Value],
+    ) -> Flow<()> {
+        match (first, values.first()) {
+            (
+                Some(Expr {
+                    kind: ExprKind::Str(template),
+                    span,
+                }),
+                _,
+            ) => {
+                let filled =
+                    super::format::fill_named(template, |name| self.lookup(name, *span).ok())
+                        .map_err(|e| e.or_at(*span))?;
+                values[0] = Value::str(filled);
+            }
+            (_, Some(Value::Str(text))) => {
+                values[0] = Value::str(super::format::escape_braces(text));
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -92,14 +107,15 @@ impl Interpreter {
         spans: &[Span],
         span: Span,
     ) -> Flow<Value> {
-        let mut frame = HashMap::new();
-        let params = match receiver {
+        let mut frame = Scope::default();
+        let first_param = match receiver {
             Some(receiver) => {
-                frame.insert("self".to_string(), receiver);
-                &decl.params[1..]
+                frame.vars.insert("self".to_string(), receiver);
+                1
             }
-            None => &decl.params[..],
+            None => 0,
         };
+        let params = &decl.params[first_param..];
         if values.len() != params.len() {
             return Err(arity_error(
                 &decl.name.name,
@@ -132,12 +148,17 @@ impl Interpreter {
                 })?,
                 None => value,
             };
-            frame.insert(param.name.name.clone(), value);
+            if param.ty.is_some() {
+                let declared = DeclaredType::Param(Rc::clone(decl), first_param + i);
+                frame.types.insert(param.name.name.clone(), declared);
+            }
+            frame.vars.insert(param.name.name.clone(), value);
         }
         // Named dimensions of the signature are ints in the body: `fn f(x: float32[n, d])`
         // can use `n` and `d` (a parameter of the same name wins).
         for (name, size) in &dims {
             frame
+                .vars
                 .entry(name.clone())
                 .or_insert(Value::Int(*size as i64));
         }
@@ -180,6 +201,9 @@ impl Interpreter {
             return Err(self.unknown_name(&name.name, name.span).into());
         };
         let mut values = Vec::with_capacity(decl.fields.len());
+        // Named dimensions bind across the fields: `w: float32[i, o]` and
+        // `b: float32[o]` agree on `o`.
+        let mut dims = HashMap::new();
         for (field, expr) in fields {
             let Some(declared) = decl.fields.iter().find(|f| f.name.name == field.name) else {
                 return Err(LangError::at(
@@ -199,8 +223,11 @@ impl Interpreter {
                 .into());
             }
             let value = self.eval(expr)?;
-            let value = types::coerce(value, &declared.ty, &mut HashMap::new())
-                .map_err(|e| e.or_at(expr.span))?;
+            let value = types::coerce(value, &declared.ty, &mut dims).map_err(|e| {
+                let mut e = e.or_at(expr.span);
+                e.message = format!("field `{}` of `{}`: {}", field.name, name.name, e.message);
+                e
+            })?;
             values.push((field.name.clone(), value));
         }
         if let Some(missing) = decl
@@ -225,4 +252,9 @@ impl Interpreter {
 
 fn arity_error(name: &str, min: usize, max: usize, given: usize, span: Span) -> LangError {
     LangError::at(crate::error::arity_message(name, min, max, given), span)
+}
+
+/// Whether the builtin `name` takes a format string as its first argument.
+pub(crate) fn is_formatting(name: &str) -> bool {
+    matches!(name, "print" | "write" | "format")
 }

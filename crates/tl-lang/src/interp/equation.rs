@@ -56,7 +56,7 @@ impl Interpreter {
         } else if self.is_variable(eq.name) {
             self.set_variable(eq.name, value, eq.name_span)?;
         } else {
-            self.declare(eq.name, value);
+            self.declare(eq.name, value, None);
         }
         Ok(())
     }

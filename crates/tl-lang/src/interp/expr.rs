@@ -1,10 +1,8 @@
 //! Evaluating expressions and blocks.
 
-use std::collections::HashMap;
+use tl_syntax::ast::{BinaryOp, Block, Expr, ExprKind, IndexArg, TypeExpr};
 
-use tl_syntax::ast::{BinaryOp, Block, Expr, ExprKind, IndexArg};
-
-use super::{Flow, Interpreter};
+use super::{types, DeclaredType, Flow, Interpreter, Scope};
 use crate::error::LangError;
 use crate::indexing::{self, IndexValue};
 use crate::ops;
@@ -80,7 +78,7 @@ impl Interpreter {
 
     /// Runs a block in a new scope; its value is its tail's (or `none`).
     pub(crate) fn eval_block(&mut self, block: &Block) -> Flow<Value> {
-        self.scopes.push(HashMap::new());
+        self.scopes.push(Scope::default());
         let result = self.eval_block_body(block);
         self.scopes.pop();
         result
@@ -179,7 +177,7 @@ impl Interpreter {
 
     /// The value of a variable: the running frame's scopes, then the globals.
     pub(crate) fn lookup(&self, name: &str, span: tl_syntax::Span) -> Flow<Value> {
-        if let Some(value) = self.scopes.iter().rev().find_map(|s| s.get(name)) {
+        if let Some(value) = self.scopes.iter().rev().find_map(|s| s.vars.get(name)) {
             return Ok(value.clone());
         }
         if let Some(value) = self.globals.get(name) {
@@ -208,12 +206,31 @@ impl Interpreter {
         value: Value,
         span: tl_syntax::Span,
     ) -> Flow<()> {
-        if let Some(slot) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(name)) {
-            *slot = value;
+        let at_assignment = |e: LangError| LangError {
+            message: format!("cannot assign to `{name}`: {}", e.message),
+            span: Some(span),
+            ..e
+        };
+        if let Some(scope) = self
+            .scopes
+            .iter_mut()
+            .rev()
+            .find(|s| s.vars.contains_key(name))
+        {
+            let Some(slot) = scope.vars.get_mut(name) else {
+                return Err(LangError::internal("a variable left its scope").into());
+            };
+            *slot = match scope.types.get(name).and_then(DeclaredType::get) {
+                Some(ty) => types::reassign(slot, value, ty).map_err(at_assignment)?,
+                None => value,
+            };
             return Ok(());
         }
         if let Some(slot) = self.globals.get_mut(name) {
-            *slot = value;
+            *slot = match self.global_types.get(name) {
+                Some(ty) => types::reassign(slot, value, ty).map_err(at_assignment)?,
+                None => value,
+            };
             return Ok(());
         }
         Err(
@@ -223,10 +240,17 @@ impl Interpreter {
         )
     }
 
-    /// Declares a variable in the innermost scope (shadowing any outer one).
-    pub(crate) fn declare(&mut self, name: &str, value: Value) {
+    /// Declares a variable in the innermost scope (shadowing any outer one),
+    /// with the type every later assignment to it must match, if one is written.
+    pub(crate) fn declare(&mut self, name: &str, value: Value, ty: Option<&TypeExpr>) {
         if let Some(scope) = self.scopes.last_mut() {
-            scope.insert(name.to_string(), value);
+            scope.vars.insert(name.to_string(), value);
+            match ty {
+                Some(ty) => scope
+                    .types
+                    .insert(name.to_string(), DeclaredType::Written(ty.clone())),
+                None => scope.types.remove(name),
+            };
         }
     }
 }

@@ -50,6 +50,11 @@ fn pieces(template: &str) -> Result<Vec<Piece<'_>>> {
     Ok(out)
 }
 
+/// `text` as a format string that prints as `text`, with no placeholders.
+pub(crate) fn escape_braces(text: &str) -> String {
+    text.replace('{', "{{").replace('}', "}}")
+}
+
 /// Replaces `{name}` placeholders by the named values, leaving positional ones.
 pub(crate) fn fill_named(
     template: &str,
@@ -58,7 +63,7 @@ pub(crate) fn fill_named(
     let mut out = String::new();
     for piece in pieces(template)? {
         match piece {
-            Piece::Text(text) => out.push_str(&text.replace('{', "{{").replace('}', "}}")),
+            Piece::Text(text) => out.push_str(&escape_braces(text)),
             Piece::Placeholder { name: "", spec } => {
                 out.push('{');
                 if !spec.is_empty() {
@@ -72,7 +77,7 @@ pub(crate) fn fill_named(
                     LangError::user(format!("unknown name `{name}` in format string"))
                 })?;
                 let text = render(&value, spec)?;
-                out.push_str(&text.replace('{', "{{").replace('}', "}}"));
+                out.push_str(&escape_braces(&text));
             }
         }
     }

@@ -48,6 +48,9 @@ impl Interpreter {
             let mut all_values = Vec::with_capacity(values.len() + 1);
             all_values.push(target);
             all_values.extend(values);
+            if super::call::is_formatting(&method.name) {
+                self.prepare_template(Some(receiver), &mut all_values)?;
+            }
             let mut all_spans = vec![receiver.span];
             all_spans.extend(spans);
             return self.call_builtin(builtin, &all_values, &all_spans, span);

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use tl_syntax::ast::{Block, Equation, FnDecl, Item, NamedBlock, StructDecl, TensorDecl};
+use tl_syntax::ast::{Block, Equation, FnDecl, Item, NamedBlock, StructDecl, TensorDecl, TypeExpr};
 use tl_syntax::Span;
 
 use crate::builtins::Context;
@@ -52,6 +52,40 @@ impl From<LangError> for Unwind {
     }
 }
 
+/// One scope's variables, and the types written for those declared with one
+/// (`let x: T`, a typed parameter): every later assignment must match it.
+#[derive(Default)]
+pub(crate) struct Scope {
+    vars: HashMap<String, Value>,
+    types: HashMap<String, DeclaredType>,
+}
+
+/// Where a variable's written type lives: copied from a `let`, or the called
+/// function's parameter (shared, so a call copies no types).
+pub(crate) enum DeclaredType {
+    Written(TypeExpr),
+    Param(Rc<FnDecl>, usize),
+}
+
+impl DeclaredType {
+    fn get(&self) -> Option<&TypeExpr> {
+        match self {
+            DeclaredType::Written(ty) => Some(ty),
+            DeclaredType::Param(decl, i) => decl.params.get(*i)?.ty.as_ref(),
+        }
+    }
+}
+
+impl Scope {
+    /// A scope holding one untyped variable (a `for` loop's).
+    fn with(name: &str, value: Value) -> Self {
+        Scope {
+            vars: HashMap::from([(name.to_string(), value)]),
+            types: HashMap::new(),
+        }
+    }
+}
+
 /// Evaluation result inside the interpreter.
 pub(crate) type Flow<T> = std::result::Result<T, Unwind>;
 
@@ -63,6 +97,8 @@ pub struct Interpreter {
     structs: HashMap<String, Rc<StructDecl>>,
     methods: HashMap<(String, String), Rc<FnDecl>>,
     globals: HashMap<String, Value>,
+    /// The types written for the global tensors.
+    global_types: HashMap<String, TypeExpr>,
     /// The relations, closed under the rules (none without logic items).
     logic: Option<Rc<Logic>>,
     /// Every logic item defined so far, to rebuild the relations when more come.
@@ -71,9 +107,16 @@ pub struct Interpreter {
     tests: Vec<NamedBlock>,
     benches: Vec<NamedBlock>,
     /// Scopes of the running frame, innermost last.
-    scopes: Vec<HashMap<String, Value>>,
+    scopes: Vec<Scope>,
     depth: usize,
+    /// Loop iterations and calls since the memory budget was last compared
+    /// with what the process holds.
+    since_budget_check: std::cell::Cell<u32>,
 }
+
+/// Loop iterations and calls between two checks of the memory budget (a check
+/// reads `/proc/self/status`, some microseconds).
+const BUDGET_CHECK_INTERVAL: u32 = 1024;
 
 impl Interpreter {
     /// An interpreter with nothing declared.
@@ -84,13 +127,15 @@ impl Interpreter {
             structs: HashMap::new(),
             methods: HashMap::new(),
             globals: HashMap::new(),
+            global_types: HashMap::new(),
             logic: None,
             logic_items: Vec::new(),
             main: None,
             tests: Vec::new(),
             benches: Vec::new(),
-            scopes: vec![HashMap::new()],
+            scopes: vec![Scope::default()],
             depth: 0,
+            since_budget_check: std::cell::Cell::new(0),
         }
     }
 
@@ -160,6 +205,8 @@ impl Interpreter {
         let value =
             types::coerce(value, &decl.ty, &mut HashMap::new()).map_err(|e| e.or_at(decl.span))?;
         self.globals.insert(decl.name.name.clone(), value);
+        self.global_types
+            .insert(decl.name.name.clone(), decl.ty.clone());
         Ok(())
     }
 
@@ -189,7 +236,7 @@ impl Interpreter {
 
     /// Runs one block in a fresh frame (a test, a bench iteration, `main`).
     pub fn run_block(&mut self, block: &Block) -> Result<Value> {
-        let saved = std::mem::replace(&mut self.scopes, vec![HashMap::new()]);
+        let saved = std::mem::replace(&mut self.scopes, vec![Scope::default()]);
         let result = self.eval_top(|interp| interp.eval_block(block));
         self.scopes = saved;
         result
@@ -217,7 +264,7 @@ impl Interpreter {
         let mut vars: Vec<(String, String)> = self
             .globals
             .iter()
-            .chain(self.scopes.iter().flatten())
+            .chain(self.scopes.iter().flat_map(|s| &s.vars))
             .map(|(name, value)| (name.clone(), value.type_name()))
             .collect();
         vars.sort();
@@ -230,7 +277,7 @@ impl Interpreter {
         let mut names: Vec<String> = self
             .globals
             .keys()
-            .chain(self.scopes.iter().flat_map(|s| s.keys()))
+            .chain(self.scopes.iter().flat_map(|s| s.vars.keys()))
             .chain(self.functions.keys())
             .chain(self.structs.keys())
             .cloned()
@@ -241,11 +288,20 @@ impl Interpreter {
         names
     }
 
-    /// An error when the program was asked to stop (`ctx.interrupt`); the
-    /// request is consumed, so the next input runs normally.
+    /// An error when the program was asked to stop (`ctx.interrupt`; the
+    /// request is consumed, so the next input runs normally), or, every
+    /// [`BUDGET_CHECK_INTERVAL`] loop iterations and calls, when the process
+    /// holds more than the memory budget.
     pub(crate) fn check_interrupt(&self, span: Span) -> Result<()> {
         if self.ctx.interrupt.swap(false, Ordering::Relaxed) {
             return Err(LangError::at("interrupted", span));
+        }
+        if self.ctx.memory_limit.is_some() {
+            let ticks = self.since_budget_check.get() + 1;
+            self.since_budget_check.set(ticks % BUDGET_CHECK_INTERVAL);
+            if ticks == BUDGET_CHECK_INTERVAL {
+                self.ctx.check_budget(0).map_err(|e| e.or_at(span))?;
+            }
         }
         Ok(())
     }

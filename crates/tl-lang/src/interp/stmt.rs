@@ -2,15 +2,17 @@
 //! indexed regions), loops and jumps.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use tl_syntax::ast::{Block, Expr, ExprKind, Ident, Stmt, StmtKind};
 
-use super::{types, Flow, Interpreter, Unwind};
+use super::{types, Flow, Interpreter, Scope, Unwind};
 use crate::equation::EquationRef;
 use crate::error::LangError;
 use crate::indexing;
 use crate::ops;
-use crate::value::Value;
+use crate::tensor::Tensor;
+use crate::value::{StructValue, Value};
 
 impl Interpreter {
     /// Runs one statement.
@@ -22,7 +24,7 @@ impl Interpreter {
                     value = types::coerce(value, ty, &mut HashMap::new())
                         .map_err(|e| e.or_at(stmt.span))?;
                 }
-                self.declare(&name.name, value);
+                self.declare(&name.name, value, ty.as_ref());
             }
             StmtKind::Assign {
                 target,
@@ -162,10 +164,68 @@ impl Interpreter {
 
     /// One iteration of a `for` loop, with the loop variable in its own scope.
     fn iteration(&mut self, var: &Ident, item: Value, body: &Block) -> Flow<bool> {
-        self.scopes.push(HashMap::from([(var.name.clone(), item)]));
+        self.scopes.push(Scope::with(&var.name, item));
         let result = self.loop_body(body);
         self.scopes.pop();
         result
+    }
+
+    /// `name[i, j] = value` written into the variable's tensor in place, when
+    /// the variable alone holds a tensor with storage of its own; false when
+    /// the store must make a new tensor.
+    fn store_in_place(
+        &self,
+        name: &str,
+        indices: &[indexing::IndexValue],
+        value: &Value,
+    ) -> crate::error::Result<bool> {
+        let held = self
+            .scopes
+            .iter()
+            .rev()
+            .find_map(|s| s.vars.get(name))
+            .or_else(|| self.globals.get(name));
+        match held {
+            Some(Value::Tensor(Tensor::Owned(owned))) if Rc::strong_count(owned) == 1 => {
+                indexing::store_element_in_place(owned, indices, value)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// `value` checked against the declared type of the struct's field, with
+    /// the named dimensions the struct's other fields bind.
+    fn typed_field(
+        &self,
+        target: &StructValue,
+        field: &Ident,
+        value: Value,
+        span: tl_syntax::Span,
+    ) -> Flow<Value> {
+        let Some(decl) = self.structs.get(&target.name) else {
+            return Ok(value);
+        };
+        let Some(declared) = decl.fields.iter().find(|f| f.name.name == field.name) else {
+            return Ok(value);
+        };
+        let mut dims = HashMap::new();
+        for (name, other) in &target.fields {
+            if let Some(other_decl) = decl.fields.iter().find(|f| f.name.name == *name) {
+                if *name != field.name {
+                    types::bind_dims(other, &other_decl.ty, &mut dims);
+                }
+            }
+        }
+        Ok(
+            types::coerce(value, &declared.ty, &mut dims).map_err(|e| LangError {
+                message: format!(
+                    "cannot assign to field `{}` of `{}`: {}",
+                    field.name, target.name, e.message
+                ),
+                span: Some(span),
+                ..e
+            })?,
+        )
     }
 
     /// Stores `value` into a place: a variable, a struct field, or an indexed
@@ -175,6 +235,7 @@ impl Interpreter {
             ExprKind::Var(name) => self.set_variable(name, value, target.span),
             ExprKind::Field { base, field } => match self.eval(base)? {
                 Value::Struct(s) => {
+                    let value = self.typed_field(&s.borrow(), field, value, target.span)?;
                     if s.borrow_mut().set(&field.name, value) {
                         Ok(())
                     } else {
@@ -193,8 +254,21 @@ impl Interpreter {
                 .into()),
             },
             ExprKind::Index { base, indices } => {
-                let old = self.eval(base)?;
-                let indices = self.eval_indices(indices)?;
+                let (old, indices) = match &base.kind {
+                    // A variable reads without side effects, so its indices
+                    // may go first, to try the store in place.
+                    ExprKind::Var(name) => {
+                        let indices = self.eval_indices(indices)?;
+                        if self
+                            .store_in_place(name, &indices, &value)
+                            .map_err(|e| e.or_at(target.span))?
+                        {
+                            return Ok(());
+                        }
+                        (self.eval(base)?, indices)
+                    }
+                    _ => (self.eval(base)?, self.eval_indices(indices)?),
+                };
                 let new = indexing::assign_index(&old, &indices, &value)
                     .map_err(|e| e.or_at(target.span))?;
                 self.assign(base, new)

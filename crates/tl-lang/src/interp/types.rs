@@ -1,6 +1,8 @@
 //! Checking values against written types at run time: `let` annotations,
-//! parameter and result types, struct fields and global tensors. Named dimensions
-//! (`float32[n, d]`) bind on first use and must agree afterwards within one call.
+//! parameter and result types, struct fields and global tensors, when they are
+//! declared and on every later assignment. Named dimensions (`float32[n, d]`)
+//! bind on first use and must agree afterwards: across one call's parameters and
+//! result, across one struct's fields, and across a variable's assignments.
 //! Numbers and lists become tensors where a tensor type is written.
 
 use std::collections::HashMap;
@@ -106,6 +108,34 @@ pub(crate) fn coerce(
             }
             Ok(value)
         }
+    }
+}
+
+/// `new`, to replace `old` in a place of type `ty`: converted and checked as at
+/// the declaration, with `ty`'s named dimensions keeping the sizes `old` gave
+/// them.
+pub(crate) fn reassign(old: &Value, new: Value, ty: &TypeExpr) -> Result<Value> {
+    let mut dims = HashMap::new();
+    bind_dims(old, ty, &mut dims);
+    coerce(new, ty, &mut dims)
+}
+
+/// Binds the named dimensions of a tensor type to the sizes of `value`, a
+/// value already of that type (one that does not fit binds nothing).
+pub(crate) fn bind_dims(value: &Value, ty: &TypeExpr, dims: &mut HashMap<String, usize>) {
+    let (
+        Value::Tensor(tensor),
+        TypeKind::Tensor {
+            dims: Some(written),
+            ..
+        },
+    ) = (value, &ty.kind)
+    else {
+        return;
+    };
+    let mut bound = dims.clone();
+    if check_dims(&tensor.dims(), written, &mut bound).is_ok() {
+        *dims = bound;
     }
 }
 

@@ -62,7 +62,15 @@ pub fn checked_numel(shape: &[usize]) -> Result<usize> {
         .try_fold(1usize, |n, &d| n.checked_mul(d.max(1)))
         .filter(|&n| n <= MAX_ELEMENTS);
     match spanned {
-        Some(_) => Ok(shape.iter().product()),
+        Some(_) => {
+            let count: usize = shape.iter().product();
+            // The element type is not known here: 4 bytes (float32, the common
+            // case) stands for it, so that a result too large for the process
+            // is an error rather than an abort when it is allocated.
+            tl_engine::memory::check_allocation("a tensor", count as u64 * 4)
+                .map_err(|e| LangError::user(e.to_string()))?;
+            Ok(count)
+        }
         None => Err(LangError::user(format!(
             "shape {} is too large: a tensor holds at most {MAX_ELEMENTS} elements",
             format_shape(shape)

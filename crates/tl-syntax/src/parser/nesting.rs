@@ -9,9 +9,15 @@
 //! operators, postfix operators) calls [`Parser::chain_link`] before each new
 //! link, which moves `depth` above the deepest level the chain has reached
 //! (`peak`), since the new node sits on top of all of it. Every tree then has a
-//! height at most `peak - depth + 1` of the parse that built it, and `depth`
-//! never exceeds [`MAX_NESTING`], so a flat chain of more than `MAX_NESTING`
-//! operators is refused too.
+//! height at most `peak - depth + 1` of the parse that built it.
+//!
+//! Two bounds follow. The parser's own recursion grows only with `levels`, the
+//! constructs opened by [`Parser::enter`] and not yet left: that stays under
+//! [`MAX_NESTING`]. The walks after parsing recurse once per level of the tree
+//! whatever built it, but a chain link costs them far less stack than a nested
+//! construct costs the parser, so `depth` (the height) has its own, larger
+//! bound [`MAX_HEIGHT`]: a flat chain of a thousand `+` is fine, while a
+//! thousand nested parentheses are not.
 //!
 //! After an error the counters are left unbalanced; that is fine because the
 //! parser stops at the first error.
@@ -25,11 +31,19 @@ use crate::parse_error::ParseError;
 /// fits in a default 2 MB thread in any build.
 pub(super) const MAX_NESTING: usize = 128;
 
-/// The current level and the deepest level reached by the current chain.
+/// The tallest syntax tree accepted, counting each link of a chain as a level.
+/// A left-deep chain this tall checks and runs on the interpreter's thread
+/// (512 MiB of stack, where `tl check` and `tl run` also check), which
+/// `a_chain_of_thousands_of_operators_checks_and_runs` in tl-cli tests.
+pub(super) const MAX_HEIGHT: usize = 4096;
+
+/// The current level and the deepest level reached by the current chain, and
+/// how many constructs are open.
 #[derive(Debug, Default)]
 pub(super) struct Nesting {
     depth: usize,
     peak: usize,
+    levels: usize,
 }
 
 /// Where a chain started, to restore when it ends.
@@ -43,6 +57,7 @@ impl Parser<'_> {
     /// One level deeper; fails past [`MAX_NESTING`].
     pub(super) fn enter(&mut self) -> Result<(), ParseError> {
         self.nesting.depth += 1;
+        self.nesting.levels += 1;
         self.nesting.peak = self.nesting.peak.max(self.nesting.depth);
         self.check_nesting()
     }
@@ -50,6 +65,7 @@ impl Parser<'_> {
     /// Back out of the level [`Self::enter`] opened.
     pub(super) fn leave(&mut self) {
         self.nesting.depth = self.nesting.depth.saturating_sub(1);
+        self.nesting.levels = self.nesting.levels.saturating_sub(1);
     }
 
     /// Starts a loop that wraps the node built so far.
@@ -77,11 +93,14 @@ impl Parser<'_> {
     }
 
     fn check_nesting(&self) -> Result<(), ParseError> {
-        if self.nesting.depth <= MAX_NESTING {
+        let message = if self.nesting.levels > MAX_NESTING {
+            "expression nested too deeply"
+        } else if self.nesting.depth > MAX_HEIGHT {
+            "expression too long"
+        } else {
             return Ok(());
-        }
-        let span = self.peek().span;
-        Err(ParseError::new("expression nested too deeply", span)
+        };
+        Err(ParseError::new(message, self.peek().span)
             .with_hint("split it into smaller parts with `let`"))
     }
 }

@@ -166,9 +166,6 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
         "-".repeat(100_000),
         "[".repeat(100_000),
         "{".repeat(100_000),
-        format!("x{}", ".y".repeat(100_000)),
-        format!("1{}", "+1".repeat(100_000)),
-        format!("x{}", "[0]".repeat(100_000)),
         "if a {".repeat(100_000),
     ] {
         let error = repl_error(&text);
@@ -178,6 +175,13 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
             "{}",
             &text[..20]
         );
+    }
+    for text in [
+        format!("x{}", ".y".repeat(100_000)),
+        format!("1{}", "+1".repeat(100_000)),
+        format!("x{}", "[0]".repeat(100_000)),
+    ] {
+        assert_eq!(repl_error(&text).diagnostic.message, "expression too long");
     }
     let text = format!("fn f(x: {}int", "list[".repeat(100_000));
     assert_eq!(
@@ -191,8 +195,16 @@ fn nesting_below_the_limit_is_fine() {
     let depth = 60;
     let text = format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
     assert_eq!(expr(&text), "1");
-    let chain = format!("1{}", " + 1".repeat(100));
-    assert!(parse_repl(FILE, &chain).is_ok());
+    // A flat chain is one level of nesting however long it is (up to the
+    // height bound), and so is each parenthesized link in it.
+    for chain in [
+        format!("1{}", " + 1".repeat(1000)),
+        format!("x{}", ".y".repeat(1000)),
+        format!("(1){}", " * (2 - 1)".repeat(1000)),
+        format!("f(){}", "[0]".repeat(1000)),
+    ] {
+        assert!(parse_repl(FILE, &chain).is_ok(), "{}", &chain[..20]);
+    }
 }
 
 /// The whole program, dumped.

@@ -226,6 +226,6 @@ impl Interpreter {
 
     /// Whether `name` is a variable of the running frame or a global.
     pub(crate) fn is_variable(&self, name: &str) -> bool {
-        self.scopes.iter().any(|s| s.contains_key(name)) || self.globals.contains_key(name)
+        self.scopes.iter().any(|s| s.vars.contains_key(name)) || self.globals.contains_key(name)
     }
 }
