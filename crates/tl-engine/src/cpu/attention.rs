@@ -300,32 +300,7 @@ mod bench;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::test_values::pseudo_random;
-
-    /// Plain f64 softmax attention for one head.
-    fn reference(query: &[f32], keys: &[f32], values: &[f32], scale: f64) -> Vec<f64> {
-        let dim = query.len();
-        let scores: Vec<f64> = keys
-            .chunks(dim)
-            .map(|k| {
-                k.iter()
-                    .zip(query)
-                    .map(|(&a, &b)| a as f64 * b as f64)
-                    .sum::<f64>()
-                    * scale
-            })
-            .collect();
-        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-        let total: f64 = weights.iter().sum();
-        let mut out = vec![0.0; dim];
-        for (v, w) in values.chunks(dim).zip(&weights) {
-            for (o, &x) in out.iter_mut().zip(v) {
-                *o += x as f64 * w / total;
-            }
-        }
-        out
-    }
+    use crate::cpu::test_values::{pseudo_random, softmax_attention_f64 as reference};
 
     /// llama.cpp's loop as written, one head at a time, one pass over the
     /// positions.

@@ -360,37 +360,23 @@ mod tests {
 #[cfg(test)]
 mod window_tests {
     use super::*;
-    use crate::cpu::test_values::{pseudo_random, pseudo_random_f16};
+    use crate::cpu::test_values::{pseudo_random, pseudo_random_f16, softmax_attention_f64};
 
-    /// Plain f64 softmax attention of `query` over positions `first..=last`.
+    /// The f64 softmax attention of `query` over positions `first..=last`.
     fn reference(
         query: &[f32],
-        keys: &[f16],
-        values: &[f16],
+        (keys, values): (&[f16], &[f16]),
         (first, last): (usize, usize),
         scale: f64,
     ) -> Vec<f64> {
         let dim = query.len();
-        let scores: Vec<f64> = (first..=last)
-            .map(|p| {
-                let key = &keys[p * dim..(p + 1) * dim];
-                key.iter()
-                    .zip(query)
-                    .map(|(k, &q)| k.to_f64() * q as f64)
-                    .sum::<f64>()
-                    * scale
-            })
-            .collect();
-        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-        let total: f64 = weights.iter().sum();
-        let mut out = vec![0.0; dim];
-        for (p, w) in (first..=last).zip(&weights) {
-            for (o, v) in out.iter_mut().zip(&values[p * dim..(p + 1) * dim]) {
-                *o += v.to_f64() * w / total;
-            }
-        }
-        out
+        let widen = |v: &[f16]| {
+            v[first * dim..(last + 1) * dim]
+                .iter()
+                .map(|x| x.to_f32())
+                .collect::<Vec<_>>()
+        };
+        softmax_attention_f64(query, &widen(keys), &widen(values), scale)
     }
 
     /// Rows with windows see only their window, and grouped rows (whose
@@ -426,13 +412,8 @@ mod window_tests {
             }];
             attend_tiled(&mut row, &keys, &values, 0.125);
             assert_eq!(&alone, out, "position {position}");
-            let expected = reference(
-                query(position),
-                &keys,
-                &values,
-                (first(position), position),
-                0.125,
-            );
+            let window = (first(position), position);
+            let expected = reference(query(position), (&keys, &values), window, 0.125);
             for (o, e) in out.iter().zip(&expected) {
                 assert!(
                     (*o as f64 - e).abs() < 3e-3,
