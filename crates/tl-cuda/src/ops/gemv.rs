@@ -194,7 +194,7 @@ pub fn gemv_batched(
         y,
         stride: out_rows,
     };
-    gemv_batched_into(gpu, w, x, y, epilogue, sequences, next)
+    gemv_batched_into(gpu, w, x, y, epilogue, sequences, next, None)
 }
 
 /// Where a batched product's rows go: sequence s's at `y[s·stride..]`.
@@ -215,21 +215,6 @@ fn output_rows(w: &DeviceMatrix, epilogue: Epilogue<'_>) -> usize {
     }
 }
 
-/// [`gemv_batched`] writing each sequence's rows where `output` says, so that
-/// products of matrices of different types can fill one output side by side
-/// (each sequence's numbers are still those of a lone [`gemv`]).
-pub fn gemv_batched_into(
-    gpu: &Gpu,
-    w: &DeviceMatrix,
-    x: Span<'_, f32>,
-    output: Output<'_>,
-    epilogue: Epilogue<'_>,
-    sequences: usize,
-    next: Option<&DeviceMatrix>,
-) -> Result<()> {
-    gemv_batched_into_after(gpu, w, x, output, epilogue, sequences, next, None)
-}
-
 /// A post-norm branch added to x before a product (see gemv.cu's `PreAdd`):
 /// `out = x + rmsnorm(branch)·weight` (each sequence's `cols` values), and
 /// the product reads `out`. `out` must not overlap x or the branch.
@@ -240,10 +225,13 @@ pub struct PreAdd<'a> {
     pub out: Span<'a, f32>,
 }
 
-/// [`gemv_batched_into`] after adding a post-norm branch to x (`pre_add`),
-/// which saves the launch that would add it.
+/// [`gemv_batched`] writing each sequence's rows where `output` says, so that
+/// products of matrices of different types can fill one output side by side
+/// (each sequence's numbers are still those of a lone [`gemv`]); with
+/// `pre_add`, after adding a post-norm branch to x, which saves the launch
+/// that would add it.
 #[allow(clippy::too_many_arguments)]
-pub fn gemv_batched_into_after(
+pub fn gemv_batched_into(
     gpu: &Gpu,
     w: &DeviceMatrix,
     x: Span<'_, f32>,

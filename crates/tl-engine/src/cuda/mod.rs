@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
 use tl_cuda::ops::attention::{self as attention_ops, Heads, LayerCache, QkNorm, Rotation};
-use tl_cuda::ops::gemv::{gemv_batched_into_after, Epilogue, Output, PreAdd};
+use tl_cuda::ops::gemv::{gemv_batched_into, Epilogue, Output, PreAdd};
 use tl_cuda::ops::rows::Rounding;
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
@@ -251,7 +251,7 @@ impl CudaModel {
                     y: qkv,
                     stride: fused.rows(),
                 };
-                Ok(gemv_batched_into_after(
+                Ok(gemv_batched_into(
                     gpu, fused, x, qkv, norm_rope, n, next, pre,
                 )?)
             }
@@ -285,7 +285,7 @@ impl CudaModel {
             let y = qkv.sub(offset, qkv.len() - offset)?;
             let hint = parts.get(i + 1).or(next);
             let output = Output { y, stride };
-            gemv_batched_into_after(&self.gpu, part, x, output, norm, n, hint, pre)?;
+            gemv_batched_into(&self.gpu, part, x, output, norm, n, hint, pre)?;
             offset += part.rows();
         }
         Ok(())

@@ -15,9 +15,7 @@
 use std::ops::Range;
 
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
-use tl_cuda::ops::gemv::{
-    gemv, gemv_batched_into, gemv_batched_into_after, Epilogue, Output, PreAdd,
-};
+use tl_cuda::ops::gemv::{gemv, gemv_batched_into, Epilogue, Output, PreAdd};
 use tl_cuda::ops::rows::{self as row_ops, Rounding};
 use tl_cuda::{DeviceMatrix, Span};
 
@@ -361,7 +359,7 @@ impl Stages for CudaPass<'_> {
                     y,
                     stride: w.rows(),
                 };
-                gemv_batched_into(&m.gpu, w, a.attention, y, epilogue, n, next)?;
+                gemv_batched_into(&m.gpu, w, a.attention, y, epilogue, n, next, None)?;
             }
             Kernels::Gemm(p) => {
                 let staged = matches!(&self.shape, PassShape::Prompt(p) if p.attention_staged);
@@ -400,7 +398,7 @@ impl Stages for CudaPass<'_> {
                     y: a.hidden,
                     stride: b.gate_up.rows() / 2,
                 };
-                gemv_batched_into_after(gpu, &b.gate_up, a.x, hidden, norm, n, down_hint, pre)?;
+                gemv_batched_into(gpu, &b.gate_up, a.x, hidden, norm, n, down_hint, pre)?;
                 let epilogue = if accumulate {
                     Epilogue::Residual
                 } else {
@@ -410,7 +408,7 @@ impl Stages for CudaPass<'_> {
                     y,
                     stride: b.down.rows(),
                 };
-                gemv_batched_into(gpu, &b.down, a.hidden, y, epilogue, n, after_block)?;
+                gemv_batched_into(gpu, &b.down, a.hidden, y, epilogue, n, after_block, None)?;
             }
             Kernels::Gemm(p) => {
                 let norm = Some((b.feed_forward_norm.all(), eps));
@@ -445,7 +443,7 @@ impl Stages for CudaPass<'_> {
                 y: logits,
                 stride: c.vocab_size,
             };
-            gemv_batched_into_after(gpu, head, a.x, out, norm, rows, None, pre)
+            gemv_batched_into(gpu, head, a.x, out, norm, rows, None, pre)
         };
         match &mut self.shape {
             PassShape::Decode(cache) => {
