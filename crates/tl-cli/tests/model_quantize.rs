@@ -1,14 +1,17 @@
 //! `tl model quantize` through the real binary: the bytes `llama-quantize`
 //! (llama.cpp 0c1e570, no importance matrix) writes for the same input,
 //! for every file type, from a synthetic F16 model and from the default
-//! model requantized; the K-quant files' perplexity equals llama.cpp's; and
-//! one-line refusals (exit 1, nothing written) for what it cannot do.
+//! model requantized; the K-quant files' perplexity and greedy text equal
+//! llama.cpp's; and one-line refusals (exit 1, nothing written) for what it
+//! cannot do.
 
 mod common;
 
 use std::path::Path;
 
-use common::{default_model, gpl_perplexity as perplexity, run, stderr, stdout};
+use common::{
+    default_model, gpl_perplexity as perplexity, greedy_of, run, stderr, stdout, testdata,
+};
 use sha2::{Digest, Sha256};
 
 fn sha256(path: &Path) -> String {
@@ -152,7 +155,31 @@ fn the_default_model_requantizes_to_llama_quantize_bytes_and_perplexity() {
             (value - llama_cpp).abs() < 5e-5,
             "{file_type}: perplexity {value} vs llama.cpp {llama_cpp}"
         );
+        greedy_text_equals_llama_cpp_s(&output, file_type);
     }
+}
+
+/// The greedy continuations of `model` (the default model requantized to
+/// `file_type`) equal `llama-completion`'s on the same file
+/// (`testdata/reference/k_quant_greedy_32.jsonl`, written by
+/// `scripts/llama_cpp_greedy_references.py`): decode steps round K-quant
+/// products as its single-row kernels do.
+fn greedy_text_equals_llama_cpp_s(model: &Path, file_type: &str) {
+    let file = testdata().join("reference/k_quant_greedy_32.jsonl");
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut checked = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let reference: serde_json::Value = serde_json::from_str(line).unwrap();
+        if reference["model"] != file_type {
+            continue;
+        }
+        let prompt = reference["prompt"].as_str().unwrap();
+        let tokens = reference["n_predict"].as_u64().unwrap() as usize;
+        let ours = greedy_of(model, prompt, tokens);
+        assert_eq!(ours, reference["completion"], "{file_type}: {prompt:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, 11, "{file_type}: reference prompts");
 }
 
 #[test]

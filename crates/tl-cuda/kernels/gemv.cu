@@ -234,11 +234,23 @@ __device__ __forceinline__ auto stage_x(const float* x, const float* norm_weight
 //                 minimums r = fma(-dmin, ΣM, r), and acc = fma(r, da, acc);
 //   ORDER_K_GROUPS  (the repacked Q4_K gemm, Q4_K matrices of a multiple of
 //                 8 rows): for each group acc = fma(S_p, d·da, acc) and
-//                 acc_min = fma(M_p, dmin·da, acc_min); the row is acc - acc_min.
+//                 acc_min = fma(M_p, dmin·da, acc_min); the row is acc - acc_min;
+//   ORDER_K_GEMV  (the repacked Q4_K gemv, for rows llama.cpp runs alone):
+//                 per super-block acc = fma(ΣS, d·da, acc) and
+//                 acc_min = fma(ΣM, dmin·da, acc_min); the row is acc - acc_min;
+//   ORDER_K_LANES  (ggml_vec_dot_*_q8_K, for rows llama.cpp runs alone):
+//                 8 chains, chain l taking lane l of each super-block (bytes
+//                 4l..4l+3 of each 32-value chunk, k_group_lanes), per
+//                 super-block acc_l = fma(d·da, L_l, acc_l) (Q2_K first
+//                 acc_l = fma(-da·dmin, M_l, acc_l)), then hsum_float_8; Q4_K
+//                 adds ((m0 + m2) + (m1 + m3)) of four chains m_j = fma(-da·dmin,
+//                 M of group j, m_j), Q5_K one chain fma(-da·dmin, ΣM, ·).
 #define ORDER_LANES 0
 #define ORDER_BLOCKS 1
 #define ORDER_SUPER_BLOCKS 2
 #define ORDER_K_GROUPS 3
+#define ORDER_K_GEMV 4
+#define ORDER_K_LANES 5
 
 
 // Quantized GEMVs work on tiles of consecutive output rows (for swiglu, their
@@ -358,14 +370,17 @@ __device__ __forceinline__ float exact_float(int i) {
 }
 
 // The planes of one row of a tile. K-quant rows: S_0..S_3 (int bits), d,
-// and for types with minimums M_0..M_3 (int bits) and dmin, one walker.
+// and for types with minimums M_0..M_3 (int bits) and dmin, one walker;
+// under ORDER_K_LANES the 8 lanes L_l, d, 8 minimum terms (Q2_K's lanes,
+// Q4_K's and Q5_K's groups in the first 4) and dmin, a walker per lane.
 template <int T, int ORDER>
 struct Planes {
-    static constexpr int CHAINS = ORDER == ORDER_LANES ? 8 : 1;
+    static constexpr int CHAINS = ORDER == ORDER_LANES || ORDER == ORDER_K_LANES ? 8 : 1;
     static constexpr int SCALE = CHAINS;    // dw·da
     static constexpr int MIN = CHAINS + 1;  // m (Q4_1, Q5_1)
-    static constexpr int K_D = 4, K_MINS = 5, K_DMIN = 9;
-    static constexpr int COUNT = is_k_quant(T) ? (k_has_mins(T) ? 10 : 5)
+    static constexpr int K_SUMS = ORDER == ORDER_K_LANES ? 8 : 4;
+    static constexpr int K_D = K_SUMS, K_MINS = K_SUMS + 1, K_DMIN = 2 * K_SUMS + 1;
+    static constexpr int COUNT = is_k_quant(T) ? (k_has_mins(T) ? 2 * K_SUMS + 2 : K_SUMS + 1)
                                                : CHAINS + 1 + (has_min(T) ? 1 : 0);
 };
 
@@ -500,6 +515,32 @@ __device__ __forceinline__ void load_batch(const u8* qs, const u8* sc, int rows,
     }
 }
 
+// ORDER_K_LANES terms of group p: the four threads of a quad hold the four
+// groups of one super-block (items are numbered so), and add their lane
+// parts across the quad (exact integers); thread p then stores lanes 2p and
+// 2p + 1, those of its own chunks, less Q6_K's chunk offsets, and its chunks'
+// minimum terms (Q2_K) or its group's (Q4_K, Q5_K).
+template <int T, typename P>
+__device__ __forceinline__ void k_lanes_terms(const KGroup& g, const i8* a, const int* sums16,
+                                              int p, int stride, float* term) {
+    u32 lanes[8], chunk_mins[2], chunk_offsets[2];
+    k_group_lanes<T>(g, a, sums16, lanes, chunk_mins, chunk_offsets);
+    const unsigned quad = 0xfu << (threadIdx.x % WARP & ~3u);
+#pragma unroll
+    for (int l = 0; l < 8; ++l) {
+        lanes[l] += __shfl_xor_sync(quad, lanes[l], 1);
+        lanes[l] += __shfl_xor_sync(quad, lanes[l], 2);
+    }
+#pragma unroll
+    for (int l = 0; l < 8; ++l) {
+        if (l / 2 != p) continue;
+        term[l * stride] = __int_as_float((int)(lanes[l] - chunk_offsets[l % 2]));
+        if (T == TYPE_Q2_K) term[(P::K_MINS + l) * stride] = __int_as_float((int)chunk_mins[l % 2]);
+    }
+    if (T == TYPE_Q4_K || T == TYPE_Q5_K)
+        term[(P::K_MINS + p) * stride] = __int_as_float((int)(chunk_mins[0] + chunk_mins[1]));
+}
+
 // Computes the groups' integer sums and stores them (and the factors, from
 // group 0) in the planes.
 template <int T, int ORDER, int NR>
@@ -518,11 +559,17 @@ __device__ __forceinline__ void produce_batch(const GroupBatch<T>& batch, const 
         const int b = at.b / 4, p = at.b % 4;              // super-block, group
         if (i >= valid) continue;
         const KGroup& g = batch.w[u];
-        int scaled, mins;
-        k_group_sums<T>(g, x.q + b * 256 + 64 * p, x.sum16 + b * 16 + 4 * p, &scaled, &mins);
+        const i8* a = x.q + b * 256 + 64 * p;
+        const int* sums16 = x.sum16 + b * 16 + 4 * p;
         float* term = planes + at.q * row_size + b;
-        term[p * stride] = __int_as_float(scaled);
-        if (k_has_mins(T)) term[(P::K_MINS + p) * stride] = __int_as_float(mins);
+        if constexpr (ORDER == ORDER_K_LANES) {
+            k_lanes_terms<T, P>(g, a, sums16, p, stride, term);
+        } else {
+            int scaled, mins;
+            k_group_sums<T>(g, a, sums16, &scaled, &mins);
+            term[p * stride] = __int_as_float(scaled);
+            if (k_has_mins(T)) term[(P::K_MINS + p) * stride] = __int_as_float(mins);
+        }
         if (p == 0) {
             term[P::K_D * stride] = g.d;
             if (k_has_mins(T)) term[P::K_DMIN * stride] = g.dmin;
@@ -591,6 +638,52 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8& x,
     }
 }
 
+// The ORDER_K_LANES walk of the NR spans' row `i`: chain c (one of 8
+// neighbouring threads) takes lane c, then the chains are combined in
+// hsum_float_8's order and the minimums' chains added (ORDER_* above).
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void walk_k_lanes(const float* planes, const StagedQ8K& x, int blocks,
+                                             int tile, int i, int c, float* out) {
+    typedef Planes<T, ORDER> P;
+    const int stride = plane_stride(blocks), row_size = row_floats<T, ORDER>(blocks);
+    float acc[NR], min_acc[NR];
+#pragma unroll
+    for (int s = 0; s < NR; ++s) acc[s] = min_acc[s] = 0.0f;
+    for (int b = 0; b < blocks; ++b) {
+        const float da = x.d[b];
+#pragma unroll
+        for (int s = 0; s < NR; ++s) {
+            const float* term = planes + (s * tile + i) * row_size + b;
+            const float d = __fmul_rn(da, term[P::K_D * stride]);
+            const float dmin = k_has_mins(T) ? __fmul_rn(-da, term[P::K_DMIN * stride]) : 0.0f;
+            const int* mins = (const int*)term + P::K_MINS * stride;
+            if (T == TYPE_Q2_K) acc[s] = fmaf(dmin, __int2float_rn(mins[c * stride]), acc[s]);
+            acc[s] = fmaf(d, __int2float_rn(__float_as_int(term[c * stride])), acc[s]);
+            if (T == TYPE_Q4_K)
+                min_acc[s] = fmaf(dmin, __int2float_rn(mins[(c % 4) * stride]), min_acc[s]);
+            if (T == TYPE_Q5_K) {
+                const u32 m = (u32)mins[0] + (u32)mins[stride] + (u32)mins[2 * stride] +
+                              (u32)mins[3 * stride];
+                min_acc[s] = fmaf(dmin, __int2float_rn((int)m), min_acc[s]);
+            }
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < NR; ++s) {
+        float sum = acc[s];
+        sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 4));
+        sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 2));
+        sum = __fadd_rn(sum, __shfl_xor_sync(FULL_MASK, sum, 1));
+        if (T == TYPE_Q4_K) {
+            float m = __fadd_rn(min_acc[s], __shfl_xor_sync(FULL_MASK, min_acc[s], 2));
+            m = __fadd_rn(m, __shfl_xor_sync(FULL_MASK, m, 1));
+            sum = __fadd_rn(sum, m);
+        }
+        if (T == TYPE_Q5_K) sum = __fadd_rn(sum, min_acc[s]);
+        out[s] = sum;
+    }
+}
+
 // The walk of the NR spans' row `i` of K-quant weights, super-block after
 // super-block with the CPU backend's f32 steps (cpu/kquants/dot.rs `step`
 // and `finish`; ORDER_* above). One thread per row (c is always 0).
@@ -599,6 +692,10 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8K& x
                                          int tile, int i, int c, float* out) {
     typedef Planes<T, ORDER> P;
     const int stride = plane_stride(blocks), row_size = row_floats<T, ORDER>(blocks);
+    if constexpr (ORDER == ORDER_K_LANES) {
+        walk_k_lanes<T, ORDER, NR>(planes, x, blocks, tile, i, c, out);
+        return;
+    }
     float acc[NR], acc_min[NR];
 #pragma unroll
     for (int s = 0; s < NR; ++s) acc[s] = acc_min[s] = 0.0f;
@@ -622,6 +719,11 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8K& x
                     acc[s] = fmaf(__int2float_rn(scaled[p]), scale, acc[s]);
                     acc_min[s] = fmaf(__int2float_rn(mins[p]), min_scale, acc_min[s]);
                 }
+            } else if (ORDER == ORDER_K_GEMV) {
+                const u32 total = (u32)scaled[0] + (u32)scaled[1] + (u32)scaled[2] + (u32)scaled[3];
+                const u32 m = (u32)mins[0] + (u32)mins[1] + (u32)mins[2] + (u32)mins[3];
+                acc[s] = fmaf(__int2float_rn((int)total), __fmul_rn(d, da), acc[s]);
+                acc_min[s] = fmaf(__int2float_rn((int)m), __fmul_rn(dmin, da), acc_min[s]);
             } else {
                 // The sums' totals wrap as the CPU's i32 sums do.
                 const u32 total = (u32)scaled[0] + (u32)scaled[1] + (u32)scaled[2] + (u32)scaled[3];
@@ -635,7 +737,10 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8K& x
         }
     }
 #pragma unroll
-    for (int s = 0; s < NR; ++s) out[s] = ORDER == ORDER_K_GROUPS ? __fsub_rn(acc[s], acc_min[s]) : acc[s];
+    for (int s = 0; s < NR; ++s) {
+        const bool two_chains = ORDER == ORDER_K_GROUPS || ORDER == ORDER_K_GEMV;
+        out[s] = two_chains ? __fsub_rn(acc[s], acc_min[s]) : acc[s];
+    }
 }
 
 // Σ over NR float rows against f32 x, lanes striding over 16-value units.

@@ -301,6 +301,41 @@ __device__ __forceinline__ void k_group_sums(const KGroup& g, const i8* a, const
     *mins = (int)m;
 }
 
+// The lane sums of group p of a super-block as llama.cpp's single-row AVX2
+// kernels (`ggml_vec_dot_*_q8_K`) split them (the CPU backend's `Lanes`):
+// lane l of the super-block takes bytes 4l..4l+3 of each 32-value chunk, so
+// this group's words l and 8 + l; lanes[l] gets this group's part of lane l
+// (Q3_K's offset off each value, as those kernels take it), and for each of
+// the group's chunks c (the super-block's chunk 2p + c) chunk_mins[c] =
+// Σ min·Σ a and chunk_offsets[c] = offset·Σ scale·Σ a over its two runs
+// (Q6_K's offset comes off the lane of its chunk). Sums wrap like the CPU's.
+template <int T>
+__device__ __forceinline__ void k_group_lanes(const KGroup& g, const i8* a, const int* sums16,
+                                              u32* lanes, u32* chunk_mins, u32* chunk_offsets) {
+#pragma unroll
+    for (int l = 0; l < 8; ++l) lanes[l] = 0;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+        const int4 x = *(const int4*)(a + 16 * t);
+        const int xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int w = 4 * t + k;
+            int dot = __dp4a((int)g.q[w], xs[k], 0);
+            if (T == TYPE_Q3_K) dot = __dp4a((int)0xfcfcfcfcu, xs[k], dot);  // q - 4
+            lanes[w % 8] += (u32)g.scale[t] * (u32)dot;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const u32 s0 = (u32)sums16[2 * c], s1 = (u32)sums16[2 * c + 1];
+        chunk_mins[c] = (u32)g.min[2 * c] * s0 + (u32)g.min[2 * c + 1] * s1;
+        chunk_offsets[c] = T == TYPE_Q6_K
+                               ? 32u * ((u32)g.scale[2 * c] * s0 + (u32)g.scale[2 * c + 1] * s1)
+                               : 0u;
+    }
+}
+
 // llama.cpp's Q8_K quantization (`quantize_row_q8_K_ref`, the CPU backend's)
 // of one super-block of 256 values spread over a warp, lane l holding values
 // 8l..8l+7 in v: the value of largest magnitude (the first of equals) sets

@@ -54,6 +54,12 @@ const GEMV_UNITS: &[(&str, &str, &str, &str)] = &[
     ("q4_k_blocks", "q4_k_blocks", "TYPE_Q4_K", "ORDER_K_GROUPS"),
     ("q5_k", "q5_k", "TYPE_Q5_K", "ORDER_SUPER_BLOCKS"),
     ("q6_k", "q6_k", "TYPE_Q6_K", "ORDER_SUPER_BLOCKS"),
+    ("q2_k_lanes", "q2_k_lanes", "TYPE_Q2_K", "ORDER_K_LANES"),
+    ("q3_k_lanes", "q3_k_lanes", "TYPE_Q3_K", "ORDER_K_LANES"),
+    ("q4_k_lanes", "q4_k_lanes", "TYPE_Q4_K", "ORDER_K_LANES"),
+    ("q4_k_gemv", "q4_k_gemv", "TYPE_Q4_K", "ORDER_K_GEMV"),
+    ("q5_k_lanes", "q5_k_lanes", "TYPE_Q5_K", "ORDER_K_LANES"),
+    ("q6_k_lanes", "q6_k_lanes", "TYPE_Q6_K", "ORDER_K_LANES"),
 ];
 
 /// A translation unit: its name and full source.
@@ -324,6 +330,12 @@ mod tests {
                 "gemv_batched_norm_rope_q4_k",
                 "gemv_residual_q5_k",
                 "gemv_batched_norm_q6_k",
+                "gemv_norm_gated_q4_k_lanes",
+                "gemv_batched_norm_rope_q6_k_lanes",
+                "gemv_residual_q4_k_gemv",
+                "gemv_norm_q2_k_lanes",
+                "gemv_batched_q5_k_lanes",
+                "gemv_norm_gated_q3_k_lanes",
                 "dequantize_f16_q6_k",
                 "embed_q5_1",
                 "attention_f16_accumulator",

@@ -203,6 +203,31 @@ impl Gpu {
         .map_err(|e| CudaError::driver("copying to the GPU", e))
     }
 
+    /// Queues a copy of `src` into `dst` on the device; the two must not
+    /// overlap.
+    pub fn copy<T: DeviceRepr>(&self, src: Span<'_, T>, dst: Span<'_, T>) -> Result<()> {
+        dst.require(src.len(), "copy")?;
+        let bytes = (src.len() * std::mem::size_of::<T>()) as u64;
+        let (from, to) = (src.address(), dst.address());
+        if from < to + bytes && to < from + bytes {
+            return Err(CudaError::Unsupported(
+                "a device copy between overlapping spans".into(),
+            ));
+        }
+        // SAFETY: both spans lie inside live buffers (Span's invariant), `dst`
+        // holds at least `src.len()` values (checked above) and they do not
+        // overlap; the copy is queued on our stream after the work before it.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                to,
+                from,
+                bytes as usize,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| CudaError::driver("copying on the GPU", e))
+    }
+
     /// Device memory not in use (bytes).
     pub fn memory_free(&self) -> Result<usize> {
         let (free, _total) = self

@@ -159,6 +159,14 @@ pub enum SummationOrder {
     /// 64 values `acc = fma(S, d·d_a, acc)` and `acc_min = fma(M, dmin·d_a,
     /// acc_min)`, then `acc − acc_min`.
     RepackedQ4K,
+    /// The repacked Q4_K gemv, for the rows llama.cpp runs alone or leaves
+    /// over after the gemm's groups of 4: per super-block
+    /// `acc = fma(ΣS, d·d_a, acc)` and `acc_min = fma(ΣM, dmin·d_a, acc_min)`.
+    RepackedQ4KGemv,
+    /// `ggml_vec_dot_*_q8_K`, for the K-quant rows llama.cpp runs in batches
+    /// of fewer than 8: eight chains of lane sums per super-block, then
+    /// `hsum_float_8` (the CPU backend's `KArithmetic::VecDot`).
+    KLanes,
 }
 
 impl SummationOrder {
@@ -173,11 +181,39 @@ impl SummationOrder {
         }
     }
 
+    /// The order of the rows llama.cpp runs alone (decode steps) for a
+    /// matrix of this order.
+    pub fn alone(self) -> Self {
+        match self {
+            SummationOrder::SuperBlocks => SummationOrder::KLanes,
+            SummationOrder::RepackedQ4K => SummationOrder::RepackedQ4KGemv,
+            other => other,
+        }
+    }
+
+    /// The orders of `rows` rows llama.cpp runs together in one batch, for a
+    /// matrix of this order, as consecutive runs `(rows, order)`: the
+    /// repacked Q4_K gemm takes groups of 4 and leaves the rest to its gemv;
+    /// the tiled kernels take batches of 8 or more (the CPU backend's
+    /// `kquants::row_arithmetic`).
+    pub fn together(self, rows: usize) -> [(usize, Self); 2] {
+        match self {
+            SummationOrder::RepackedQ4K => {
+                let grouped = rows - rows % 4;
+                [(grouped, self), (rows - grouped, self.alone())]
+            }
+            SummationOrder::SuperBlocks if rows < 8 => [(rows, self.alone()), (0, self)],
+            _ => [(rows, self), (0, self)],
+        }
+    }
+
     /// The suffix its GEMV kernels add to the type's.
     fn kernel_suffix(self) -> &'static str {
         match self {
             SummationOrder::Lanes | SummationOrder::SuperBlocks => "",
             SummationOrder::WholeBlocks | SummationOrder::RepackedQ4K => "_blocks",
+            SummationOrder::RepackedQ4KGemv => "_gemv",
+            SummationOrder::KLanes => "_lanes",
         }
     }
 }
@@ -278,11 +314,14 @@ impl DeviceMatrix {
         self.summation
     }
 
-    /// The suffix of this matrix's GEMV kernels: its type's, and for the
-    /// repacked orders `_blocks`.
-    pub(crate) fn gemv_suffix(&self) -> String {
-        let order = self.summation.kernel_suffix();
-        format!("{}{order}", kernel_suffix(self.weight_type))
+    /// The suffix of this matrix's GEMV kernels in `order`: its type's, then
+    /// the order's.
+    pub(crate) fn gemv_suffix(&self, order: SummationOrder) -> String {
+        format!(
+            "{}{}",
+            kernel_suffix(self.weight_type),
+            order.kernel_suffix()
+        )
     }
 
     pub fn cols(&self) -> usize {

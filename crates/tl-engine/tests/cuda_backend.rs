@@ -786,7 +786,7 @@ fn random_blocks(
 /// order, is held to 1e-3.
 #[test]
 fn gpu_matmul_matches_the_cpu_matmul_for_q5_and_k_quants() {
-    use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
+    use tl_cuda::ops::gemv::{gemv_batched, Batching, Epilogue};
     use tl_cuda::ops::rows::Rounding;
     use tl_cuda::{Buffer, DeviceMatrix, GgmlType};
     use tl_engine::ops::{Linear, QuantizedMatrix};
@@ -828,22 +828,33 @@ fn gpu_matmul_matches_the_cpu_matmul_for_q5_and_k_quants() {
             let norm_weight: Vec<f32> = (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
             let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
             let eps = 1e-5;
-            for sequences in [1, 6, 9, 64] {
-                let what = format!("{weight_type:?} {rows}x{cols}, {sequences} vectors");
+            let batchings = [1, 6, 9, 64]
+                .into_iter()
+                .flat_map(|n| [(n, Batching::Together), (n, Batching::Alone)]);
+            for (sequences, batching) in batchings {
+                // llama.cpp's micro-batch of these vectors: all of them, or
+                // each alone (what the CPU backend rounds K-quants by).
+                let micro_batch = match batching {
+                    Batching::Together => sequences,
+                    Batching::Alone => 1,
+                };
+                let what =
+                    format!("{weight_type:?} {rows}x{cols}, {sequences} vectors, {batching:?}");
                 let x: Vec<f32> = (0..sequences * cols)
                     .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
                     .collect();
                 let xb = Buffer::from_host(&gpu, &x).unwrap();
                 let run = |epilogue: Epilogue<'_>, start: &[f32]| {
                     let y = Buffer::from_host(&gpu, start).unwrap();
-                    gemv_batched(&gpu, &matrix, xb.all(), y.all(), epilogue, sequences, None)
+                    let vectors = (sequences, batching);
+                    gemv_batched(&gpu, &matrix, xb.all(), y.all(), epilogue, vectors, None)
                         .unwrap();
                     let mut got = vec![0.0f32; start.len()];
                     gpu.download(y.all(), &mut got).unwrap();
                     got
                 };
                 let mut plain = vec![0.0f32; sequences * rows];
-                cpu.forward(&x, &mut plain).unwrap();
+                cpu.forward_in(&x, &mut plain, micro_batch).unwrap();
                 let poisoned = vec![f32::NAN; sequences * rows];
                 assert_same_bits(&run(Epilogue::Plain, &poisoned), &plain, &what);
                 let start: Vec<f32> = (0..sequences * rows)
@@ -855,7 +866,7 @@ fn gpu_matmul_matches_the_cpu_matmul_for_q5_and_k_quants() {
                 let mut normed = vec![0.0f32; x.len()];
                 tl_engine::ops::rms_norm(&x, &norm_weight, eps, &mut normed);
                 let mut want = vec![0.0f32; sequences * rows];
-                cpu.forward(&normed, &mut want).unwrap();
+                cpu.forward_in(&normed, &mut want, micro_batch).unwrap();
                 let norm = Epilogue::Norm {
                     weight: nb.all(),
                     eps,

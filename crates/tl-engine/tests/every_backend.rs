@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    backend_tests, greedy, last_logits, prompt_of, quantized_blocks, relative_error, same_bits,
-    singles, CONTEXT,
+    backend_tests, greedy, k_quant_blocks, last_logits, prompt_of, quantized_blocks,
+    relative_error, same_bits, singles, CONTEXT,
 };
 use tl_engine::sampler::{argmax, Sampler, SamplerConfig};
 use tl_engine::{Backend, Picked, Session, Wanted};
@@ -259,9 +259,18 @@ backend_tests! {
     /// on a GPU take GEMMs for any pass of several rows and are held to the
     /// 1e-2 relative difference `cuda_backend.rs` allows (measured: 1.1e-3
     /// on SmolLM2's shape in f16).
+    ///
+    /// K-quant products round a pass of fewer than 8 rows as llama.cpp's
+    /// single-row kernels do, and larger ones as its batch kernels (Q4_K's
+    /// repacked gemm in groups of 4): chunks of 8 and 16 give the bits of one
+    /// step of 48 rows, and chunks of 1 and 7 are only held to 1e-1 (measured
+    /// on the CPU: 5.6e-2 on a synthetic TinyLlama Q4_K_M, whose 22 layers of
+    /// random weights amplify the last bits; 2e-7 to 6e-3 on the small
+    /// synthetic K-quant models).
     fn a_prompt_in_chunks_gives_the_logits_of_one_step(backend: &Backend, model: &Path) {
         let exact = backend.device_name() == "cpu" || quantized_blocks(model);
-        let prompt = prompt_of(backend.config().vocab_size, 50);
+        let k_quants = k_quant_blocks(model);
+        let prompt = prompt_of(backend.config().vocab_size, 48);
         let run = |chunk_tokens: usize| {
             let mut session = Session::new(backend, CONTEXT).unwrap();
             let last = session
@@ -272,13 +281,16 @@ backend_tests! {
             (last, next)
         };
         let (whole, whole_next) = run(0);
-        for chunk_tokens in [1, 7] {
+        for chunk_tokens in [1, 7, 8, 16] {
+            let small_batches = k_quants && chunk_tokens < 8;
             let (last, next) = run(chunk_tokens);
             for (what, got, want) in [("last", &last, &whole), ("next step's", &next, &whole_next)]
             {
                 let error = relative_error(got, want);
                 eprintln!("chunks of {chunk_tokens}: {what} logits differ by {error:.2e}");
-                let close = if exact {
+                let close = if small_batches {
+                    error < 1e-1
+                } else if exact {
                     same_bits(got, want)
                 } else {
                     error < 1e-2

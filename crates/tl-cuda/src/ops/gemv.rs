@@ -3,7 +3,7 @@
 use crate::buffer::Span;
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
-use crate::matrix::{is_k_quant, DeviceMatrix, GgmlType};
+use crate::matrix::{is_k_quant, DeviceMatrix, GgmlType, SummationOrder};
 use crate::ops::attention::{Heads, LayerCache};
 use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
@@ -46,7 +46,7 @@ struct Launch {
 /// row in flight (the options' `gemv_warps` and `gemv_blocks_per_sm`).
 fn launch_shape(
     gpu: &Gpu,
-    w: &DeviceMatrix,
+    (w, order): (&DeviceMatrix, SummationOrder),
     out_rows: usize,
     sequences: usize,
     pairs: bool,
@@ -57,7 +57,7 @@ fn launch_shape(
     if w.weight_type().is_quantized() {
         let kind = TileKind {
             weight_type: w.weight_type(),
-            order: w.summation(),
+            order,
             pairs,
         };
         let limit = gpu.info().shared_per_block_optin.max(DEFAULT_SHARED_LIMIT) - STATIC_SHARED;
@@ -72,7 +72,7 @@ fn launch_shape(
             gpu.options(),
         )?;
         return Ok(Launch {
-            kernel_suffix: w.gemv_suffix(),
+            kernel_suffix: w.gemv_suffix(order),
             blocks: int(out_rows.div_ceil(shape.rows), "tiles")? as u32,
             threads: shape.threads as u32,
             shared_bytes: shape.shared_bytes,
@@ -89,7 +89,7 @@ fn launch_shape(
     let warps = gpu.options().gemv_warps;
     let cap = multiprocessors * gpu.options().gemv_blocks_per_sm;
     Ok(Launch {
-        kernel_suffix: format!("{}_l32", w.gemv_suffix()),
+        kernel_suffix: format!("{}_l32", w.gemv_suffix(order)),
         blocks: blocks_for(out_rows, warps).min(cap.max(1) as u32),
         threads: (warps * 32) as u32,
         shared_bytes: staged,
@@ -137,7 +137,18 @@ pub fn gemv(
     y: Span<'_, f32>,
     epilogue: Epilogue<'_>,
 ) -> Result<()> {
-    gemv_batched(gpu, w, x, y, epilogue, 1, None)
+    gemv_batched(gpu, w, x, y, epilogue, (1, Batching::Alone), None)
+}
+
+/// How llama.cpp would batch the vectors of a product, which decides how a
+/// K-quant row is rounded (`SummationOrder::alone` and `together`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batching {
+    /// Each vector on its own: decode steps, whatever else runs beside them.
+    Alone,
+    /// The vectors as one batch: a short prompt's rows, or a language
+    /// `linear` of several rows.
+    Together,
 }
 
 /// The kernels' `next_*` arguments: where the next matrix's weights are and
@@ -186,7 +197,7 @@ pub fn gemv_batched(
     x: Span<'_, f32>,
     y: Span<'_, f32>,
     epilogue: Epilogue<'_>,
-    sequences: usize,
+    sequences: (usize, Batching),
     next: Option<&DeviceMatrix>,
 ) -> Result<()> {
     let out_rows = output_rows(w, epilogue);
@@ -230,6 +241,9 @@ pub struct PreAdd<'a> {
 /// (each sequence's numbers are still those of a lone [`gemv`]); with
 /// `pre_add`, after adding a post-norm branch to x, which saves the launch
 /// that would add it.
+///
+/// `sequences` is the number of vectors and how llama.cpp would batch them:
+/// the K-quant rows of a batch may take two orders (and launches).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_batched_into(
     gpu: &Gpu,
@@ -237,7 +251,68 @@ pub fn gemv_batched_into(
     x: Span<'_, f32>,
     output: Output<'_>,
     epilogue: Epilogue<'_>,
-    sequences: usize,
+    (sequences, batching): (usize, Batching),
+    next: Option<&DeviceMatrix>,
+    pre_add: Option<PreAdd<'_>>,
+) -> Result<()> {
+    let order = w.summation();
+    let runs = match batching {
+        Batching::Alone => [(sequences, order.alone()), (0, order)],
+        Batching::Together => order.together(sequences),
+    };
+    let runs: Vec<_> = runs.into_iter().filter(|&(count, _)| count > 0).collect();
+    if let [(_, order)] = runs[..] {
+        return launch_gemv(
+            gpu,
+            w,
+            (order, sequences),
+            x,
+            output,
+            epilogue,
+            next,
+            pre_add,
+        );
+    }
+    if runs.is_empty() {
+        return Ok(());
+    }
+    if matches!(epilogue, Epilogue::NormRope { .. }) {
+        return Err(CudaError::Unsupported(
+            "a fused RoPE product over rows of two summation orders".into(),
+        ));
+    }
+    let (cols, out_rows) = (w.cols(), output_rows(w, epilogue));
+    let mut first = 0;
+    for (count, order) in runs {
+        let x = x.sub(first * cols, count * cols)?;
+        let y_len = (count - 1) * output.stride + out_rows;
+        let y = Output {
+            y: output.y.sub(first * output.stride, y_len)?,
+            ..output
+        };
+        let pre_add = match pre_add {
+            Some(p) => Some(PreAdd {
+                branch: p.branch.sub(first * cols, count * cols)?,
+                out: p.out.sub(first * cols, count * cols)?,
+                ..p
+            }),
+            None => None,
+        };
+        launch_gemv(gpu, w, (order, count), x, y, epilogue, next, pre_add)?;
+        first += count;
+    }
+    Ok(())
+}
+
+/// One launch of [`gemv_batched_into`], for `sequences` vectors in `order`.
+#[allow(clippy::too_many_arguments)]
+fn launch_gemv(
+    gpu: &Gpu,
+    w: &DeviceMatrix,
+    (order, sequences): (SummationOrder, usize),
+    x: Span<'_, f32>,
+    output: Output<'_>,
+    epilogue: Epilogue<'_>,
     next: Option<&DeviceMatrix>,
     pre_add: Option<PreAdd<'_>>,
 ) -> Result<()> {
@@ -255,7 +330,7 @@ pub fn gemv_batched_into(
     }
     y.require((sequences - 1) * stride + out_rows, "gemv output")?;
     let pairs = matches!(epilogue, Epilogue::NormGated { .. });
-    let launch = launch_shape(gpu, w, out_rows, sequences, pairs)?;
+    let launch = launch_shape(gpu, (w, order), out_rows, sequences, pairs)?;
     let (mode, norm) = match epilogue {
         Epilogue::Plain => ("", None),
         Epilogue::Residual => ("residual_", None),

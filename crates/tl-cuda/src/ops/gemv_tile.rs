@@ -42,22 +42,28 @@ impl TileKind {
     /// Chains a row is summed in (`Planes::CHAINS`): one thread walks each.
     fn chains(&self) -> usize {
         match self.order {
-            SummationOrder::Lanes => 8,
+            SummationOrder::Lanes | SummationOrder::KLanes => 8,
             SummationOrder::WholeBlocks
             | SummationOrder::SuperBlocks
-            | SummationOrder::RepackedQ4K => 1,
+            | SummationOrder::RepackedQ4K
+            | SummationOrder::RepackedQ4KGemv => 1,
         }
     }
 
     /// Floats a block leaves per row (`Planes::COUNT`): its chain terms,
     /// dw·da and, for Q4_1 and Q5_1, m; for a K-quant super-block its four
-    /// 64-value sums and d, and for types with minimums their four sums and
-    /// dmin too.
+    /// 64-value sums (eight lane sums in `KLanes`) and d, and for types with
+    /// minimums as many minimum terms and dmin too.
     fn planes(&self) -> usize {
         let ty = self.weight_type;
         if is_k_quant(ty) {
+            let sums = if self.order == SummationOrder::KLanes {
+                8
+            } else {
+                4
+            };
             let with_mins = matches!(ty, GgmlType::Q2_K | GgmlType::Q4_K | GgmlType::Q5_K);
-            return if with_mins { 10 } else { 5 };
+            return if with_mins { 2 * sums + 2 } else { sums + 1 };
         }
         self.chains() + 1 + usize::from(matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1))
     }

@@ -47,11 +47,15 @@ impl Linear {
         self.out_features
     }
 
-    /// `forward` of several matrices over the same `x`. When our kernels run
-    /// them all, `x` is quantized once and their rows share the threads in one
-    /// go (see [`QuantizedMatrix::matmul_shared_input`]); the results are those
-    /// of separate calls.
-    pub fn forward_shared_input(products: &mut [(&Linear, &mut [f32])], x: &[f32]) -> Result<()> {
+    /// `forward_in` of several matrices over the same `x`. When our kernels
+    /// run them all, `x` is quantized once and their rows share the threads in
+    /// one go (see [`QuantizedMatrix::matmul_shared_input`]); the results are
+    /// those of separate calls.
+    pub fn forward_shared_input(
+        products: &mut [(&Linear, &mut [f32])],
+        x: &[f32],
+        micro_batch: usize,
+    ) -> Result<()> {
         let mut native = Vec::with_capacity(products.len());
         for (linear, out) in products.iter_mut() {
             match &linear.kernel {
@@ -63,14 +67,33 @@ impl Linear {
             return Ok(());
         };
         let rows = x.len() / first.cols();
-        QuantizedMatrix::matmul_shared_input(&mut native, x, rows, rayon::current_num_threads())
+        let threads = rayon::current_num_threads();
+        QuantizedMatrix::matmul_micro_batches(&mut native, x, rows, micro_batch, threads)
     }
 
-    /// `out[rows × out_features] = x[rows × in_features] · Wᵀ`.
+    /// `out[rows × out_features] = x[rows × in_features] · Wᵀ`, the rows
+    /// rounded as one `ggml_mul_mat`.
     pub fn forward(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
         let rows = x.len() / self.in_features;
+        self.forward_in(x, out, rows.max(1))
+    }
+
+    /// [`Self::forward`] with the rows rounded as llama.cpp rounds them in
+    /// micro-batches of up to `micro_batch` rows
+    /// ([`QuantizedMatrix::matmul_micro_batches`]).
+    pub fn forward_in(&self, x: &[f32], out: &mut [f32], micro_batch: usize) -> Result<()> {
+        let rows = x.len() / self.in_features;
         match &self.kernel {
-            Kernel::Native(matrix) => matrix.matmul(x, rows, out, rayon::current_num_threads()),
+            Kernel::Native(matrix) => {
+                let threads = rayon::current_num_threads();
+                QuantizedMatrix::matmul_micro_batches(
+                    &mut [(matrix, out)],
+                    x,
+                    rows,
+                    micro_batch,
+                    threads,
+                )
+            }
             Kernel::Candle(weights) => {
                 let input = Tensor::from_slice(x, (rows, self.in_features), &Device::Cpu)?;
                 let result = weights.forward(&input)?.flatten_all()?.to_vec1::<f32>()?;

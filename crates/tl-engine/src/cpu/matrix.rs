@@ -160,9 +160,10 @@ impl QuantizedMatrix {
     }
 
     /// `out[m × rows] = x[m × cols] · Wᵀ`, row-major, on up to `threads` threads
-    /// (the calling thread and candle's pool, whose size caps it). Each output
-    /// depends only on its weight row and activation row: batching and thread
-    /// count never change a result.
+    /// (the calling thread and candle's pool, whose size caps it), rounded as
+    /// llama.cpp's `ggml_mul_mat` of `m` rows is. Each output depends only on
+    /// its weight row, its activation row and (for K-quants) `m`: the thread
+    /// count never changes a result.
     pub fn matmul(&self, x: &[f32], m: usize, out: &mut [f32], threads: usize) -> Result<()> {
         Self::matmul_shared_input(&mut [(self, out)], x, m, threads)
     }
@@ -178,6 +179,20 @@ impl QuantizedMatrix {
         m: usize,
         threads: usize,
     ) -> Result<()> {
+        Self::matmul_micro_batches(products, x, m, m.max(1), threads)
+    }
+
+    /// [`Self::matmul_shared_input`] with the `m` rows rounded as llama.cpp
+    /// rounds them when it runs them in consecutive micro-batches of up to
+    /// `micro_batch` rows (1 for decode steps, which it runs alone). Only
+    /// K-quant outputs depend on it (see `kquants::row_arithmetic`).
+    pub fn matmul_micro_batches(
+        products: &mut [(&QuantizedMatrix, &mut [f32])],
+        x: &[f32],
+        m: usize,
+        micro_batch: usize,
+        threads: usize,
+    ) -> Result<()> {
         let Some(cols) = products.first().map(|(matrix, _)| matrix.cols) else {
             return Ok(());
         };
@@ -188,10 +203,13 @@ impl QuantizedMatrix {
             return Ok(());
         }
         ACTIVATIONS.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut acts) => multiply(products, (x, cols), m, &mut acts, threads),
+            Ok(mut acts) => multiply(products, (x, cols), (m, micro_batch), &mut acts, threads),
             // Re-entered on this thread (from inside a pool job, say): use a
             // buffer of its own.
-            Err(_) => multiply(products, (x, cols), m, &mut Activations::default(), threads),
+            Err(_) => {
+                let acts = &mut Activations::default();
+                multiply(products, (x, cols), (m, micro_batch), acts, threads)
+            }
         });
         Ok(())
     }
@@ -244,12 +262,38 @@ impl QuantizedMatrix {
     }
 }
 
+/// The runs of activation rows and the K-quant arithmetic of each, for `m`
+/// rows in micro-batches of `micro_batch` with a matrix whose batch kernel is
+/// `batch`; neighbouring runs of one arithmetic are merged.
+fn k_quant_runs(
+    batch: KArithmetic,
+    weight_type: WeightType,
+    (m, micro_batch): (usize, usize),
+) -> Vec<(std::ops::Range<usize>, KArithmetic)> {
+    let mut runs: Vec<(std::ops::Range<usize>, KArithmetic)> = Vec::new();
+    for first in (0..m).step_by(micro_batch.max(1)) {
+        let mut start = first;
+        let rows = micro_batch.min(m - first);
+        for (len, kind) in kquants::row_arithmetic(batch, weight_type, rows) {
+            match runs.last_mut() {
+                _ if len == 0 => {}
+                Some((last, last_kind)) if *last_kind == kind && last.end == start => {
+                    last.end += len
+                }
+                _ => runs.push((start..start + len, kind)),
+            }
+            start += len;
+        }
+    }
+    runs
+}
+
 /// Quantizes `x` (`m × cols`) once for each activation format the matrices
 /// need, then runs every matrix's column shares from one queue.
 fn multiply(
     products: &mut [(&QuantizedMatrix, &mut [f32])],
     (x, cols): (&[f32], usize),
-    m: usize,
+    (m, micro_batch): (usize, usize),
     acts: &mut Activations,
     threads: usize,
 ) {
@@ -262,18 +306,34 @@ fn multiply(
         acts.super_blocks.quantize(x, cols, threads);
     }
     let acts = &*acts;
-    let shares = products.iter_mut().flat_map(|(matrix, out)| {
-        let weights = matrix.weight_rows();
-        let parts = matrix.share_count(threads);
-        // Shares start at multiples of 8 so the 8-row Q4_0 tiles never straddle two.
-        parallel::split_columns(out, m, matrix.rows, parts, 8).map(move |share| (weights, share))
-    });
-    parallel::for_each(shares, threads, |(weights, mut share)| {
-        match weights.arithmetic {
-            Arithmetic::KQuant(kind) => {
-                kquants::compute_rows(&weights, kind, &acts.super_blocks, m, &mut share)
+    let runs: Vec<_> = products
+        .iter()
+        .map(|(matrix, _)| match matrix.arithmetic() {
+            Arithmetic::KQuant(batch) => k_quant_runs(batch, matrix.weight_type, (m, micro_batch)),
+            _ => Vec::new(),
+        })
+        .collect();
+    let shares = products
+        .iter_mut()
+        .zip(&runs)
+        .flat_map(|((matrix, out), runs)| {
+            let weights = matrix.weight_rows();
+            let parts = matrix.share_count(threads);
+            // Shares start at multiples of 8 so the 8-row Q4_0 tiles never straddle two.
+            parallel::split_columns(out, m, matrix.rows, parts, 8)
+                .map(move |share| (weights, runs, share))
+        });
+    parallel::for_each(
+        shares,
+        threads,
+        |(weights, runs, mut share)| match weights.arithmetic {
+            Arithmetic::KQuant(_) => {
+                for (rows, kind) in runs {
+                    let acts = &acts.super_blocks;
+                    kquants::compute_rows(&weights, *kind, acts, rows.clone(), &mut share);
+                }
             }
             _ => backend::compute_rows(&weights, &acts.blocks, m, &mut share),
-        }
-    });
+        },
+    );
 }

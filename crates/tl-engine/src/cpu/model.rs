@@ -234,7 +234,20 @@ enum Rows<'a, 'c> {
     Batch(&'a mut [BatchStep<'c>]),
 }
 
+/// The micro-batch llama.cpp runs a prompt's rows in (`n_ubatch`'s default).
+const PROMPT_MICRO_BATCH: usize = 512;
+
 impl Rows<'_, '_> {
+    /// How llama.cpp batches these rows, which decides a K-quant product's
+    /// rounding: a prompt in micro-batches, a decode step alone (whatever
+    /// else is in our batch, so a sequence's tokens never depend on it).
+    fn micro_batch(&self) -> usize {
+        match self {
+            Rows::Sequence { .. } => PROMPT_MICRO_BATCH,
+            Rows::Batch(_) => 1,
+        }
+    }
+
     /// Marks the positions of a pass of `rows` rows as filled: `rows` new
     /// positions of one sequence, or one of each sequence of a batch.
     fn commit(&mut self, rows: usize) {
@@ -262,6 +275,14 @@ struct Scratch {
 }
 
 impl Scratch {
+    /// Shortens the buffers the last MLP uses to `rows` rows.
+    fn keep_rows(&mut self, c: &ModelConfig, rows: usize) {
+        self.normed.truncate(rows * c.embedding_length);
+        self.projected.truncate(rows * c.embedding_length);
+        self.gate.truncate(rows * c.feed_forward_length);
+        self.up.truncate(rows * c.feed_forward_length);
+    }
+
     /// Buffers for `rows` rows, or an error when the memory is not there (a
     /// prompt of a whole long context in one pass can need gigabytes).
     fn new(c: &ModelConfig, rows: usize) -> Result<Self> {
@@ -439,6 +460,7 @@ impl Stages for CpuPass<'_, '_, '_> {
                 (&block.value, &mut s.value),
             ],
             &s.normed,
+            self.rows.micro_batch(),
         )?;
         if let Some(bias) = &block.qkv_bias {
             bias.add_to(&mut s.query, &mut s.key, &mut s.value);
@@ -466,9 +488,11 @@ impl Stages for CpuPass<'_, '_, '_> {
 
     fn attention_output(&mut self, layer: usize) -> Result<()> {
         let (block, s) = (&self.model.blocks[layer], &mut self.scratch);
-        block
-            .attention_output
-            .forward(&s.attention, &mut s.projected)?;
+        block.attention_output.forward_in(
+            &s.attention,
+            &mut s.projected,
+            self.rows.micro_batch(),
+        )?;
         let weight = block.post_norms.as_ref().map(|n| &n.attention);
         post_norm(&mut s.projected, weight, self.model.config.rms_norm_eps);
         add_in_place(&mut self.x, &s.projected);
@@ -484,33 +508,50 @@ impl Stages for CpuPass<'_, '_, '_> {
             c.rms_norm_eps,
             &mut s.normed,
         );
+        let micro_batch = self.rows.micro_batch();
         Linear::forward_shared_input(
             &mut [(&block.gate, &mut s.gate), (&block.up, &mut s.up)],
             &s.normed,
+            micro_batch,
         )?;
         gated_rows(c, &mut s.gate, &s.up);
-        block.down.forward(&s.gate, &mut s.projected)?;
+        block
+            .down
+            .forward_in(&s.gate, &mut s.projected, micro_batch)?;
         let weight = block.post_norms.as_ref().map(|n| &n.feed_forward);
         post_norm(&mut s.projected, weight, c.rms_norm_eps);
         add_in_place(&mut self.x, &s.projected);
         Ok(())
     }
 
+    fn keep_logit_rows(&mut self) -> Result<()> {
+        let hidden = self.model.config.embedding_length;
+        let rows = std::mem::replace(&mut self.logit_rows, 0..0);
+        self.x.truncate(rows.end * hidden);
+        self.x.drain(..rows.start * hidden);
+        self.scratch.keep_rows(&self.model.config, rows.len());
+        self.logit_rows = 0..rows.len();
+        Ok(())
+    }
+
     fn logits(&mut self) -> Result<()> {
         let model = self.model;
-        let hidden = model.config.embedding_length;
-        let rows = &self.logit_rows;
-        let x = &self.x[rows.start * hidden..rows.end * hidden];
-        let mut normed = vec![0.0; x.len()];
+        let mut normed = vec![0.0; self.x.len()];
         rms_norm(
-            x,
+            &self.x,
             &model.output_norm,
             model.config.rms_norm_eps,
             &mut normed,
         );
-        let len = rows.len().saturating_mul(model.output.out_features());
+        let len = self
+            .logit_rows
+            .len()
+            .saturating_mul(model.output.out_features());
         self.logits = memory::filled_vec(len, 0.0, "logits")?;
-        model.output.forward(&normed, &mut self.logits)?;
+        let micro_batch = self.rows.micro_batch();
+        model
+            .output
+            .forward_in(&normed, &mut self.logits, micro_batch)?;
         Ok(())
     }
 }

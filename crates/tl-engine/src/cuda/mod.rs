@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Device;
 use tl_cuda::ops::attention::{self as attention_ops, Heads, LayerCache, QkNorm, Rotation};
-use tl_cuda::ops::gemv::{gemv_batched_into, Epilogue, Output, PreAdd};
+use tl_cuda::ops::gemv::{gemv_batched_into, Batching, Epilogue, Output, PreAdd};
 use tl_cuda::ops::rows::Rounding;
 use tl_cuda::ops::{blas, rows as row_ops, sample as sample_ops};
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Graph};
@@ -251,19 +251,21 @@ impl CudaModel {
                     y: qkv,
                     stride: fused.rows(),
                 };
+                let rows = (n, Batching::Alone);
                 Ok(gemv_batched_into(
-                    gpu, fused, x, qkv, norm_rope, n, next, pre,
+                    gpu, fused, x, qkv, norm_rope, rows, next, pre,
                 )?)
             }
             _ => {
-                self.project_qkv_parts(b, (x, pre), qkv, n, next)?;
+                self.project_qkv_parts(b, (x, pre), qkv, (n, Batching::Alone), next)?;
                 self.add_qkv_bias(b, qkv, n)?;
                 self.rope_store(layer, qkv, n, positions, kv)
             }
         }
     }
 
-    /// Block `b`'s normalised QKV projection of `n` rows without RoPE: one
+    /// Block `b`'s normalised QKV projection of `n` rows (batched as
+    /// `batching` says) without RoPE: one
     /// GEMV per part of the QKV weights, each writing its rows of `qkv` (and
     /// each doing the same pre-add, when given). Each launch asks L2 for the
     /// weights after it (the next part's, then `next`'s).
@@ -272,7 +274,7 @@ impl CudaModel {
         b: &BlockWeights,
         (x, pre): (tl_cuda::Span<'_, f32>, Option<PreAdd<'_>>),
         qkv: tl_cuda::Span<'_, f32>,
-        n: usize,
+        (n, batching): (usize, Batching),
         next: Option<&DeviceMatrix>,
     ) -> Result<()> {
         let norm = Epilogue::Norm {
@@ -285,7 +287,8 @@ impl CudaModel {
             let y = qkv.sub(offset, qkv.len() - offset)?;
             let hint = parts.get(i + 1).or(next);
             let output = Output { y, stride };
-            gemv_batched_into(&self.gpu, part, x, output, norm, n, hint, pre)?;
+            let rows = (n, batching);
+            gemv_batched_into(&self.gpu, part, x, output, norm, rows, hint, pre)?;
             offset += part.rows();
         }
         Ok(())

@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
-use tl_cuda::ops::gemv::{gemv, gemv_batched_into, Epilogue, Output, PreAdd};
+use tl_cuda::ops::gemv::{gemv, gemv_batched_into, Batching, Epilogue, Output, PreAdd};
 use tl_cuda::ops::rows::{self as row_ops, Rounding};
 use tl_cuda::{DeviceMatrix, Span};
 
@@ -222,6 +222,15 @@ impl<'a> CudaPass<'a> {
         }
     }
 
+    /// How llama.cpp batches this pass's rows, which decides how K-quant
+    /// products round them: a decode step's each alone, a prompt's together.
+    fn batching(&self) -> Batching {
+        match self.shape {
+            PassShape::Prompt(_) => Batching::Together,
+            PassShape::Decode(_) | PassShape::Batch { .. } => Batching::Alone,
+        }
+    }
+
     /// The kernels of this pass's matrix products.
     fn kernels(&self) -> Kernels<'a> {
         match &self.shape {
@@ -243,6 +252,29 @@ enum Kernels<'a> {
 }
 
 impl Stages for CudaPass<'_> {
+    fn keep_logit_rows(&mut self) -> Result<()> {
+        // Decode passes return every row's logits.
+        let PassShape::Prompt(p) = &mut self.shape else {
+            return Ok(());
+        };
+        let (rows, n) = (p.logit_rows.clone(), self.rows);
+        if rows.len() == n {
+            return Ok(());
+        }
+        let hidden = self.model.config.embedding_length;
+        if !rows.is_empty() {
+            let x = p.buffers.x.all();
+            let kept = x.sub(rows.start * hidden, rows.len() * hidden)?;
+            self.model.gpu.copy(kept, x.sub(0, rows.len() * hidden)?)?;
+        }
+        self.rows = rows.len();
+        p.logit_rows = 0..rows.len();
+        // The kept rows (one, a prompt's last) take the kernels a batch of
+        // their size would.
+        p.by_rows = self.model.prompt_by_rows(rows.len());
+        Ok(())
+    }
+
     fn embed(&mut self) -> Result<()> {
         let ids = match &self.shape {
             PassShape::Decode(cache) => cache.step.token.all(),
@@ -267,7 +299,7 @@ impl Stages for CudaPass<'_> {
                 m.project_qkv(layer, (a.x, pre), a.qkv, n, a.positions, kv)?
             }
             Kernels::Gemv { hints: false } => {
-                m.project_qkv_parts(b, (a.x, pre), a.qkv, n, None)?;
+                m.project_qkv_parts(b, (a.x, pre), a.qkv, (n, self.batching()), None)?;
                 m.add_qkv_bias(b, a.qkv, n)?;
                 m.rope_store(layer, a.qkv, n, a.positions, kv)?
             }
@@ -359,7 +391,8 @@ impl Stages for CudaPass<'_> {
                     y,
                     stride: w.rows(),
                 };
-                gemv_batched_into(&m.gpu, w, a.attention, y, epilogue, n, next, None)?;
+                let rows = (n, self.batching());
+                gemv_batched_into(&m.gpu, w, a.attention, y, epilogue, rows, next, None)?;
             }
             Kernels::Gemm(p) => {
                 let staged = matches!(&self.shape, PassShape::Prompt(p) if p.attention_staged);
@@ -375,6 +408,11 @@ impl Stages for CudaPass<'_> {
 
     fn feed_forward(&mut self, layer: usize) -> Result<()> {
         let (m, n) = (self.model, self.rows);
+        if n == 0 {
+            // A prompt chunk whose logits nobody asked for, past its last
+            // block's attention.
+            return Ok(());
+        }
         let gpu = &m.gpu;
         let b = &m.blocks[layer];
         let a = self.activations()?;
@@ -398,7 +436,8 @@ impl Stages for CudaPass<'_> {
                     y: a.hidden,
                     stride: b.gate_up.rows() / 2,
                 };
-                gemv_batched_into(gpu, &b.gate_up, a.x, hidden, norm, n, down_hint, pre)?;
+                let rows = (n, self.batching());
+                gemv_batched_into(gpu, &b.gate_up, a.x, hidden, norm, rows, down_hint, pre)?;
                 let epilogue = if accumulate {
                     Epilogue::Residual
                 } else {
@@ -408,7 +447,7 @@ impl Stages for CudaPass<'_> {
                     y,
                     stride: b.down.rows(),
                 };
-                gemv_batched_into(gpu, &b.down, a.hidden, y, epilogue, n, after_block, None)?;
+                gemv_batched_into(gpu, &b.down, a.hidden, y, epilogue, rows, after_block, None)?;
             }
             Kernels::Gemm(p) => {
                 let norm = Some((b.feed_forward_norm.all(), eps));
@@ -443,6 +482,8 @@ impl Stages for CudaPass<'_> {
                 y: logits,
                 stride: c.vocab_size,
             };
+            // Decode rows only: each alone.
+            let rows = (rows, Batching::Alone);
             gemv_batched_into(gpu, head, a.x, out, norm, rows, None, pre)
         };
         match &mut self.shape {

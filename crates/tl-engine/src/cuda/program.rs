@@ -12,7 +12,7 @@ use std::sync::Arc;
 use candle_core::Device;
 use half::f16;
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, Heads, LayerCache};
-use tl_cuda::ops::gemv::{gemv_batched, Epilogue};
+use tl_cuda::ops::gemv::{gemv_batched, Batching, Epilogue};
 use tl_cuda::ops::program::{self as program_ops, CacheRows, SwapAxes};
 use tl_cuda::ops::rows as row_ops;
 use tl_cuda::{Buffer, DeviceMatrix, Gpu, Span};
@@ -246,6 +246,8 @@ impl GpuOps {
         let out = self.alloc(dims)?;
         let rows = x.len() / cols.max(1);
         let (input, output) = (x.f32_span("linear")?, out.f32_span("linear")?);
+        // One `linear` of several rows is one batch, as on the CPU.
+        let rows = (rows, Batching::Together);
         gemv_batched(&self.gpu, &w.0, input, output, Epilogue::Plain, rows, None)?;
         Ok(out)
     }

@@ -25,10 +25,14 @@ pub trait Stages {
     fn attention(&mut self, layer: usize) -> Result<()>;
     /// The attention's output projection, added to the residual.
     fn attention_output(&mut self, layer: usize) -> Result<()>;
+    /// Drops the rows whose logits the pass does not return, before the last
+    /// block's MLP (as llama.cpp does: its MLP then runs on those rows
+    /// alone, and a K-quant product rounds by how many rows it has).
+    fn keep_logit_rows(&mut self) -> Result<()>;
     /// The MLP: the residual normalised, the gated activation, the down
     /// projection added to the residual.
     fn feed_forward(&mut self, layer: usize) -> Result<()>;
-    /// The final norm and the output head, for the rows the pass wants.
+    /// The final norm and the output head, for the rows kept.
     fn logits(&mut self) -> Result<()>;
 }
 
@@ -39,6 +43,9 @@ pub fn run(pass: &mut impl Stages, layers: usize) -> Result<()> {
         pass.attention_input(layer)?;
         pass.attention(layer)?;
         pass.attention_output(layer)?;
+        if layer + 1 == layers {
+            pass.keep_logit_rows()?;
+        }
         pass.feed_forward(layer)?;
     }
     pass.logits()

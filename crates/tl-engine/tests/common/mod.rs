@@ -399,6 +399,16 @@ pub fn relative_error(got: &[f32], want: &[f32]) -> f64 {
 /// prompts under 64 tokens row by row, through the kernels that compute the
 /// CPU's bits; float weights take cuBLAS GEMMs for any pass of several rows,
 /// summed in another order.
+/// Whether some block matrix of the model is a K-quant (256-value
+/// super-blocks), whose products round by how many rows a pass has.
+pub fn k_quant_blocks(path: &Path) -> bool {
+    let file = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    file.tensors()
+        .iter()
+        .filter(|t| t.name.starts_with("blk.") && t.dims.len() == 2)
+        .any(|t| t.ggml_type.block_elements() == 256)
+}
+
 pub fn quantized_blocks(path: &Path) -> bool {
     let file = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     file.tensors()

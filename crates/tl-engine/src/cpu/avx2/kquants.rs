@@ -9,7 +9,10 @@
 use std::arch::x86_64::*;
 
 use super::repacked::sum_each;
-use crate::cpu::kquants::{finish, step, GroupSums, KArithmetic, Q8KBlock, SuperBlock, Unpacked};
+use crate::cpu::kquants::{
+    single_finish, single_step, step, GroupSums, KArithmetic, Lanes, Q8KBlock, RowState,
+    SuperBlock, Unpacked,
+};
 
 /// One weight super-block in registers.
 struct WeightRegisters {
@@ -139,6 +142,23 @@ fn load_q6_k(block: &[u8; 210]) -> WeightRegisters {
     // SAFETY: 16 readable bytes at 192; `loadu` has no alignment requirement.
     let scales = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(block[192..208].as_ptr().cast()) });
     registers(quants, scales, _mm256_setzero_si256(), 32)
+}
+
+/// A super-block in registers: Q4_K and Q6_K straight from their bytes, the
+/// other types unpacked into `scratch` first.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load_super_block<const N: usize>(
+    w: &SuperBlock<'_, N>,
+    scratch: &mut Unpacked,
+) -> WeightRegisters {
+    if let Ok(q4_k) = <&[u8; 144]>::try_from(w.bytes.as_slice()) {
+        load_q4_k(q4_k)
+    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(w.bytes.as_slice()) {
+        load_q6_k(q6_k)
+    } else {
+        (w.unpack)(w.bytes, scratch);
+        load(scratch)
+    }
 }
 
 /// The four i32 totals of four vectors.
@@ -406,14 +426,7 @@ pub(super) fn accumulate<'a, const N: usize>(
     block: impl Fn(usize) -> &'a Q8KBlock,
     (acc, acc_min): (&mut [f32], &mut [f32]),
 ) {
-    let registers = if let Ok(q4_k) = <&[u8; 144]>::try_from(w.bytes.as_slice()) {
-        load_q4_k(q4_k)
-    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(w.bytes.as_slice()) {
-        load_q6_k(q6_k)
-    } else {
-        (w.unpack)(w.bytes, scratch);
-        load(scratch)
-    };
+    let registers = load_super_block(w, scratch);
     let rows = acc.len();
     let first = rows / 8 * 8;
     let groups = acc.as_chunks_mut::<8>().0.iter_mut();
@@ -535,45 +548,22 @@ fn q4_k_scales(bytes: &[u8]) -> (__m128i, __m128i) {
     )
 }
 
-/// The four totals of four vectors, in the four lanes.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn totals4(v: [__m256i; 4]) -> __m128i {
-    let halves = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    _mm_add_epi32(
-        _mm256_castsi256_si128(halves),
-        _mm256_extracti128_si256::<1>(halves),
-    )
-}
-
-/// `acc = fma(v_p, scale, acc)` for the lanes `p = 0..4` of `v` in order
-/// (lane 0 of `acc` and `scale`).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn fma_lanes_in_order(v: __m128, scale: __m128, acc: __m128) -> __m128 {
-    let acc = _mm_fmadd_ss(v, scale, acc);
-    let acc = _mm_fmadd_ss(_mm_movehdup_ps(v), scale, acc);
-    let acc = _mm_fmadd_ss(_mm_movehl_ps(v, v), scale, acc);
-    _mm_fmadd_ss(_mm_shuffle_ps::<0b11_11_11_11>(v, v), scale, acc)
-}
-
 /// One Q4_K weight row against one activation row, streamed a super-block
 /// at a time with nothing unpacked to memory: per 64 values one load of 32
 /// nibble bytes, two `maddubs` and two `madd` with the sub-block scales;
 /// the minimums meet the activations' 16-value sums in one `madd`. The f32
-/// steps are [`step`]'s, in vector lanes, so the result equals the general
-/// path's.
+/// steps are [`single_step`]'s (`kind` is `VecDot(Q4_K)` or `Q4KGemv`), in
+/// vector lanes, so the result equals the general path's.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBlock]) -> f32 {
     let nibbles = _mm256_set1_epi8(0x0f);
-    let (mut acc, mut acc_min) = (_mm_setzero_ps(), _mm_setzero_ps());
+    let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm_setzero_ps());
     for (block, a) in weights.iter().zip(acts) {
         let (scales, mins) = q4_k_scales(&block[4..20]);
         let scales = _mm256_broadcastsi128_si256(scales);
         let (a_chunks, _) = a.quants.as_chunks::<32>();
-        // (A loop, not `array::from_fn` with a closure: see `registers`.)
-        let mut groups = [_mm256_setzero_si256(); 4];
-        for (p, group) in groups.iter_mut().enumerate() {
+        let mut lanes = _mm256_setzero_si256();
+        for p in 0..4 {
             let bytes = load_32(&block[16 + 32 * p..]);
             let low = _mm256_and_si256(bytes, nibbles);
             let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles);
@@ -585,7 +575,7 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
                 _mm256_maddubs_epi16(high, load_i8x32(&a_chunks[2 * p + 1])),
                 shuffle_by(scales, &SPREAD_I16[2 * p + 1]),
             );
-            *group = _mm256_add_epi32(low, high);
+            lanes = _mm256_add_epi32(lanes, _mm256_add_epi32(low, high));
         }
         // Lane j: min_j · (Σ of sub-block j's activations), i.e. lane j of
         // each pair of runs.
@@ -593,32 +583,39 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
         let doubled = _mm256_or_si256(widened, _mm256_slli_epi32::<16>(widened));
         let min_terms = _mm256_madd_epi16(doubled, load_i16x16(&a.sums16));
         let (d, dmin) = (half_at(block, 0), half_at(block, 2));
-        if kind == KArithmetic::Q4KRepacked {
-            let scale = _mm_set_ss(d * a.d);
-            let min_scale = _mm_set_ss(dmin * a.d);
-            let sums = _mm_cvtepi32_ps(totals4(groups));
+        if kind == KArithmetic::Q4KGemv {
+            let sums = _mm_cvtepi32_ps(_mm_cvtsi32_si128(total(lanes)));
+            let mins = _mm_cvtepi32_ps(_mm_cvtsi32_si128(total(min_terms)));
+            let sum = _mm_fmadd_ss(sums, _mm_set_ss(d * a.d), _mm256_castps256_ps128(acc));
+            acc = _mm256_castps128_ps256(sum);
+            acc_min = _mm_fmadd_ss(mins, _mm_set_ss(dmin * a.d), acc_min);
+        } else {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(a.d * d), _mm256_cvtepi32_ps(lanes), acc);
+            // Lanes 2j and 2j + 1 of the minimums together: sub-blocks
+            // 2j and 2j + 1.
             let pairs = _mm256_hadd_epi32(min_terms, min_terms);
             let mins = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b10_00>(pairs));
-            acc = fma_lanes_in_order(sums, scale, acc);
-            acc_min = fma_lanes_in_order(_mm_cvtepi32_ps(mins), min_scale, acc_min);
-        } else {
-            let all = _mm256_add_epi32(
-                _mm256_add_epi32(groups[0], groups[1]),
-                _mm256_add_epi32(groups[2], groups[3]),
-            );
-            let sums = GroupSums {
-                scaled: [total(all), 0, 0, 0],
-                mins: [total(min_terms), 0, 0, 0],
-            };
-            let (mut scalar, mut unused) = (_mm_cvtss_f32(acc), 0.0);
-            step(kind, (d, dmin), &sums, a.d, (&mut scalar, &mut unused));
-            acc = _mm_set_ss(scalar);
+            acc_min = _mm_fmadd_ps(_mm_set1_ps(-a.d * dmin), _mm_cvtepi32_ps(mins), acc_min);
         }
     }
-    finish(kind, _mm_cvtss_f32(acc), _mm_cvtss_f32(acc_min))
+    single_finish(kind, &row_state(acc, acc_min))
 }
 
-/// One Q6_K weight row against one activation row (the tiled arithmetic):
+/// The state the lean kernels hold in registers, as [`single_finish`] reads it.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn row_state(lanes: __m256, mins: __m128) -> RowState {
+    let mut state = RowState::default();
+    // SAFETY: `lanes` holds 8 and `mins` 4 writable f32; `storeu` has no
+    // alignment requirement.
+    unsafe {
+        _mm256_storeu_ps(state.lanes.as_mut_ptr(), lanes);
+        _mm_storeu_ps(state.mins.as_mut_ptr(), mins);
+    }
+    state
+}
+
+/// One Q6_K weight row against one activation row (`vec_dot`'s arithmetic):
 /// per 32 values one `maddubs` of the rebuilt 6-bit quants and one `madd`
 /// with the two 16-value scales (a byte shuffle and a shift widen them); the
 /// offset of 32 comes off through the activations' 16-value sums.
@@ -626,7 +623,7 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
 pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
     let low4 = _mm256_set1_epi8(0x0f);
     let bits = |mask: u8| _mm256_set1_epi8(mask as i8);
-    let mut acc = 0.0f32;
+    let mut acc = _mm256_setzero_ps();
     for (block, a) in weights.iter().zip(acts) {
         // SAFETY: 16 readable bytes at 192; `loadu` has no alignment requirement.
         let scales8 = unsafe { _mm_loadu_si128(block[192..208].as_ptr().cast()) };
@@ -668,17 +665,63 @@ pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
         }
         let offsets = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8), load_i16x16(&a.sums16));
         let scaled = _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(offsets));
-        let sums = GroupSums {
-            scaled: [total(scaled), 0, 0, 0],
-            mins: [0; 4],
-        };
-        step(
-            KArithmetic::Tiled,
-            (half_at(block, 208), 0.0),
-            &sums,
-            a.d,
-            (&mut acc, &mut 0.0),
-        );
+        let d = _mm256_set1_ps(a.d * half_at(block, 208));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(scaled), acc);
     }
-    acc
+    let kind = KArithmetic::VecDot(crate::cpu::weight_type::WeightType::Q6_K);
+    single_finish(kind, &row_state(acc, _mm_setzero_ps()))
+}
+
+/// [`Lanes`] in registers: the chunks' `maddubs` and `madd` with their
+/// scales added lane by lane; the offset comes off each value
+/// (`per_value_offset`, Q3_K's) or a run pair at a time through the run sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn single_lanes(w: &WeightRegisters, a: &Q8KBlock, per_value_offset: Option<i8>) -> Lanes {
+    let (chunks, _) = a.quants.as_chunks::<32>();
+    let mut scaled = _mm256_setzero_si256();
+    for (c, chunk) in chunks.iter().enumerate() {
+        let acts = load_i8x32(chunk);
+        let mut pairs = _mm256_maddubs_epi16(w.quants[c], acts);
+        if let Some(offset) = per_value_offset {
+            let offsets = _mm256_maddubs_epi16(_mm256_set1_epi8(offset), acts);
+            pairs = _mm256_sub_epi16(pairs, offsets);
+        }
+        scaled = _mm256_add_epi32(scaled, _mm256_madd_epi16(pairs, w.chunk_scales[c]));
+    }
+    let run_sums = load_i16x16(&a.sums16);
+    if per_value_offset.is_none() {
+        scaled = _mm256_sub_epi32(scaled, _mm256_madd_epi16(w.offset_scales, run_sums));
+    }
+    let mins = _mm256_madd_epi16(w.mins, run_sums);
+    let mut lanes = Lanes::default();
+    // SAFETY: each array is 32 writable bytes; `storeu` has no alignment
+    // requirement.
+    unsafe {
+        _mm256_storeu_si256(lanes.scaled.as_mut_ptr().cast(), scaled);
+        _mm256_storeu_si256(lanes.mins.as_mut_ptr().cast(), mins);
+    }
+    lanes
+}
+
+/// Adds the lanes of `w` with activation row `block(i)` to the single-row
+/// state of every row `i`: the weights in registers once, Q4_K and Q6_K
+/// straight from their bytes, the other types through `scratch`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn single_accumulate<'a, const N: usize>(
+    kind: KArithmetic,
+    w: &SuperBlock<'_, N>,
+    scratch: &mut Unpacked,
+    block: impl Fn(usize) -> &'a Q8KBlock,
+    states: &mut [RowState],
+) {
+    let registers = load_super_block(w, scratch);
+    let per_value =
+        matches!(kind, KArithmetic::VecDot(ty) if crate::cpu::kquants::offset_per_value(ty));
+    let per_value_offset = per_value.then_some(scratch.offset as i8);
+    for (i, state) in states.iter_mut().enumerate() {
+        let a = block(i);
+        let lanes = single_lanes(&registers, a, per_value_offset);
+        single_step(kind, w.factors, &lanes, a.d, state);
+    }
 }

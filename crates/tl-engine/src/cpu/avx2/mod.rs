@@ -54,6 +54,19 @@ pub(crate) fn kquant_accumulate<'a, const N: usize>(
     unsafe { kquants::accumulate(kind, vnni, w, scratch, block, accumulators) }
 }
 
+/// Adds the lanes of the K-quant super-block `w` with activation row
+/// `block(i)` to the single-row state of every row `i`.
+pub(crate) fn kquant_single_accumulate<'a, const N: usize>(
+    kind: super::kquants::KArithmetic,
+    w: &super::kquants::SuperBlock<'_, N>,
+    scratch: &mut super::kquants::Unpacked,
+    block: impl Fn(usize) -> &'a super::kquants::Q8KBlock,
+    states: &mut [super::kquants::RowState],
+) {
+    // SAFETY: as for `quantize_block`, the features are enabled at build time.
+    unsafe { kquants::single_accumulate(kind, w, scratch, block, states) }
+}
+
 /// The lean single-row kernel for a K-quant weight row (Q4_K and Q6_K),
 /// as a function of the activation row; `None` for the other types.
 pub(crate) fn kquant_row<const N: usize>(

@@ -6,12 +6,11 @@ build) for a few small quantized matrices, so the Rust tests can check that
 
     python3 ggml_mul_mat.py [path/to/llama_cpp/lib]
 
-K-quant products are recorded with `GGML_CPU_TILED_MM_FORCE=1` (set below):
-ggml runs them through its tiled kernels for batches of 8 rows or more and
-through `vec_dot`, which rounds differently, for smaller ones; we follow the
-tiled kernels at every batch size, and forcing them makes ggml do the same.
-Repacked Q4_K still goes through the repack kernels, whose gemv (rows left
-over after groups of 4) rounds unlike their gemm.
+ggml runs K-quant products through its tiled kernels for batches of 8 rows or
+more and through `vec_dot`, which rounds differently, for smaller ones;
+repacked Q4_K goes through the repack gemm for each group of 4 rows and its
+gemv, which rounds unlike the gemm, for the rows left over. The cases (1, 6
+and 9 rows) meet each of these kernels.
 
 File layout (little-endian): b"TLGG", u32 version, u32 case count; then per
 case u32 ggml type, rows, cols, m, repacked (0/1); the weight bytes; x as
@@ -115,7 +114,6 @@ def activations(rng, m, cols):
 
 
 def main():
-    os.environ["GGML_CPU_TILED_MM_FORCE"] = "1"
     lib_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(__import__("llama_cpp").__file__), "lib")
     base, cpu = load_libraries(lib_dir)

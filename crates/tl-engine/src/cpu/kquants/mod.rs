@@ -18,12 +18,14 @@ mod blocks;
 mod dot;
 
 use std::cell::RefCell;
+use std::ops::Range;
 
 pub(crate) use activations::{Q8KBlock, SuperBlockActivations};
 pub(crate) use blocks::{k4_scales, Unpacked};
-pub(crate) use dot::finish;
-pub(crate) use dot::step;
-pub(crate) use dot::{GroupSums, KArithmetic};
+pub(crate) use dot::{
+    finish, offset_per_value, row_arithmetic, single_finish, single_step, step, GroupSums,
+    KArithmetic, Lanes, RowState,
+};
 
 use super::matrix::WeightRows;
 use super::parallel::OutputColumns;
@@ -39,10 +41,17 @@ const ACTIVATION_COLUMN_BYTES: usize = 24 * 1024;
 /// the next position (their accumulators stay in memory between).
 const COLUMN_TILE: usize = 16;
 
+/// Activation rows below which a single-row arithmetic streams each weight
+/// row through the lean kernels rather than unpacking each super-block once
+/// for all the rows.
+const LEAN_ROWS: usize = 4;
+
 thread_local! {
     /// Per activation row accumulators (`acc`, `acc_min`), reused across calls.
     static ACCUMULATORS: RefCell<(Vec<f32>, Vec<f32>)> =
         const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Per activation row states of the single-row arithmetic.
+    static ROW_STATES: RefCell<Vec<RowState>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Unpacks one super-block of the K-quant `ty` from its bytes (a block of
@@ -67,12 +76,13 @@ pub(crate) fn unpack(ty: WeightType, bytes: &[u8], out: &mut Unpacked) {
     }
 }
 
-/// Computes the output columns of `out` for all `m` activation rows.
+/// Computes the output columns of `out` for the activation rows `rows`,
+/// all with the arithmetic `kind`.
 pub(crate) fn compute_rows(
     weights: &WeightRows<'_>,
     kind: KArithmetic,
     acts: &SuperBlockActivations,
-    m: usize,
+    rows: Range<usize>,
     out: &mut OutputColumns<'_>,
 ) {
     match weights.weight_type {
@@ -82,7 +92,7 @@ pub(crate) fn compute_rows(
             weights,
             kind,
             acts,
-            m,
+            rows.clone(),
             out,
         ),
         WeightType::Q3_K => typed_rows(
@@ -91,7 +101,7 @@ pub(crate) fn compute_rows(
             weights,
             kind,
             acts,
-            m,
+            rows.clone(),
             out,
         ),
         WeightType::Q4_K => typed_rows(
@@ -100,7 +110,7 @@ pub(crate) fn compute_rows(
             weights,
             kind,
             acts,
-            m,
+            rows.clone(),
             out,
         ),
         WeightType::Q5_K => typed_rows(
@@ -109,7 +119,7 @@ pub(crate) fn compute_rows(
             weights,
             kind,
             acts,
-            m,
+            rows.clone(),
             out,
         ),
         WeightType::Q6_K => typed_rows(
@@ -118,7 +128,7 @@ pub(crate) fn compute_rows(
             weights,
             kind,
             acts,
-            m,
+            rows.clone(),
             out,
         ),
         other => unreachable!("{other} is not a K-quant"),
@@ -131,9 +141,21 @@ fn typed_rows<const N: usize>(
     weights: &WeightRows<'_>,
     kind: KArithmetic,
     acts: &SuperBlockActivations,
-    m: usize,
+    all_rows: Range<usize>,
     out: &mut OutputColumns<'_>,
 ) {
+    if all_rows.is_empty() {
+        return;
+    }
+    if kind.is_single_row() {
+        let per_row = weights.blocks_per_row;
+        // Few rows (decode) stream each weight row through the lean
+        // kernels; more share each unpacked super-block.
+        if all_rows.len() < LEAN_ROWS && lean_columns(blocks, per_row, kind, acts, &all_rows, out) {
+            return;
+        }
+        return single_rows(blocks, unpack, per_row, kind, acts, all_rows, out);
+    }
     let per_row = weights.blocks_per_row;
     let mut unpacked = Unpacked::default();
     let columns = out.columns();
@@ -141,14 +163,8 @@ fn typed_rows<const N: usize>(
     // stay in L1 while a tile of weight rows passes over them.
     let chunk_rows = (ACTIVATION_COLUMN_BYTES / std::mem::size_of::<Q8KBlock>()).max(8) / 8 * 8;
     ACCUMULATORS.with_borrow_mut(|(acc, acc_min)| {
-        for first in (0..m).step_by(chunk_rows) {
-            let rows = chunk_rows.min(m - first);
-            // Under 8 activation rows (decode, small batches) the lean
-            // kernels stream each weight row; batches share each weight
-            // super-block's registers across eight rows at a time instead.
-            if rows < 8 && lean_columns(blocks, per_row, kind, acts, first..first + rows, out) {
-                continue;
-            }
+        for first in all_rows.clone().step_by(chunk_rows) {
+            let rows = chunk_rows.min(all_rows.end - first);
             for tile in (columns.start..columns.end).step_by(COLUMN_TILE) {
                 let tile = tile..(tile + COLUMN_TILE).min(columns.end);
                 acc.clear();
@@ -181,6 +197,39 @@ fn typed_rows<const N: usize>(
     });
 }
 
+/// Computes `rows` under a single-row arithmetic, each weight super-block
+/// unpacked once for all of them.
+fn single_rows<const N: usize>(
+    blocks: &[[u8; N]],
+    unpack: fn(&[u8; N], &mut Unpacked),
+    per_row: usize,
+    kind: KArithmetic,
+    acts: &SuperBlockActivations,
+    rows: Range<usize>,
+    out: &mut OutputColumns<'_>,
+) {
+    let mut unpacked = Unpacked::default();
+    ROW_STATES.with_borrow_mut(|states| {
+        for column in out.columns() {
+            states.clear();
+            states.resize(rows.len(), RowState::default());
+            for b in 0..per_row {
+                let block = &blocks[column * per_row + b];
+                let super_block = SuperBlock {
+                    bytes: block,
+                    unpack,
+                    factors: blocks::factors(block),
+                };
+                let act = |a: usize| &acts.row(rows.start + a)[b];
+                single_accumulate(kind, &super_block, &mut unpacked, act, states);
+            }
+            for (a, state) in rows.clone().zip(states.iter()) {
+                out.set(a, column, single_finish(kind, state));
+            }
+        }
+    });
+}
+
 /// Computes `rows` with the lean single-row kernels, where the backend has
 /// one for the type; false when it has none.
 fn lean_columns<const N: usize>(
@@ -188,7 +237,7 @@ fn lean_columns<const N: usize>(
     per_row: usize,
     kind: KArithmetic,
     acts: &SuperBlockActivations,
-    rows: std::ops::Range<usize>,
+    rows: &Range<usize>,
     out: &mut OutputColumns<'_>,
 ) -> bool {
     for column in out.columns() {
@@ -259,6 +308,31 @@ fn portable_accumulate<'a, const N: usize>(
 #[cfg(not(x86_simd))]
 use portable_accumulate as accumulate;
 
+#[cfg(x86_simd)]
+use super::avx2::kquant_single_accumulate as single_accumulate;
+
+/// Adds the lanes of `w` with activation row `block(i)` to the single-row
+/// state of every row `i` (the portable path).
+#[cfg_attr(x86_simd, allow(dead_code))]
+fn portable_single_accumulate<'a, const N: usize>(
+    kind: KArithmetic,
+    w: &SuperBlock<'_, N>,
+    scratch: &mut Unpacked,
+    block: impl Fn(usize) -> &'a Q8KBlock,
+    states: &mut [RowState],
+) {
+    (w.unpack)(w.bytes, scratch);
+    let per_value = matches!(kind, KArithmetic::VecDot(ty) if offset_per_value(ty));
+    for (i, state) in states.iter_mut().enumerate() {
+        let a = block(i);
+        let lanes = dot::lanes(scratch, a, per_value);
+        single_step(kind, w.factors, &lanes, a.d, state);
+    }
+}
+
+#[cfg(not(x86_simd))]
+use portable_single_accumulate as single_accumulate;
+
 #[cfg(all(test, x86_simd))]
 mod tests {
     use super::*;
@@ -274,24 +348,8 @@ mod tests {
         rng: &mut Rng,
     ) {
         for _ in 0..50 {
-            let mut bytes: [u8; N] = std::array::from_fn(|_| rng.next_u64() as u8);
-            for at in match N {
-                84 => vec![80, 82],
-                110 => vec![108],
-                144 | 176 => vec![0, 2],
-                _ => vec![208],
-            } {
-                let factor = half::f16::from_f32(rng.uniform() * 0.01);
-                bytes[at..at + 2].copy_from_slice(&factor.to_le_bytes());
-            }
-            let rows: Vec<Q8KBlock> = (0..11)
-                .map(|_| {
-                    let x: [f32; SUPER_BLOCK_VALUES] = std::array::from_fn(|_| rng.normal(1.0));
-                    let mut row = Q8KBlock::default();
-                    activations::quantize_block(&x, &mut row);
-                    row
-                })
-                .collect();
+            let bytes: [u8; N] = random_block(rng);
+            let rows = random_acts(rng, 11);
             let block = SuperBlock {
                 bytes: &bytes,
                 unpack,
@@ -326,6 +384,85 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The single-row arithmetic: the AVX2 states, and the lean Q4_K and
+    /// Q6_K kernels, equal the portable states bit for bit, over random rows
+    /// of 3 super-blocks.
+    fn check_single<const N: usize>(
+        unpack: fn(&[u8; N], &mut Unpacked),
+        kinds: &[KArithmetic],
+        rng: &mut Rng,
+    ) {
+        for _ in 0..20 {
+            let row: Vec<[u8; N]> = (0..3).map(|_| random_block(rng)).collect();
+            let acts: Vec<Vec<Q8KBlock>> = (0..5).map(|_| random_acts(rng, 3)).collect();
+            for &kind in kinds {
+                let mut simd = vec![RowState::default(); acts.len()];
+                let mut portable = simd.clone();
+                let mut scratch = Unpacked::default();
+                for (b, bytes) in row.iter().enumerate() {
+                    let block = SuperBlock {
+                        bytes,
+                        unpack,
+                        factors: blocks::factors(bytes),
+                    };
+                    let act = |i: usize| &acts[i][b];
+                    single_accumulate(kind, &block, &mut scratch, act, &mut simd);
+                    portable_single_accumulate(kind, &block, &mut scratch, act, &mut portable);
+                }
+                for (a, (simd, portable)) in simd.iter().zip(&portable).enumerate() {
+                    let expected = single_finish(kind, portable).to_bits();
+                    assert_eq!(
+                        single_finish(kind, simd).to_bits(),
+                        expected,
+                        "{N} {kind:?}"
+                    );
+                    if let Some(lean) = lean_rows(&row, kind) {
+                        assert_eq!(lean(&acts[a]).to_bits(), expected, "lean {N} {kind:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Random bytes with finite, small f16 factors (any bytes are a valid
+    /// block otherwise).
+    fn random_block<const N: usize>(rng: &mut Rng) -> [u8; N] {
+        let mut bytes: [u8; N] = std::array::from_fn(|_| rng.next_u64() as u8);
+        for at in match N {
+            84 => vec![80, 82],
+            110 => vec![108],
+            144 | 176 => vec![0, 2],
+            _ => vec![208],
+        } {
+            let factor = half::f16::from_f32(rng.uniform() * 0.01);
+            bytes[at..at + 2].copy_from_slice(&factor.to_le_bytes());
+        }
+        bytes
+    }
+
+    fn random_acts(rng: &mut Rng, blocks: usize) -> Vec<Q8KBlock> {
+        (0..blocks)
+            .map(|_| {
+                let x: [f32; SUPER_BLOCK_VALUES] = std::array::from_fn(|_| rng.normal(1.0));
+                let mut row = Q8KBlock::default();
+                activations::quantize_block(&x, &mut row);
+                row
+            })
+            .collect()
+    }
+
+    #[test]
+    fn simd_single_row_states_equal_portable_ones() {
+        use crate::cpu::weight_type::WeightType as W;
+        use KArithmetic::*;
+        let mut rng = Rng::new(9);
+        check_single(blocks::unpack_q2_k, &[VecDot(W::Q2_K)], &mut rng);
+        check_single(blocks::unpack_q3_k, &[VecDot(W::Q3_K)], &mut rng);
+        check_single(blocks::unpack_q4_k, &[VecDot(W::Q4_K), Q4KGemv], &mut rng);
+        check_single(blocks::unpack_q5_k, &[VecDot(W::Q5_K)], &mut rng);
+        check_single(blocks::unpack_q6_k, &[VecDot(W::Q6_K)], &mut rng);
     }
 
     #[test]
