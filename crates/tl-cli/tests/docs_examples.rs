@@ -1,7 +1,7 @@
 //! `docs/language.md` is tested: every ```tl example in it is run (a `main` is
-//! run, `test` blocks are run with --test, anything else is checked), an example
-//! followed by a ```text block must print exactly that, and every builtin of the
-//! language is documented.
+//! run, `test` blocks are run with --test, both when it has both, anything
+//! else is checked), an example followed by a ```text block must print
+//! exactly that, and every builtin of the language is documented.
 
 mod common;
 
@@ -68,13 +68,31 @@ fn every_example_runs_and_prints_what_the_docs_say() {
         examples += 1;
         let file = dir.path().join(format!("example_line_{}.tl", fence.line));
         std::fs::write(&file, &fence.body).expect("write example");
+        let has_tests = fence.body.contains("\ntest ") || fence.body.starts_with("test ");
         let mode: &[&str] = if fence.body.contains("main {") {
             &["run"]
-        } else if fence.body.contains("\ntest ") || fence.body.starts_with("test ") {
+        } else if has_tests {
             &["run", "--test"]
         } else {
             &["check"]
         };
+        // An example with both runs its `main` below, and its tests here.
+        if has_tests && mode == ["run"] {
+            let tests = tl()
+                .args(["run", "--test"])
+                .arg(&file)
+                .env("TL_TEST_MODEL", default_model())
+                .output()
+                .expect("cannot start tl");
+            assert!(
+                tests.status.success(),
+                "{}:{}: the example's tests fail:\n{}{}",
+                path.display(),
+                fence.line,
+                stdout(&tests),
+                stderr(&tests)
+            );
+        }
         let out = tl()
             .args(mode)
             .arg(&file)

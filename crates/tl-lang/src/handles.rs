@@ -1,5 +1,6 @@
 //! Handles: values that stand for engine objects — a loaded model (weights,
-//! tokenizer, chat template), a KV cache, a sampler, a streaming detokenizer.
+//! tokenizer, chat template), a KV cache, a sampler, a streaming detokenizer —
+//! and for optimizers, which hold a program's parameters.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,6 +19,8 @@ pub enum Handle {
     Decoder(Rc<RefCell<DecoderHandle>>),
     /// A tokenizer on its own (`load_tokenizer`, or `model.tokenizer`).
     Tokenizer(Arc<tl_tokenizer::Tokenizer>),
+    /// `sgd(...)` or `adam(...)`.
+    Optimizer(Rc<RefCell<crate::learning::Optimizer>>),
 }
 
 impl std::fmt::Debug for Handle {
@@ -35,6 +38,7 @@ impl Handle {
             Handle::Sampler(_) => "Sampler",
             Handle::Decoder(_) => "Decoder",
             Handle::Tokenizer(_) => "Tokenizer",
+            Handle::Optimizer(_) => "Optimizer",
         }
     }
 
@@ -46,6 +50,7 @@ impl Handle {
             (Handle::Sampler(a), Handle::Sampler(b)) => Rc::ptr_eq(a, b),
             (Handle::Decoder(a), Handle::Decoder(b)) => Rc::ptr_eq(a, b),
             (Handle::Tokenizer(a), Handle::Tokenizer(b)) => Arc::ptr_eq(a, b),
+            (Handle::Optimizer(a), Handle::Optimizer(b)) => Rc::ptr_eq(a, b),
             _ => false,
         }
     }

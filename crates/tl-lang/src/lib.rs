@@ -17,6 +17,7 @@ pub use tensor::Tensor;
 pub use value::Value;
 pub mod indexing;
 pub mod interp;
+pub mod learning;
 pub mod loader;
 pub mod logic;
 pub mod ops;

@@ -49,8 +49,11 @@ impl OwnedDense {
     }
 
     /// The tensor, if nothing else shares its storage: writable in place.
+    /// Not a tensor on the gradient's graph: a store in place would change
+    /// a value the backward pass reads.
     pub fn exclusive(&self) -> Option<&candle_core::Tensor> {
-        (!self.lent.get() && self.tensor.is_contiguous()).then_some(&self.tensor)
+        let writable = !self.lent.get() && self.tensor.is_contiguous() && !self.tensor.track_op();
+        writable.then_some(&self.tensor)
     }
 }
 
@@ -203,6 +206,20 @@ impl Tensor {
                     HostValues::F16(v) => candle_core::Tensor::from_vec(v, dims, &Device::Cpu)?,
                 })
             }
+        }
+    }
+
+    /// Whether it is learnable: a parameter `grad` differentiates by.
+    pub fn is_learnable(&self) -> bool {
+        matches!(self, Tensor::Dense(t) if t.is_variable())
+    }
+
+    /// Whether operations on it record the graph `grad` walks (see `learning.rs`).
+    pub fn tracks_gradient(&self) -> bool {
+        match self {
+            Tensor::Dense(t) => crate::learning::tracks(t),
+            Tensor::Owned(o) => crate::learning::tracks(&o.tensor),
+            Tensor::Quantized(_) | Tensor::Gpu(_) => false,
         }
     }
 

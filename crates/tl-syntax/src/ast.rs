@@ -145,6 +145,9 @@ pub struct ImplBlock {
 pub struct TensorDecl {
     pub name: Ident,
     pub ty: TypeExpr,
+    /// Where `learnable` was written after the type, if it was: the tensor
+    /// is a parameter that `grad` and the optimizers differentiate by.
+    pub learnable: Option<Span>,
     pub init: Option<Expr>,
     pub span: Span,
 }

@@ -131,6 +131,9 @@ impl Printer {
                     decl.name.name,
                     type_to_string(&decl.ty)
                 );
+                if decl.learnable.is_some() {
+                    self.out.push_str(" learnable");
+                }
                 if let Some(init) = &decl.init {
                     self.out.push_str(" = ");
                     self.expr(init);

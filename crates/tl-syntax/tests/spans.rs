@@ -85,6 +85,9 @@ impl Checker<'_> {
                 self.span(decl.span, whole, "tensor");
                 self.ident(&decl.name, decl.span);
                 self.ty(&decl.ty, decl.span);
+                if let Some(learnable) = decl.learnable {
+                    self.span(learnable, decl.span, "learnable");
+                }
                 if let Some(init) = &decl.init {
                     self.expr(init, decl.span);
                 }

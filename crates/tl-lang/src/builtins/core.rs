@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::tensor_args::at_call;
-use super::{Args, Builtin, Context};
+use super::{Args, Builtin, Context, Gradient};
 use crate::convert::scalar_of;
 use crate::error::{LangError, Result};
 use crate::interp::format_template;
@@ -23,6 +23,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: VARIADIC,
         summary: "Prints a line: a string literal is a format string filled with the arguments (`{}`, `{name}`, `{:.3}`); otherwise the values, a computed string verbatim, separated by spaces.",
         call: print,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "write",
@@ -31,6 +32,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: VARIADIC,
         summary: "Like `print`, without the newline (for streaming text); flushes at once.",
         call: write,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "format",
@@ -39,6 +41,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: VARIADIC,
         summary: "The text `print` would print, as a string.",
         call: format,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "len",
@@ -47,6 +50,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "Length of a list or string (in characters), or the first dimension of a tensor.",
         call: len,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "str",
@@ -55,6 +59,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "The value as text, as `print` shows it.",
         call: to_str,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "int",
@@ -63,6 +68,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "An int from a float (truncated), a bool, a numeric string, or a one-element tensor.",
         call: to_int,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "float",
@@ -71,6 +77,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "A float from an int, a numeric string, or a one-element tensor.",
         call: to_float,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "type_of",
@@ -79,6 +86,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "The value's type as text, e.g. `float32[2, 3]` or `list`.",
         call: type_of,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "range",
@@ -87,6 +95,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "The ints from `start` up to (not including) `end`.",
         call: range,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "sorted",
@@ -95,6 +104,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "A new list of the numbers (or strings) of `xs`, in ascending order.",
         call: sorted,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "assert",
@@ -103,6 +113,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Fails the program (or test) with the message unless the condition is true.",
         call: assert,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "assert_eq",
@@ -111,6 +122,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Fails unless the two values are equal (tensors: same element type, shape and elements; a tensor and a list: same shape and elements), showing both.",
         call: assert_eq,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "assert_close",
@@ -119,6 +131,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "Fails unless numbers or tensors agree within the relative tolerance: max |a - b| <= tolerance * max(1, max |b|).",
         call: assert_close,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "args",
@@ -127,6 +140,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 0,
         summary: "The arguments after the script's name on the `tl run` command line.",
         call: program_args,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "env",
@@ -135,6 +149,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "An environment variable's value, or none if it is not set.",
         call: env,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "read_file",
@@ -143,6 +158,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "A text file's contents; relative paths are relative to the script.",
         call: read_file,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "input",
@@ -151,6 +167,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "Prints the prompt and reads one line from standard input (without its newline); none at end of input.",
         call: input,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "clock",
@@ -159,6 +176,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 0,
         summary: "Seconds since the Unix epoch, for timing.",
         call: clock,
+        gradient: Gradient::NotApplicable,
     },
 ];
 

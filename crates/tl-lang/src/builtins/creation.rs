@@ -9,7 +9,7 @@ use tl_engine::sampler::rng::Xoshiro256StarStar;
 use tl_syntax::DType;
 
 use super::tensor_args::{at_arg, dtype_arg, number_arg, shape_arg, span};
-use super::{Args, Builtin, Context};
+use super::{Args, Builtin, Context, Gradient};
 use crate::convert::value_to_dense;
 use crate::error::{LangError, Result};
 use crate::ops::dtype::{cast, literal_as};
@@ -25,6 +25,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "A tensor of zeros.",
         call: zeros,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "ones",
@@ -33,6 +34,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "A tensor of ones.",
         call: ones,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "full",
@@ -41,6 +43,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "A tensor with every element set to `value`.",
         call: full,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "arange",
@@ -49,6 +52,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 4,
         summary: "`arange(n)` counts 0..n; `arange(a, b, step)` counts from a up to (not including) b; int64 if all are ints, else float32.",
         call: arange,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "rand",
@@ -57,6 +61,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Uniform random float32 numbers in [0, 1), the same for the same seed.",
         call: rand,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "randn",
@@ -65,6 +70,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "Normally distributed float32 numbers with mean 0, the same for the same seed.",
         call: randn,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "tensor",
@@ -73,6 +79,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "A tensor from a number or a nested list of numbers (int64 if all ints, bool if all bools, else float32), optionally converted to `dtype`.",
         call: tensor,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "eye",
@@ -81,6 +88,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "The n×n identity matrix.",
         call: eye,
+        gradient: Gradient::NotApplicable,
     },
 ];
 

@@ -2,7 +2,11 @@
 //! `rope`, `attention`, `embedding` — routed to the engine's own kernels, so a
 //! transformer written in the language computes exactly the engine's numbers:
 //! quantized weights are multiplied by the engine's quantized matmul, norms,
-//! rotations and attention use the engine's arithmetic.
+//! rotations and attention use the engine's arithmetic. Operands on the
+//! gradient's graph take the same functions in candle's operations instead
+//! (`on_graph.rs`), and a quantized weight is dequantized for them.
+
+mod on_graph;
 
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 use half::f16;
@@ -10,7 +14,7 @@ use rayon::prelude::*;
 use tl_engine::ops::{attend_head, rms_norm as engine_rms_norm, RopeStyle, RopeTable};
 
 use super::tensor_args::at_call;
-use super::{Args, Builtin, Context};
+use super::{Args, Builtin, Context, Gradient};
 use crate::convert::to_f32_vec;
 use crate::error::{LangError, Result};
 use crate::gpu::{f16_on, f32_gpu, f32_on};
@@ -26,6 +30,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "x · weightᵀ (+ bias) for x[..., in] and weight[out, in]; quantized model weights run on the engine's kernels.",
         call: linear,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "rms_norm",
@@ -34,6 +39,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "x / sqrt(mean(x²) + eps) * weight over the last dimension.",
         call: rms_norm,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "rope",
@@ -42,6 +48,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 5,
         summary: "Rotary position embedding of x[seq, heads, head_dim] (or x[seq, head_dim]): row i is rotated for position start + i, llama.cpp's arithmetic. style \"adjacent\" pairs elements 2i and 2i+1 (llama GGUF files); \"neox\" pairs i and i + head_dim/2, the half-split layout of Qwen2/3 and Hugging Face.",
         call: rope,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "attention",
@@ -50,6 +57,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 4,
         summary: "Causal scaled dot-product attention: q[heads, seq, d] over k, v[kv_heads, kv_len, d] (grouped-query when kv_heads < heads); query row i sees keys 0..=start + i. float16 keys and values use llama.cpp's flash-attention arithmetic.",
         call: attention,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "embedding",
@@ -58,6 +66,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Rows `ids` (a list of ints or an int tensor) of table[vocab, dim], as float32[len(ids), dim].",
         call: embedding,
+        gradient: Gradient::Differentiable,
     },
 ];
 
@@ -101,20 +110,21 @@ fn linear(_: &mut Context, args: &Args) -> Result<Value> {
     let mut out_dims = x_dims.clone();
     *out_dims.last_mut().unwrap_or(&mut 0) = out_features;
     checked_numel(&out_dims).map_err(at_call(args))?;
-    if !args.has(2) {
+    let on_graph = x.tracks_gradient();
+    if !args.has(2) && !on_graph {
         if let Some(product) = linear_on_gpu(&x, &weight)? {
             return Ok(Value::Tensor(product));
         }
     }
     let product = match &weight {
-        Tensor::Quantized(q) => {
+        Tensor::Quantized(q) if !on_graph => {
             let (values, _) = dense_f32(&x)?;
             let rows = values.len() / in_features.max(1);
             let mut out = vec![0.0f32; rows * out_features];
             q.linear()?.forward(&values, &mut out)?;
             CandleTensor::from_vec(out, out_dims, &Device::Cpu)?
         }
-        Tensor::Dense(_) | Tensor::Owned(_) | Tensor::Gpu(_) => {
+        Tensor::Dense(_) | Tensor::Owned(_) | Tensor::Gpu(_) | Tensor::Quantized(_) => {
             let w = weight.to_dense()?;
             let x = x.to_dense()?;
             if x.dtype() != w.dtype() {
@@ -163,6 +173,14 @@ fn rms_norm(_: &mut Context, args: &Args) -> Result<Value> {
             x.type_string(),
             w_dims
         )));
+    }
+    if x.tracks_gradient() || weight_arg.tracks_gradient() {
+        let (x, weight) = (x.to_dense()?, weight_arg.to_dense()?);
+        return Ok(Value::tensor(on_graph::rms_norm(
+            &x,
+            &weight,
+            f64::from(eps),
+        )?));
     }
     if let Some(g) = f32_gpu(&x) {
         let weight = f32_on(&g.ops, &weight_arg)?;
@@ -228,15 +246,26 @@ fn rope(_: &mut Context, args: &Args) -> Result<Value> {
     let table = RopeTable::for_positions(head_dim, theta, factors.as_deref(), start, seq)
         .map_err(|e| args.error(3, e.to_string()))?
         .with_style(style);
+    // Row i of x (every head of one position) turns for position start + i.
+    let rotate_rows = |values: &mut [f32]| {
+        let row_len = values.len() / seq.max(1);
+        for (i, row) in values.chunks_exact_mut(row_len.max(1)).enumerate() {
+            table.rotate(row, start + i);
+        }
+    };
+    if x.tracks_gradient() {
+        return Ok(Value::tensor(on_graph::rope(
+            &x.to_dense()?,
+            style,
+            rotate_rows,
+        )?));
+    }
     if let Some(g) = f32_gpu(&x) {
         let out = g.ops.rope(&g.tensor, &table, start)?;
         return Ok(Value::Tensor(GpuValue::tensor(&g.ops, out)));
     }
     let (mut values, _) = dense_f32(&x)?;
-    let row_len = values.len() / seq.max(1);
-    for (i, row) in values.chunks_exact_mut(row_len.max(1)).enumerate() {
-        table.rotate(row, start + i);
-    }
+    rotate_rows(&mut values);
     restore_dtype(from_f32(values, &dims)?, &x)
 }
 
@@ -286,6 +315,11 @@ fn attention(_: &mut Context, args: &Args) -> Result<Value> {
                 start + seq
             ),
         ));
+    }
+    let operands = [args.tensor(0)?, args.tensor(1)?, args.tensor(2)?];
+    if operands.iter().any(Tensor::tracks_gradient) {
+        let [q, k, v] = operands.map(|t| t.to_dense());
+        return Ok(Value::tensor(on_graph::attention(&q?, &k?, &v?, start)?));
     }
     if let Some(out) = attention_on_gpu(args, start)? {
         return Ok(Value::Tensor(out));

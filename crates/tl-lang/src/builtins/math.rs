@@ -8,7 +8,7 @@ mod truth;
 use candle_core::{Device, Tensor as CandleTensor};
 
 use super::tensor_args::float_arg;
-use super::{Args, Builtin, Context};
+use super::{Args, Builtin, Context, Gradient};
 use crate::error::Result;
 use crate::ops::int_tensor;
 use crate::ops::type_of;
@@ -28,12 +28,13 @@ macro_rules! elementwise {
             max_args: 1,
             summary: $summary,
             call: $fn,
+            gradient: Gradient::Differentiable,
         }
     };
 }
 
 macro_rules! reduction {
-    ($name:literal, $signature:literal, $summary:literal, $fn:ident) => {
+    ($name:literal, $signature:literal, $summary:literal, $fn:ident, $gradient:expr) => {
         Builtin {
             name: $name,
             signature: $signature,
@@ -41,6 +42,7 @@ macro_rules! reduction {
             max_args: 3,
             summary: $summary,
             call: $fn,
+            gradient: $gradient,
         }
     };
 }
@@ -56,6 +58,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "Absolute value, elementwise; ints stay ints.",
         call: abs,
+        gradient: Gradient::Differentiable,
     },
     elementwise!("sin", "Sine (radians), elementwise.", sin),
     elementwise!("cos", "Cosine (radians), elementwise.", cos),
@@ -67,6 +70,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "1 / (1 + exp(-x / temperature)), elementwise; as the temperature goes to 0 it becomes `step`.",
         call: sigmoid,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "step",
@@ -75,6 +79,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "1 where x > 0, else 0, elementwise, in x's type (bools stay bools): the step of a tensor-logic rule.",
         call: step,
+        gradient: Gradient::Zero("piecewise constant"),
     },
     Builtin {
         name: "relu",
@@ -83,6 +88,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "max(x, 0), elementwise; ints stay ints.",
         call: relu,
+        gradient: Gradient::Differentiable,
     },
     elementwise!("gelu", "GELU in its exact form, x·Φ(x) with the normal CDF Φ (as PyTorch's default).", gelu),
     elementwise!("silu", "x · sigmoid(x), elementwise (also called swish).", silu),
@@ -93,42 +99,49 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "x to the power p (a number), elementwise; an int to a non-negative int power stays an int.",
         call: pow,
+        gradient: Gradient::Differentiable,
     },
     reduction!(
         "sum",
         "sum(x, dim = none, keepdim = false) -> tensor | int | float",
         "Sum of all elements as a number, or over `dim` (an int or a list) as a tensor; integer and bool tensors sum to int64.",
-        sum
+        sum,
+        Gradient::Differentiable
     ),
     reduction!(
         "mean",
         "mean(x, dim = none, keepdim = false) -> tensor | float",
         "Mean of all elements as a number, or over `dim` (an int or a list) as a tensor.",
-        mean
+        mean,
+        Gradient::Differentiable
     ),
     reduction!(
         "max",
         "max(x, dim = none, keepdim = false) -> tensor | number",
         "Largest element, or the largest over `dim`; `max(a, b)` of two numbers, or of two tensors elementwise, is the larger.",
-        max
+        max,
+        Gradient::Differentiable
     ),
     reduction!(
         "min",
         "min(x, dim = none, keepdim = false) -> tensor | number",
         "Smallest element, or the smallest over `dim`; `min(a, b)` of two numbers, or of two tensors elementwise, is the smaller.",
-        min
+        min,
+        Gradient::Differentiable
     ),
     reduction!(
         "argmax",
         "argmax(x, dim = none, keepdim = false) -> tensor | int",
         "Position of the largest element (in the flattened tensor), or int64 positions along `dim`.",
-        argmax
+        argmax,
+        Gradient::Zero("positions are integers")
     ),
     reduction!(
         "argmin",
         "argmin(x, dim = none, keepdim = false) -> tensor | int",
         "Position of the smallest element (in the flattened tensor), or int64 positions along `dim`.",
-        argmin
+        argmin,
+        Gradient::Zero("positions are integers")
     ),
     Builtin {
         name: "allclose",
@@ -137,6 +150,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 4,
         summary: "Whether |a - b| <= atol + rtol·|b| for every element (shapes broadcast; NaN is never close).",
         call: truth::allclose,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "all",
@@ -145,6 +159,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "Whether every element is true (non-zero); true for an empty tensor.",
         call: truth::all,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "any",
@@ -153,6 +168,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "Whether some element is true (non-zero); false for an empty tensor.",
         call: truth::any,
+        gradient: Gradient::NotApplicable,
     },
 ];
 
@@ -239,9 +255,10 @@ fn silu(_: &mut Context, args: &Args) -> Result<Value> {
 }
 
 /// float32 silu with the engine's arithmetic (its SwiGLU's `exp`), so an MLP
-/// written in the language computes the engine's numbers; other types on candle's.
+/// written in the language computes the engine's numbers; other types, and
+/// tensors on the gradient's graph (the engine has no backward pass), on candle's.
 fn engine_silu(x: &CandleTensor) -> candle_core::Result<CandleTensor> {
-    if x.dtype() != candle_core::DType::F32 {
+    if x.dtype() != candle_core::DType::F32 || crate::learning::tracks(x) {
         return x.silu();
     }
     let mut values = x.flatten_all()?.to_vec1::<f32>()?;

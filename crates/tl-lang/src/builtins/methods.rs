@@ -1,6 +1,6 @@
 //! Methods of built-in types: models (`tensor`, `forward`, `is_eog`), KV caches
 //! (`store`, `keys`, `values`, `len`, `truncate`), samplers (`sample`), stream
-//! decoders (`push`, `finish`), lists and strings; and their fields
+//! decoders (`push`, `finish`), optimizers (`step`), lists and strings; and their fields
 //! (`model.config`, `x.shape`). A method not found here falls back to the
 //! builtin of the same name with the receiver as first argument.
 
@@ -55,6 +55,7 @@ pub fn call(_ctx: &mut Context, target: &Value, call: &MethodCall) -> Option<Res
                 _ => None,
             }
         }
+        Value::Handle(Handle::Optimizer(o)) => super::learning::optimizer_method(o, &args),
         Value::Handle(Handle::Sampler(s)) => match call.method {
             "sample" => Some(sampler_sample(&mut s.borrow_mut(), &args)),
             _ => None,

@@ -8,10 +8,11 @@ mod context;
 mod core;
 mod creation;
 mod engine_ops;
+mod learning;
 mod math;
 pub mod methods;
 mod model;
-mod nn;
+pub(crate) mod nn;
 mod shape;
 mod tensor_args;
 #[cfg(test)]
@@ -40,6 +41,23 @@ pub struct Builtin {
     /// One line saying what it does.
     pub summary: &'static str,
     pub call: BuiltinFn,
+    /// Whether `grad` differentiates through it (a test walks the table and
+    /// checks every differentiable builtin against finite differences).
+    pub gradient: Gradient,
+}
+
+/// A builtin's place in reverse-mode differentiation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gradient {
+    /// The gradient flows to every float tensor argument that is, or depends
+    /// on, a learnable tensor.
+    Differentiable,
+    /// Its result is piecewise constant or not a float, for the reason
+    /// given: the gradient through it is zero.
+    Zero(&'static str),
+    /// It makes no float tensor from float tensors (printing, shapes, new
+    /// tensors, models), so there is nothing to differentiate.
+    NotApplicable,
 }
 
 /// A family of builtins, as the language reference groups them.
@@ -49,7 +67,7 @@ pub struct Family {
 }
 
 /// Every family, in documentation order.
-pub fn families() -> [Family; 7] {
+pub fn families() -> [Family; 8] {
     let family = |title, builtins| Family { title, builtins };
     [
         family(
@@ -65,6 +83,7 @@ pub fn families() -> [Family; 7] {
             engine_ops::TABLE,
         ),
         family("Models, tokenizers and sampling", model::TABLE),
+        family("Learning", learning::TABLE),
     ]
 }
 
@@ -89,8 +108,13 @@ pub fn reference_markdown() -> String {
     for family in families() {
         out.push_str(&format!("### {}\n\n", family.title));
         for builtin in family.builtins {
+            let gradient = match builtin.gradient {
+                Gradient::Differentiable => " Differentiable.".to_string(),
+                Gradient::Zero(why) => format!(" Gradient zero ({why})."),
+                Gradient::NotApplicable => String::new(),
+            };
             out.push_str(&format!(
-                "- `{}` — {}\n",
+                "- `{}` — {}{gradient}\n",
                 builtin.signature, builtin.summary
             ));
         }

@@ -15,7 +15,7 @@ use tl_gguf::GgufFile;
 use tl_tokenizer::{StreamDecoder, Tokenizer};
 
 use super::engine_ops::token_ids;
-use super::{Args, Builtin, Context};
+use super::{Args, Builtin, Context, Gradient};
 use crate::error::{LangError, Result};
 use crate::handles::{CacheHandle, DecoderHandle, Handle, ModelHandle};
 use crate::value::Value;
@@ -31,6 +31,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "Loads a GGUF model (weights, tokenizer, chat template); each file is loaded once per run. The weights go on a GPU when one is usable, else the CPU (`tl run --device`); `model.forward` runs there, and so does a program's own forward pass: `linear` and `embedding` of the model's weights and `cache.keys`/`cache.values` give tensors on the GPU, which `linear`, `rms_norm`, `rope`, `attention`, `silu`, `+` and `*` of one shape, `reshape`, `transpose` and `x[i]` keep there, with the CPU's bits; any other operation reads them back. Fields: `config`, `path`.",
         call: load_model,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "load_tokenizer",
@@ -39,6 +40,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "Only the tokenizer of a GGUF file (a model, or a vocabulary-only file): for `tokenize`, `detokenize` and `detokenize_stream`. A model's own is `model.tokenizer`.",
         call: load_tokenizer,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "default_model",
@@ -47,6 +49,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 0,
         summary: "The path of the default model (SmolLM2-135M-Instruct), fetched on first use as `tl model pull` does.",
         call: default_model,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "new_cache",
@@ -55,6 +58,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "An empty float16 KV cache for up to `capacity` positions, for `model.forward` or a script's own `cache.store`.",
         call: new_cache,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "tokenize",
@@ -63,6 +67,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "Token ids of the text; with add_special the model's BOS is added if it asks for one. Special-token text (`<|im_start|>`) becomes the special token.",
         call: tokenize,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "detokenize",
@@ -71,6 +76,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "The text of token ids.",
         call: detokenize,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "detokenize_stream",
@@ -79,6 +85,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "An incremental detokenizer: `d.push(id)` returns the text that token completes (whole UTF-8 characters only), `d.finish()` the rest.",
         call: detokenize_stream,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "chat_template",
@@ -87,6 +94,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "Renders messages (a list of [role, content] pairs) with the model's chat template, as Hugging Face does.",
         call: chat_template,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "sample",
@@ -95,6 +103,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 5,
         summary: "One token id drawn from logits[vocab]: the argmax at temperature 0, else softmax(logits / temperature) cut to top_k and top_p, drawn with the seeded generator.",
         call: sample,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "sampler",
@@ -103,6 +112,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 6,
         summary: "A sampler with its own random stream (the `tl chat` defaults): `s.sample(logits, history = [])` draws the next token.",
         call: sampler,
+        gradient: Gradient::NotApplicable,
     },
 ];
 

@@ -9,7 +9,7 @@
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 
 use super::tensor_args::{at_arg, at_call, float_arg};
-use super::{Args, Builtin, Context};
+use super::{Args, Builtin, Context, Gradient};
 use crate::error::Result;
 use crate::ops::shapes::checked_numel;
 use crate::ops::{einsum, matmul, type_of};
@@ -23,6 +23,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Matrix product, the same as `a @ b` (batch dimensions broadcast; vectors as in NumPy).",
         call: matmul_builtin,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "softmax",
@@ -31,6 +32,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "exp(x) normalized to sum to 1 along `dim`, computed stably (max subtracted first).",
         call: softmax,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "log_softmax",
@@ -39,6 +41,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "log(softmax(x, dim)), computed without forming the softmax.",
         call: log_softmax,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "layer_norm",
@@ -47,6 +50,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 4,
         summary: "Normalizes the last dimension to mean 0 and variance 1, then scales by `weight` and shifts by `bias`.",
         call: layer_norm,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "causal_mask",
@@ -55,6 +59,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "float32[n, m] with 0 where key j <= start + i and -inf elsewhere, to add to attention scores.",
         call: causal_mask,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "einsum",
@@ -63,6 +68,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: usize::MAX,
         summary: "Einstein summation over any number of tensors of one element type, with an explicit output: \"ij,jk->ik\", \"bhqd,bhkd->bhqk\", \"ii->i\", \"ij,jk,kl->il\" (contracted pairwise, cheapest pair first). Ints sum exactly below 2^53; on bools it is a join: true where some term of the sum is true.",
         call: einsum_builtin,
+        gradient: Gradient::Differentiable,
     },
 ];
 
@@ -106,7 +112,9 @@ fn softmax(_: &mut Context, args: &Args) -> Result<Value> {
         return Ok(Value::tensor(x));
     }
     let work = in_f32(&x)?;
-    let out = if dim == x.rank() - 1 {
+    // candle's fused kernel has no backward pass: on the gradient's graph
+    // the softmax is written out in differentiable ops.
+    let out = if dim == x.rank() - 1 && !crate::learning::tracks(&work) {
         candle_nn::ops::softmax_last_dim(&work.contiguous()?)?
     } else {
         let shifted = work.broadcast_sub(&work.max_keepdim(dim)?)?.exp()?;
@@ -173,6 +181,12 @@ fn causal_mask(_: &mut Context, args: &Args) -> Result<Value> {
     let m = if args.has(1) { args.usize(1)? } else { n };
     let start = if args.has(2) { args.usize(2)? } else { 0 };
     checked_numel(&[n, m]).map_err(at_arg(args, 0))?;
+    Ok(Value::tensor(causal_mask_tensor(n, m, start)?))
+}
+
+/// float32[n, m]: 0 where key j <= start + i, -inf elsewhere (the caller
+/// has checked that n·m elements can be allocated).
+pub(crate) fn causal_mask_tensor(n: usize, m: usize, start: usize) -> Result<CandleTensor> {
     let mut values = Vec::with_capacity(n * m);
     for query in 0..n {
         // Query i sits at position start + i and may see every key up to it.
@@ -185,11 +199,7 @@ fn causal_mask(_: &mut Context, args: &Args) -> Result<Value> {
             }
         }));
     }
-    Ok(Value::tensor(CandleTensor::from_vec(
-        values,
-        (n, m),
-        &Device::Cpu,
-    )?))
+    Ok(CandleTensor::from_vec(values, (n, m), &Device::Cpu)?)
 }
 
 fn einsum_builtin(_: &mut Context, args: &Args) -> Result<Value> {

@@ -9,7 +9,7 @@ mod join;
 use join::{concat, slice, split, stack};
 
 use super::tensor_args::{at_arg, dtype_arg, shape_arg};
-use super::{resolve_dim, Args, Builtin, Context};
+use super::{resolve_dim, Args, Builtin, Context, Gradient};
 use crate::convert::scalar_of;
 use crate::error::Result;
 use crate::ops::dtype::cast;
@@ -26,6 +26,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "The sizes of the tensor's dimensions.",
         call: shape,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "rank",
@@ -34,6 +35,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "The number of dimensions.",
         call: rank,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "numel",
@@ -42,6 +44,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "The number of elements.",
         call: numel,
+        gradient: Gradient::NotApplicable,
     },
     Builtin {
         name: "reshape",
@@ -50,6 +53,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "The same elements in a new shape; one size may be -1, inferred from the rest.",
         call: reshape,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "transpose",
@@ -58,6 +62,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 3,
         summary: "Swaps two dimensions (by default the last two).",
         call: transpose,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "permute",
@@ -66,6 +71,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Reorders the dimensions: dimension i of the result is dimension dims[i] of x.",
         call: permute,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "squeeze",
@@ -74,6 +80,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Removes dimension `dim`, which must have size 1, or every size-1 dimension.",
         call: squeeze,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "unsqueeze",
@@ -82,6 +89,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Inserts a dimension of size 1 at position `dim`.",
         call: unsqueeze,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "concat",
@@ -90,6 +98,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Joins a list of tensors along an existing dimension.",
         call: concat,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "stack",
@@ -98,6 +107,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "Joins a list of same-shaped tensors along a new dimension.",
         call: stack,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "split",
@@ -107,6 +117,7 @@ pub const TABLE: &[Builtin] = &[
         summary:
             "Cuts a tensor along `dim` into `count` equal parts, or into parts of the listed sizes.",
         call: split,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "slice",
@@ -116,6 +127,7 @@ pub const TABLE: &[Builtin] = &[
         summary:
             "Positions start up to (not including) end of dimension `dim`, like x[..., start:end].",
         call: slice,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "broadcast_to",
@@ -124,6 +136,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "The tensor repeated along size-1 (or missing leading) dimensions to `shape`.",
         call: broadcast_to,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "flatten",
@@ -132,6 +145,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 1,
         summary: "The elements as one dimension, in row-major order.",
         call: flatten,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "to_dtype",
@@ -140,6 +154,7 @@ pub const TABLE: &[Builtin] = &[
         max_args: 2,
         summary: "The tensor converted to another element type; to \"bool\" means non-zero.",
         call: to_dtype,
+        gradient: Gradient::Differentiable,
     },
     Builtin {
         name: "item",
@@ -149,6 +164,7 @@ pub const TABLE: &[Builtin] = &[
         summary:
             "The single element of a one-element tensor as a number (int for integer tensors).",
         call: item,
+        gradient: Gradient::NotApplicable,
     },
 ];
 

@@ -11,7 +11,7 @@ use tl_syntax::{Diagnostic, Span};
 
 use super::body::Body;
 use super::coerce::{contradiction, DimBindings, Mismatch};
-use super::ty::{StaticDim, Ty};
+use super::ty::{StaticDim, TensorTy, Ty};
 use super::written::written_string;
 use crate::builtins::{self, Builtin};
 use crate::error::arity_message;
@@ -98,7 +98,33 @@ impl Body<'_, '_> {
         if matches!(builtin.name, "print" | "write" | "format") {
             self.check_format_call(args);
         }
+        if builtin.name == "grad" {
+            self.check_loss(args[0], &arg_tys[0]);
+        }
         self.builtin_result(builtin, args, arg_tys, span)
+    }
+
+    /// `grad`'s loss must have one element: a shape known to have more is
+    /// reported before the program runs.
+    fn check_loss(&mut self, loss: &Expr, ty: &Ty) {
+        let Ty::Tensor(TensorTy {
+            dims: Some(dims), ..
+        }) = ty
+        else {
+            return;
+        };
+        let known_larger = dims
+            .iter()
+            .any(|d| matches!(d, StaticDim::Known(n) if *n != 1));
+        if known_larger {
+            self.report(
+                Diagnostic::error(
+                    format!("grad needs a loss of one element, found {ty}"),
+                    loss.span,
+                )
+                .with_hint("reduce it to one number first, e.g. `sum(x)` or `mean(x)`"),
+            );
+        }
     }
 
     /// `Name { field: value, ... }`: a declared struct, every field once.

@@ -78,6 +78,7 @@ pub fn run_pass<'a>(
 /// type is the declared one, sharpened by the value's.
 fn check_global(pass: &mut Pass, decl: &TensorDecl, index: usize) -> Ty {
     pass.decls.check_type_names(&decl.ty, &mut pass.out);
+    check_learnable(pass, decl);
     let declared = pass.decls.ty_of_unbound(&decl.ty);
     let Some(init) = &decl.init else {
         check_zero_initialized(pass, decl);
@@ -90,6 +91,29 @@ fn check_global(pass: &mut Pass, decl: &TensorDecl, index: usize) -> Ty {
         body.report_mismatch(m, init.span, Some(&context));
     }
     refine(declared, &found)
+}
+
+/// Only float tensors can be learnable.
+fn check_learnable(pass: &mut Pass, decl: &TensorDecl) {
+    let Some(span) = decl.learnable else {
+        return;
+    };
+    if let TypeKind::Tensor { dtype, .. } = &decl.ty.kind {
+        if dtype.is_float() {
+            return;
+        }
+    }
+    pass.out.push(
+        Diagnostic::error(
+            format!(
+                "only float tensors can be learnable, and `{}` is declared {}",
+                decl.name.name,
+                tl_syntax::dump::type_to_string(&decl.ty)
+            ),
+            span,
+        )
+        .with_hint("declare it float32 (or float16, bfloat16)"),
+    );
 }
 
 /// `tensor w: float32[2, 3];` starts as zeros, so it needs every size.

@@ -69,6 +69,7 @@ fn builtin_in(name: &'static str, signature: &'static str, src: &str) -> Ty {
         max_args: usize::MAX,
         summary: "",
         call: |_, _| Ok(crate::value::Value::None),
+        gradient: crate::builtins::Gradient::NotApplicable,
     };
     let mut out = Vec::new();
     let decls = Declarations::collect(&items, &mut out);

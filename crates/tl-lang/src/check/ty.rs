@@ -45,7 +45,14 @@ pub enum Ty {
 }
 
 /// The engine objects a type annotation may name.
-pub const HANDLE_TYPES: [&str; 5] = ["Model", "Cache", "Sampler", "Decoder", "Tokenizer"];
+pub const HANDLE_TYPES: [&str; 6] = [
+    "Model",
+    "Cache",
+    "Sampler",
+    "Decoder",
+    "Tokenizer",
+    "Optimizer",
+];
 
 /// Records the runtime builds (`model.config` is a `ModelConfig`): a type
 /// annotation may name them though no `struct` declares them.

@@ -8,8 +8,9 @@ use tl_syntax::ast::{Expr, ExprKind, FnDecl, Ident};
 use tl_syntax::Span;
 
 use super::{types, DeclaredType, Flow, Interpreter, Scope, Unwind, MAX_CALL_DEPTH};
-use crate::builtins::{self, Args, Builtin};
+use crate::builtins::{self, Args, Builtin, Gradient};
 use crate::error::LangError;
+use crate::learning;
 use crate::value::Value;
 
 impl Interpreter {
@@ -94,7 +95,20 @@ impl Interpreter {
             spans,
             call: span,
         };
-        (builtin.call)(&mut self.ctx, &args).map_err(|e| Unwind::Error(e.or_at(span)))
+        // Only where a gradient comes in is there one to lose: the check
+        // costs nothing on the path without learnable tensors.
+        let differentiated = builtin.gradient == Gradient::Differentiable
+            && values.iter().any(learning::value_tracks);
+        let out = (builtin.call)(&mut self.ctx, &args).map_err(|e| e.or_at(span))?;
+        if differentiated && lost_gradient(&out) {
+            return Err(LangError::internal(format!(
+                "`{}` dropped the gradient of a learnable argument",
+                builtin.name
+            ))
+            .or_at(span)
+            .into());
+        }
+        Ok(out)
     }
 
     /// Calls a user function, or a method with `receiver` bound to `self` (the
@@ -248,6 +262,12 @@ impl Interpreter {
         values.sort_by_key(|(n, _)| decl.fields.iter().position(|f| f.name.name == *n));
         Ok(Value::record(&name.name, values))
     }
+}
+
+/// Whether a differentiable builtin's result is a float tensor off the
+/// gradient's graph (a list of results, as `split` gives, is not looked into).
+fn lost_gradient(out: &Value) -> bool {
+    matches!(out, Value::Tensor(t) if t.dtype().is_float() && !t.tracks_gradient())
 }
 
 fn arity_error(name: &str, min: usize, max: usize, given: usize, span: Span) -> LangError {

@@ -220,17 +220,13 @@ impl Interpreter {
             let Some(slot) = scope.vars.get_mut(name) else {
                 return Err(LangError::internal("a variable left its scope").into());
             };
-            *slot = match scope.types.get(name).and_then(DeclaredType::get) {
-                Some(ty) => types::reassign(slot, value, ty).map_err(at_assignment)?,
-                None => value,
-            };
+            let ty = scope.types.get(name).and_then(DeclaredType::get);
+            *slot = types::replacement(slot, value, ty).map_err(at_assignment)?;
             return Ok(());
         }
         if let Some(slot) = self.globals.get_mut(name) {
-            *slot = match self.global_types.get(name) {
-                Some(ty) => types::reassign(slot, value, ty).map_err(at_assignment)?,
-                None => value,
-            };
+            let ty = self.global_types.get(name);
+            *slot = types::replacement(slot, value, ty).map_err(at_assignment)?;
             return Ok(());
         }
         Err(

@@ -138,6 +138,14 @@ fn render(value: &Value, spec: &str) -> Result<String> {
     let number = match value {
         Value::Float(x) => *x,
         Value::Int(i) => *i as f64,
+        // A loss on the gradient's graph is a 0-d tensor: it prints as the number.
+        Value::Tensor(t) if t.dims().iter().product::<usize>() == 1 => {
+            match crate::convert::scalar_of(&t.to_dense()?)? {
+                Value::Float(x) => x,
+                Value::Int(i) => i as f64,
+                other => return Ok(other.to_string()),
+            }
+        }
         other => return Ok(other.to_string()),
     };
     Ok(if scientific {

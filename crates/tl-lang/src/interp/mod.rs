@@ -202,8 +202,13 @@ impl Interpreter {
             Some(init) => self.eval_top(|interp| interp.eval(init))?,
             None => types::zeros_of(&decl.ty)?,
         };
-        let value =
+        let mut value =
             types::coerce(value, &decl.ty, &mut HashMap::new()).map_err(|e| e.or_at(decl.span))?;
+        if let (Some(span), Value::Tensor(t)) = (decl.learnable, &value) {
+            let learnable =
+                crate::learning::learnable(&t.to_dense()?).map_err(|e| e.or_at(span))?;
+            value = Value::tensor(learnable);
+        }
         self.globals.insert(decl.name.name.clone(), value);
         self.global_types
             .insert(decl.name.name.clone(), decl.ty.clone());

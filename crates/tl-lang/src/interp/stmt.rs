@@ -236,6 +236,11 @@ impl Interpreter {
             ExprKind::Field { base, field } => match self.eval(base)? {
                 Value::Struct(s) => {
                     let value = self.typed_field(&s.borrow(), field, value, target.span)?;
+                    let value = match s.borrow().get(&field.name) {
+                        Some(old) => crate::learning::carry_over(old, value)
+                            .map_err(|e| e.or_at(target.span))?,
+                        None => value,
+                    };
                     if s.borrow_mut().set(&field.name, value) {
                         Ok(())
                     } else {

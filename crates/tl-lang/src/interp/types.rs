@@ -111,6 +111,17 @@ pub(crate) fn coerce(
     }
 }
 
+/// `new`, to replace `old` in a place (of type `ty`, where one is written):
+/// checked and converted as [`reassign`] does, and learnable if `old` was
+/// (learnability belongs to the place).
+pub(crate) fn replacement(old: &Value, new: Value, ty: Option<&TypeExpr>) -> Result<Value> {
+    let new = match ty {
+        Some(ty) => reassign(old, new, ty)?,
+        None => new,
+    };
+    crate::learning::carry_over(old, new)
+}
+
 /// `new`, to replace `old` in a place of type `ty`: converted and checked as at
 /// the declaration, with `ty`'s named dimensions keeping the sizes `old` gave
 /// them.

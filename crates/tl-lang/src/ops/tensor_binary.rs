@@ -125,8 +125,17 @@ fn arithmetic(
         BinaryOp::Sub => a.broadcast_sub(b)?,
         BinaryOp::Mul => a.broadcast_mul(b)?,
         BinaryOp::Div => a.broadcast_div(b)?,
+        _ if crate::learning::tracks(a) || crate::learning::tracks(b) => tracked_remainder(a, b)?,
         _ => float_remainder(a, b, shape)?,
     })
+}
+
+/// `a % b` on the gradient's graph, as a − b·trunc(a / b) in candle's ops:
+/// its gradient is 1 for `a` and −trunc(a / b) for `b`.
+fn tracked_remainder(a: &CandleTensor, b: &CandleTensor) -> Result<CandleTensor> {
+    let quotient = a.broadcast_div(b)?;
+    let truncated = quotient.sign()?.mul(&quotient.abs()?.floor()?)?;
+    Ok(a.broadcast_sub(&b.broadcast_mul(&truncated)?)?)
 }
 
 /// `a % b` for floats, with the sign of `a` like the scalar `%` (C's `fmod`).

@@ -168,7 +168,7 @@ impl Parser<'_> {
         })
     }
 
-    /// tensor_decl := "tensor" IDENT ":" type ("=" expr)? ";"
+    /// tensor_decl := "tensor" IDENT ":" type "learnable"? ("=" expr)? ";"
     fn tensor_decl(&mut self) -> Result<TensorDecl, ParseError> {
         let start = self.bump().span;
         let name = self.ident("a tensor name after `tensor`")?;
@@ -178,6 +178,11 @@ impl Parser<'_> {
                 .with_hint("a global tensor needs a type, as in `tensor w: float32[n, m];`"));
         }
         let ty = self.type_expr()?;
+        // A word, not a keyword: `learnable(v)` stays a call everywhere else.
+        let learnable = match self.at_word("learnable") {
+            true => Some(self.bump().span),
+            false => None,
+        };
         let init = match self.eat(&TokenKind::Eq) {
             Some(_) => Some(self.expr()?),
             None => None,
@@ -186,6 +191,7 @@ impl Parser<'_> {
         Ok(TensorDecl {
             name,
             ty,
+            learnable,
             init,
             span: start.to(end),
         })

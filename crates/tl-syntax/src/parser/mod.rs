@@ -21,7 +21,7 @@
 //! struct_decl := "struct" IDENT "{" (field_decl ("," field_decl)* ","?)? "}"
 //! field_decl  := IDENT ":" type_expr
 //! impl_block  := "impl" IDENT "{" fn_decl* "}"
-//! tensor_decl := "tensor" IDENT ":" type_expr ("=" expr)? ";"
+//! tensor_decl := "tensor" IDENT ":" type_expr "learnable"? ("=" expr)? ";"
 //! main_block  := "main" block
 //! named_block := ("test" | "bench") (IDENT | STRING) block
 //! equation    := IDENT ("[" IDENT ("," IDENT)* ","? "]")? "=" expr ";"

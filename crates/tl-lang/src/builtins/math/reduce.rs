@@ -3,7 +3,9 @@
 //! two-operand forms `max(a, b)` and `min(a, b)`.
 //!
 //! Half-precision sums run in f32 (an f16 accumulator stops counting at 2048);
-//! integer sums are checked for overflow; bool tensors sum to a count.
+//! integer sums are checked for overflow; bool tensors sum to a count. Over a
+//! tensor that tracks a gradient, a whole-tensor reduction is a 0-d tensor
+//! rather than a number, so that it can be a loss.
 
 use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 use tl_syntax::DType;
@@ -179,6 +181,9 @@ fn reduce_all(args: &Args, x: &CandleTensor, how: Reduction) -> Result<Value> {
         };
     }
     let flat = x.flatten_all()?;
+    if crate::learning::tracks(x) && !how.is_arg() {
+        return reduce_tracked(&flat, how);
+    }
     match how {
         Reduction::Sum if !dtype.is_float() => scalar_of(&int_tensor::sum(&flat, &[0], false)?),
         Reduction::Sum => Ok(Value::Float(
@@ -198,6 +203,20 @@ fn reduce_all(args: &Args, x: &CandleTensor, how: Reduction) -> Result<Value> {
         Reduction::ArgMax => scalar_of(&flat.argmax(0)?.to_dtype(CandleDType::I64)?),
         Reduction::ArgMin => scalar_of(&flat.argmin(0)?.to_dtype(CandleDType::I64)?),
     }
+}
+
+/// A whole-tensor reduction of a tensor on the gradient's graph: a 0-d
+/// tensor, not a number, so the graph goes on to the loss (summed in f32 for
+/// half precision, like the reductions over dimensions).
+fn reduce_tracked(flat: &CandleTensor, how: Reduction) -> Result<Value> {
+    let work = in_f32_if_half(flat)?;
+    let out = match how {
+        Reduction::Sum => work.sum(0)?,
+        Reduction::Mean => work.mean(0)?,
+        Reduction::Max => work.max(0)?,
+        _ => work.min(0)?,
+    };
+    Ok(Value::tensor(out.to_dtype(flat.dtype())?))
 }
 
 /// The tensor reduced over `dims`.
