@@ -6,6 +6,9 @@
 use tl_syntax::ast::{Expr, Ident};
 use tl_syntax::Span;
 
+use std::rc::Rc;
+
+use super::resolve::Function;
 use super::{Flow, Interpreter};
 use crate::builtins::{self, methods as native};
 use crate::error::LangError;
@@ -20,21 +23,23 @@ impl Interpreter {
         span: Span,
     ) -> Flow<Value> {
         let target = self.eval(receiver)?;
-        let (values, spans) = self.eval_args(args)?;
-        if let Value::Struct(s) = &target {
-            let key = (s.borrow().name.clone(), method.name.clone());
-            if let Some(decl) = self.methods.get(&key).cloned() {
-                if decl.params.first().is_none_or(|p| p.name.name != "self") {
-                    return Err(LangError::at(
-                        format!("`{}::{}` does not take `self`", key.0, key.1),
-                        method.span,
-                    )
-                    .with_hint("make `self` its first parameter")
-                    .into());
-                }
-                return self.call_function(&decl, Some(target.clone()), values, &spans, span);
+        if let Some(function) = self.struct_method(&target, &method.name) {
+            let decl = &function.decl;
+            if decl.params.first().is_none_or(|p| p.name.name != "self") {
+                return Err(LangError::at(
+                    format!(
+                        "`{}::{}` does not take `self`",
+                        target.type_name(),
+                        method.name
+                    ),
+                    method.span,
+                )
+                .with_hint("make `self` its first parameter")
+                .into());
             }
+            return self.call_function(&function, Some(target), args, span);
         }
+        let (values, spans) = self.eval_args(args)?;
         let call = native::MethodCall {
             method: &method.name,
             args: &values,
@@ -60,6 +65,16 @@ impl Interpreter {
             method.span,
         )
         .into())
+    }
+
+    /// The method `name` of the struct's `impl`, when `target` is a struct
+    /// that has one.
+    fn struct_method(&self, target: &Value, name: &str) -> Option<Rc<Function>> {
+        let Value::Struct(s) = target else {
+            return None;
+        };
+        let methods = self.methods.get(&s.borrow().name)?;
+        methods.get(name).cloned()
     }
 
     /// `base.field`.
