@@ -35,20 +35,40 @@ impl Interpreter {
         let Some(builtin) = builtins::find(&callee.name) else {
             return Err(self.unknown_name(&callee.name, callee.span).into());
         };
-        let (mut values, spans) = self.eval_args(args)?;
-        if is_formatting(&callee.name) {
-            self.prepare_template(args.first(), &mut values)?;
-        }
-        self.call_builtin(builtin, &values, &spans, span)
+        let mut evaluated = self.eval_args(args)?;
+        let result = match is_formatting(&callee.name) {
+            true => self.prepare_template(args.first(), &mut evaluated.values),
+            false => Ok(()),
+        };
+        let result = result
+            .and_then(|()| self.call_builtin(builtin, &evaluated.values, &evaluated.spans, span));
+        self.recycle(evaluated);
+        result
     }
 
-    /// Evaluates arguments left to right, keeping where each was written.
-    pub(crate) fn eval_args(&mut self, args: &[Expr]) -> Flow<(Vec<Value>, Vec<Span>)> {
-        let values = args
-            .iter()
-            .map(|a| self.eval(a))
-            .collect::<Flow<Vec<_>>>()?;
-        Ok((values, args.iter().map(|a| a.span).collect()))
+    /// Evaluates arguments left to right, keeping where each was written,
+    /// into buffers that [`Self::recycle`] takes back: a builtin or method
+    /// call in a loop allocates nothing for its arguments.
+    pub(crate) fn eval_args(&mut self, args: &[Expr]) -> Flow<ArgValues> {
+        let mut evaluated = self.spare_args.pop().unwrap_or_default();
+        for arg in args {
+            match self.eval(arg) {
+                Ok(value) => evaluated.values.push(value),
+                Err(error) => {
+                    self.recycle(evaluated);
+                    return Err(error);
+                }
+            }
+            evaluated.spans.push(arg.span);
+        }
+        Ok(evaluated)
+    }
+
+    /// Takes back the buffers of [`Self::eval_args`], emptied.
+    pub(crate) fn recycle(&mut self, mut evaluated: ArgValues) {
+        evaluated.values.clear();
+        evaluated.spans.clear();
+        self.spare_args.push(evaluated);
     }
 
     /// Only a string literal is a format string. `print("{x}")` fills the
@@ -183,14 +203,18 @@ impl Interpreter {
             .with_hint("is the recursion missing a base case?")
             .into());
         }
-        let mut dims = HashMap::new();
+        // Made only for a signature with a tensor or list in it.
+        let mut dims = None;
         self.coerce_arguments(decl, params, base + first_param, args, span, &mut dims)?;
         self.stack.resize(base + function.layout.len(), None);
         // Named dimensions of the signature are ints in the body: `fn f(x: float32[n, d])`
         // can use `n` and `d` (a parameter of the same name wins).
         for (name, slot) in &function.dims {
             let place = self.stack.get_mut(base + *slot as usize);
-            if let (Some(size), Some(place)) = (dims.get(name), place) {
+            let size = dims
+                .as_ref()
+                .and_then(|d: &HashMap<String, usize>| d.get(name));
+            if let (Some(size), Some(place)) = (size, place) {
                 *place = Some(Value::Int(*size as i64));
             }
         }
@@ -217,12 +241,14 @@ impl Interpreter {
             }
         };
         match &decl.return_type {
-            Some(ty) if !types::is_exactly(&value, ty) => Ok(types::coerce(value, ty, &mut dims)
-                .map_err(|e| {
-                let mut e = e.or_at(span);
-                e.message = format!("the result of `{}`: {}", decl.name.name, e.message);
-                e
-            })?),
+            Some(ty) if !types::is_exactly(&value, ty) => {
+                let dims = dims.get_or_insert_with(HashMap::new);
+                Ok(types::coerce(value, ty, dims).map_err(|e| {
+                    let mut e = e.or_at(span);
+                    e.message = format!("the result of `{}`: {}", decl.name.name, e.message);
+                    e
+                })?)
+            }
             _ => Ok(value),
         }
     }
@@ -236,7 +262,7 @@ impl Interpreter {
         first: usize,
         args: &[Expr],
         span: Span,
-        dims: &mut HashMap<String, usize>,
+        dims: &mut Option<HashMap<String, usize>>,
     ) -> Flow<()> {
         for (i, param) in params.iter().enumerate() {
             let Some(ty) = &param.ty else {
@@ -253,6 +279,7 @@ impl Interpreter {
             let Some(value) = place.take() else {
                 return Err(LangError::internal("an argument left its slot").into());
             };
+            let dims = dims.get_or_insert_with(HashMap::new);
             let value = types::coerce(value, ty, dims).map_err(|e| {
                 let mut e = e.or_at(args.get(i).map_or(span, |a| a.span));
                 e.message = format!(
@@ -326,6 +353,13 @@ impl Interpreter {
         values.sort_by_key(|(n, _)| decl.fields.iter().position(|f| f.name.name == *n));
         Ok(Value::record(&name.name, values))
     }
+}
+
+/// Evaluated arguments and where each was written.
+#[derive(Default)]
+pub(crate) struct ArgValues {
+    pub values: Vec<Value>,
+    pub spans: Vec<Span>,
 }
 
 /// Whether a differentiable builtin's result is a float tensor off the

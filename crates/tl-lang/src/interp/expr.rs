@@ -99,6 +99,12 @@ impl Interpreter {
 
     /// Runs a block, whose locals end with it; its value is its tail's (or `none`).
     pub(crate) fn eval_block(&mut self, block: &Block) -> Flow<Value> {
+        // Only a statement declares a local of the block (a nested block
+        // ends its own): a block of a tail alone, as in `if c { a } else { b }`,
+        // has none to end.
+        if block.stmts.is_empty() {
+            return self.eval_tail(block);
+        }
         let result = self.eval_block_body(block);
         self.end_locals(block.locals);
         result
@@ -108,6 +114,11 @@ impl Interpreter {
         for stmt in &block.stmts {
             self.exec(stmt)?;
         }
+        self.eval_tail(block)
+    }
+
+    #[inline]
+    fn eval_tail(&mut self, block: &Block) -> Flow<Value> {
         match &block.tail {
             Some(tail) => self.eval(tail),
             None => Ok(Value::None),

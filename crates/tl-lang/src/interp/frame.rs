@@ -12,11 +12,13 @@ use crate::value::Value;
 
 impl Interpreter {
     /// The live value in a slot of the running frame.
+    #[inline]
     pub(crate) fn slot(&self, slot: u32) -> Option<&Value> {
         self.stack.get(self.frame.base + slot as usize)?.as_ref()
     }
 
     /// The value of a variable: its slot when resolved and live, else by name.
+    #[inline]
     pub(crate) fn variable(&self, name: &str, slot: Resolved, span: Span) -> Flow<Value> {
         if let Resolved::At(slot) = slot {
             if let Some(value) = self.slot(slot) {
@@ -65,6 +67,7 @@ impl Interpreter {
     }
 
     /// A new variable's value, in the slot the resolver gave it.
+    #[inline]
     pub(crate) fn declare(&mut self, slot: Resolved, value: Value) -> Flow<()> {
         let Resolved::At(slot) = slot else {
             return Err(LangError::internal("a declaration without a slot").into());
@@ -77,7 +80,11 @@ impl Interpreter {
     }
 
     /// Empties the slots of a block's locals when it ends.
+    #[inline]
     pub(crate) fn end_locals(&mut self, locals: Locals) {
+        if locals.start == locals.end {
+            return;
+        }
         let base = self.frame.base;
         let range = base + locals.start as usize..base + locals.end as usize;
         if let Some(slots) = self.stack.get_mut(range) {
@@ -86,9 +93,14 @@ impl Interpreter {
     }
 
     /// Stores a value in a slot of the running frame.
+    #[inline]
     pub(crate) fn put_slot(&mut self, slot: u32, value: Value) {
-        if let Some(place) = self.stack.get_mut(self.frame.base + slot as usize) {
-            *place = Some(value);
+        match (self.stack.get_mut(self.frame.base + slot as usize), value) {
+            // A number over a number: nothing to drop.
+            (Some(Some(Value::Int(held))), Value::Int(new)) => *held = new,
+            (Some(Some(Value::Float(held))), Value::Float(new)) => *held = new,
+            (Some(place), value) => *place = Some(value),
+            (None, _) => {}
         }
     }
 
@@ -119,6 +131,11 @@ impl Interpreter {
                 .with_hint(format!("declare it first with `let {name} = ...;`"))
                 .into(),
         )
+    }
+
+    /// Whether the slot's variable has a written type.
+    pub(crate) fn is_typed(&self, slot: u32) -> bool {
+        matches!(self.frame.layout.types.get(slot as usize), Some(Some(_)))
     }
 
     /// Stores a new value in the live slot of the variable `name`, checked

@@ -8,6 +8,7 @@ use tl_syntax::Span;
 
 use std::rc::Rc;
 
+use super::call::ArgValues;
 use super::resolve::Function;
 use super::{Flow, Interpreter};
 use crate::builtins::{self, methods as native};
@@ -39,16 +40,21 @@ impl Interpreter {
             }
             return self.call_function(&function, Some(target), args, span);
         }
-        let (values, spans) = self.eval_args(args)?;
+        let evaluated = self.eval_args(args)?;
         let call = native::MethodCall {
             method: &method.name,
-            args: &values,
-            spans: &spans,
+            args: &evaluated.values,
+            spans: &evaluated.spans,
             span,
         };
-        if let Some(result) = native::call(&mut self.ctx, &target, &call) {
-            return Ok(result.map_err(|e| e.or_at(span))?);
-        }
+        let native = native::call(&mut self.ctx, &target, &call);
+        let ArgValues { values, spans } = match native {
+            Some(result) => {
+                self.recycle(evaluated);
+                return Ok(result.map_err(|e| e.or_at(span))?);
+            }
+            None => evaluated,
+        };
         if let Some(builtin) = builtins::find(&method.name) {
             let mut all_values = Vec::with_capacity(values.len() + 1);
             all_values.push(target);

@@ -97,6 +97,8 @@ pub struct Interpreter {
     /// declared yet, or whose block has ended).
     stack: Vec<Option<Value>>,
     frame: Frame,
+    /// Emptied argument buffers of builtin and method calls, to reuse.
+    spare_args: Vec<call::ArgValues>,
     /// The names visible at the top of the bottom frame: the REPL's
     /// variables, which later input resolves against.
     top_visible: Vec<(String, u32)>,
@@ -132,6 +134,7 @@ impl Interpreter {
                 layout: Rc::new(Layout::default()),
             },
             top_visible: Vec::new(),
+            spare_args: Vec::new(),
             depth: 0,
             since_budget_check: std::cell::Cell::new(0),
         }
@@ -390,11 +393,18 @@ impl Interpreter {
     /// request is consumed, so the next input runs normally), or, every
     /// [`BUDGET_CHECK_INTERVAL`] loop iterations and calls, when the process
     /// holds more than the memory budget.
+    #[inline]
     pub(crate) fn check_interrupt(&self, span: Span) -> Result<()> {
         // A load first: the swap, a locked instruction, only when it is set.
-        if self.ctx.interrupt.load(Ordering::Relaxed)
-            && self.ctx.interrupt.swap(false, Ordering::Relaxed)
-        {
+        if self.ctx.interrupt.load(Ordering::Relaxed) || self.ctx.memory_limit.is_some() {
+            return self.check_interrupt_slowly(span);
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn check_interrupt_slowly(&self, span: Span) -> Result<()> {
+        if self.ctx.interrupt.swap(false, Ordering::Relaxed) {
             return Err(LangError::at("interrupted", span));
         }
         if self.ctx.memory_limit.is_some() {

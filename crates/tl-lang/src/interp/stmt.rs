@@ -15,8 +15,30 @@ use crate::tensor::Tensor;
 use crate::value::{StructValue, Value};
 
 impl Interpreter {
-    /// Runs one statement.
+    /// Runs one statement. Assignments and expressions, which a loop body
+    /// runs most, are here; the others are in [`Self::exec_other`], kept
+    /// apart so that this function stays small.
     pub(crate) fn exec(&mut self, stmt: &Stmt) -> Flow<()> {
+        match &stmt.kind {
+            StmtKind::Assign {
+                target,
+                op,
+                value,
+                equation: None,
+            } => {
+                let value = self.eval(value)?;
+                match op {
+                    Some(op) => self.compound_assign(*op, target, value, stmt.span),
+                    None => self.assign(target, value),
+                }
+            }
+            StmtKind::Expr(e) => self.eval(e).map(drop),
+            _ => self.exec_other(stmt),
+        }
+    }
+
+    #[inline(never)]
+    fn exec_other(&mut self, stmt: &Stmt) -> Flow<()> {
         match &stmt.kind {
             StmtKind::Let {
                 ty, value, slot, ..
@@ -34,15 +56,7 @@ impl Interpreter {
                 value,
                 equation: Some(declares),
             } => self.exec_equation(target, value, *declares, stmt.span)?,
-            StmtKind::Assign {
-                target, op, value, ..
-            } => {
-                let value = self.eval(value)?;
-                match op {
-                    Some(op) => self.compound_assign(*op, target, value, stmt.span)?,
-                    None => self.assign(target, value)?,
-                }
-            }
+            StmtKind::Assign { .. } | StmtKind::Expr(_) => return self.exec(stmt),
             StmtKind::While { cond, body } => {
                 while self.eval_condition(cond)? {
                     if self.loop_body(body)? {
@@ -74,9 +88,6 @@ impl Interpreter {
                     None => Value::None,
                 };
                 return Err(Unwind::Return(value));
-            }
-            StmtKind::Expr(e) => {
-                self.eval(e)?;
             }
         }
         Ok(())
@@ -115,6 +126,11 @@ impl Interpreter {
         if let ExprKind::Var(name, Resolved::At(slot)) = &target.kind {
             if let Some(old) = self.slot(*slot) {
                 let new = super::expr::binary(op, old, &value, span)?;
+                // No written type to check, no learnable tensor to keep.
+                if !self.is_typed(*slot) && !matches!(old, Value::Tensor(_)) {
+                    self.put_slot(*slot, new);
+                    return Ok(());
+                }
                 return self.set_slot(*slot, name, new, target.span);
             }
         }
@@ -152,7 +168,7 @@ impl Interpreter {
         {
             let (start, end) = (self.eval_int(start)?, self.eval_int(end)?);
             for i in start..end {
-                if self.iteration(var, Value::Int(i), body)? {
+                if self.int_iteration(var, i, body)? {
                     break;
                 }
             }
@@ -209,6 +225,19 @@ impl Interpreter {
     /// One iteration of a `for` loop, with the loop variable in its slot.
     fn iteration(&mut self, var: Resolved, item: Value, body: &Block) -> Flow<bool> {
         self.declare(var, item)?;
+        self.loop_body(body)
+    }
+
+    /// One iteration of a `for` loop over a range: the int is written over
+    /// the last one, with nothing to drop.
+    fn int_iteration(&mut self, var: Resolved, i: i64, body: &Block) -> Flow<bool> {
+        match var {
+            Resolved::At(k) => match self.stack.get_mut(self.frame.base + k as usize) {
+                Some(Some(Value::Int(held))) => *held = i,
+                _ => self.declare(var, Value::Int(i))?,
+            },
+            Resolved::Unresolved => self.declare(var, Value::Int(i))?,
+        }
         self.loop_body(body)
     }
 
