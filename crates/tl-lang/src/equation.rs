@@ -76,9 +76,9 @@ impl<'a> EquationRef<'a> {
         is_bound: &dyn Fn(&str) -> bool,
     ) -> Option<Result<Self, Diagnostic>> {
         let (name, target_kind) = match &target.kind {
-            ExprKind::Var(name) => (name, Target::Bare),
+            ExprKind::Var(name, _) => (name, Target::Bare),
             ExprKind::Index { base, indices } => match &base.kind {
-                ExprKind::Var(name) => (name, Target::Indexed(indices)),
+                ExprKind::Var(name, _) => (name, Target::Indexed(indices)),
                 _ => return None,
             },
             _ => return None,
@@ -132,7 +132,7 @@ pub fn rank_mismatch(ty: &str, rank: usize, written: usize) -> String {
 pub fn bare_name(arg: &IndexArg) -> Option<(&str, Span)> {
     match arg {
         IndexArg::Expr(Expr {
-            kind: ExprKind::Var(name),
+            kind: ExprKind::Var(name, _),
             span,
         }) => Some((name, *span)),
         _ => None,
@@ -170,9 +170,9 @@ pub fn mentions_free_index(expr: &Expr, is_bound: &dyn Fn(&str) -> bool) -> bool
 fn mentions_operand(expr: &Expr, name: &str) -> bool {
     match &expr.kind {
         ExprKind::Index { base, .. } => {
-            matches!(&base.kind, ExprKind::Var(n) if n == name) || mentions_operand(base, name)
+            matches!(&base.kind, ExprKind::Var(n, _) if n == name) || mentions_operand(base, name)
         }
-        ExprKind::Call { callee, args } => {
+        ExprKind::Call { callee, args, .. } => {
             callee.name == name || args.iter().any(|a| mentions_operand(a, name))
         }
         ExprKind::Binary { lhs, rhs, .. } => {

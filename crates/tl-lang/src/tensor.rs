@@ -26,7 +26,9 @@ pub enum Tensor {
     /// shares until it is lent out (copy-on-write: see [`OwnedDense`]).
     Owned(Rc<OwnedDense>),
     Quantized(Rc<QuantizedWeight>),
-    Gpu(GpuValue),
+    /// Behind a pointer: every value's size is its largest variant's, and
+    /// a value is copied on each step of the interpreter.
+    Gpu(Rc<GpuValue>),
 }
 
 /// A contiguous dense tensor with storage of its own. While no candle tensor
@@ -73,10 +75,10 @@ impl std::fmt::Debug for GpuValue {
 impl GpuValue {
     /// A result of `ops`.
     pub fn tensor(ops: &GpuOps, tensor: GpuTensor) -> Tensor {
-        Tensor::Gpu(GpuValue {
+        Tensor::Gpu(Rc::new(GpuValue {
             ops: ops.clone(),
             tensor,
-        })
+        }))
     }
 }
 

@@ -204,6 +204,13 @@ mod tests {
     }
 
     #[test]
+    fn a_value_is_three_words() {
+        // The interpreter moves values on every step: a bigger variant
+        // belongs behind a pointer.
+        assert!(std::mem::size_of::<Value>() <= 24);
+    }
+
+    #[test]
     fn shared_items_outlive_the_dropped_list() {
         let shared = Value::list(vec![Value::Int(7)]);
         drop(Value::list(vec![shared.clone(), shared.clone()]));

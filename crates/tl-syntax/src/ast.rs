@@ -10,6 +10,25 @@ pub struct Program {
     pub items: Vec<Item>,
 }
 
+/// A number the interpreter's resolver gives a name before the code runs, so
+/// that running it indexes instead of searching by name: a local variable's
+/// slot in its function's frame, or a called function's entry in the table of
+/// functions. The parser writes `Unresolved`: looked up by name when it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Resolved {
+    #[default]
+    Unresolved,
+    At(u32),
+}
+
+/// The slots of the locals declared in a block (its nested blocks included),
+/// `start..end`: the interpreter empties them when the block ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Locals {
+    pub start: u32,
+    pub end: u32,
+}
+
 /// A name as written, with where it was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ident {
@@ -244,6 +263,7 @@ pub struct Block {
     pub stmts: Vec<Stmt>,
     pub tail: Option<Box<Expr>>,
     pub span: Span,
+    pub locals: Locals,
 }
 
 /// A statement.
@@ -261,13 +281,19 @@ pub enum StmtKind {
         name: Ident,
         ty: Option<TypeExpr>,
         value: Expr,
+        slot: Resolved,
     },
     /// `target = value;` or `target op= value;` (`op` is then `Some`). The target
     /// is a variable, a field (`a.b`) or an index (`a[i]`).
+    ///
+    /// `equation` is filled in by the interpreter's resolver: `Some` when the
+    /// assignment is an index equation, holding the slot of the local it
+    /// declares (`Unresolved` when its name is a variable already).
     Assign {
         target: Expr,
         op: Option<BinaryOp>,
         value: Expr,
+        equation: Option<Resolved>,
     },
     /// `while cond { ... }`
     While {
@@ -279,6 +305,7 @@ pub enum StmtKind {
         var: Ident,
         iterable: Expr,
         body: Block,
+        slot: Resolved,
     },
     /// `loop { ... }`
     Loop(Block),
@@ -306,7 +333,8 @@ pub enum ExprKind {
     Bool(bool),
     /// `none`: the absence of a value.
     None,
-    Var(String),
+    /// A variable, with its slot once resolved.
+    Var(String, Resolved),
     /// `[a, b, c]`
     List(Vec<Expr>),
     Unary {
@@ -327,6 +355,7 @@ pub enum ExprKind {
     Call {
         callee: Ident,
         args: Vec<Expr>,
+        function: Resolved,
     },
     /// `receiver.method(args)`
     MethodCall {

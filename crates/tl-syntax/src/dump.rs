@@ -244,7 +244,9 @@ impl Printer {
 
     fn stmt(&mut self, stmt: &Stmt) {
         match &stmt.kind {
-            StmtKind::Let { name, ty, value } => {
+            StmtKind::Let {
+                name, ty, value, ..
+            } => {
                 let _ = write!(self.out, "(let {}", name.name);
                 if let Some(ty) = ty {
                     let _ = write!(self.out, ": {}", type_to_string(ty));
@@ -253,7 +255,9 @@ impl Printer {
                 self.expr(value);
                 self.out.push(')');
             }
-            StmtKind::Assign { target, op, value } => {
+            StmtKind::Assign {
+                target, op, value, ..
+            } => {
                 let op = op.map_or(String::new(), |op| format!("{}=", op.symbol()));
                 let _ = write!(self.out, "(assign{op} ");
                 self.expr(target);
@@ -271,6 +275,7 @@ impl Printer {
                 var,
                 iterable,
                 body,
+                ..
             } => {
                 let _ = write!(self.out, "(for {} ", var.name);
                 self.expr(iterable);
@@ -312,7 +317,7 @@ impl Printer {
                 let _ = write!(self.out, "{value}");
             }
             ExprKind::None => self.out.push_str("none"),
-            ExprKind::Var(name) => self.out.push_str(name),
+            ExprKind::Var(name, _) => self.out.push_str(name),
             ExprKind::List(elements) => self.call_like("list", elements),
             ExprKind::Unary { op, operand } => {
                 let head = match op {
@@ -333,7 +338,7 @@ impl Printer {
                 }
                 self.out.push(')');
             }
-            ExprKind::Call { callee, args } => {
+            ExprKind::Call { callee, args, .. } => {
                 self.call_like(&format!("call {}", callee.name), args)
             }
             ExprKind::MethodCall {

@@ -160,7 +160,9 @@ impl Checker<'_> {
         self.span(stmt.span, parent, "statement");
         let span = stmt.span;
         match &stmt.kind {
-            StmtKind::Let { name, ty, value } => {
+            StmtKind::Let {
+                name, ty, value, ..
+            } => {
                 self.ident(name, span);
                 if let Some(ty) = ty {
                     self.ty(ty, span);
@@ -179,6 +181,7 @@ impl Checker<'_> {
                 var,
                 iterable,
                 body,
+                ..
             } => {
                 self.ident(var, span);
                 self.expr(iterable, span);
@@ -199,7 +202,7 @@ impl Checker<'_> {
             | ExprKind::Str(_)
             | ExprKind::Bool(_)
             | ExprKind::None
-            | ExprKind::Var(_) => {}
+            | ExprKind::Var(..) => {}
             ExprKind::List(elements) => elements.iter().for_each(|e| self.expr(e, span)),
             ExprKind::Unary { operand, .. } => self.expr(operand, span),
             ExprKind::Binary { lhs, rhs, .. } => {
@@ -210,7 +213,7 @@ impl Checker<'_> {
             ExprKind::Range { start, end } => {
                 start.iter().chain(end).for_each(|e| self.expr(e, span));
             }
-            ExprKind::Call { callee, args } => {
+            ExprKind::Call { callee, args, .. } => {
                 self.ident(callee, span);
                 args.iter().for_each(|e| self.expr(e, span));
             }

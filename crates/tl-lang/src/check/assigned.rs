@@ -20,7 +20,7 @@ fn in_stmt(stmt: &Stmt, found: &mut dyn FnMut(&str)) {
         StmtKind::Let { value, .. } => in_expr(value, found),
         StmtKind::Assign { target, value, .. } => {
             // `x[i] = v` and `x.f = v` keep the type of `x`; only `x = v` changes it.
-            if let ExprKind::Var(name) = &target.kind {
+            if let ExprKind::Var(name, _) = &target.kind {
                 found(name);
             }
             in_expr(target, found);
@@ -49,7 +49,7 @@ fn in_expr(expr: &Expr, found: &mut dyn FnMut(&str)) {
         | ExprKind::Str(_)
         | ExprKind::Bool(_)
         | ExprKind::None
-        | ExprKind::Var(_)
+        | ExprKind::Var(..)
         | ExprKind::Query(_) => {}
         ExprKind::List(items) => items.iter().for_each(|e| in_expr(e, found)),
         ExprKind::Unary { operand, .. } => in_expr(operand, found),

@@ -49,7 +49,7 @@ impl Body<'_, '_> {
         let value_ty = self.infer(value);
         let mut base_struct = None;
         let old = match &target.kind {
-            ExprKind::Var(name) => match self.lookup(name) {
+            ExprKind::Var(name, _) => match self.lookup(name) {
                 Some(binding) => binding.ty,
                 None => {
                     self.report(
@@ -86,7 +86,7 @@ impl Body<'_, '_> {
             None => (held_in_variable(value_ty, value), self.dim_of(value)),
         };
         match &target.kind {
-            ExprKind::Var(name) => {
+            ExprKind::Var(name, _) => {
                 if !self.is_local(name) {
                     self.check_global_assignment(name, &new_ty, value.span);
                 }

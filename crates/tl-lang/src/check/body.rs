@@ -159,7 +159,7 @@ impl<'p, 'a> Body<'p, 'a> {
     pub fn dim_of(&self, expr: &Expr) -> StaticDim {
         match &expr.kind {
             ExprKind::Int(n) => usize::try_from(*n).map_or(StaticDim::Unknown, StaticDim::Known),
-            ExprKind::Var(name) => self.lookup(name).map_or(StaticDim::Unknown, |b| b.dim),
+            ExprKind::Var(name, _) => self.lookup(name).map_or(StaticDim::Unknown, |b| b.dim),
             _ => StaticDim::Unknown,
         }
     }

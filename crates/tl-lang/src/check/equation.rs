@@ -104,11 +104,11 @@ impl Body<'_, '_> {
                     .collect();
                 self.operand(base, &written, expr.span, indices);
             }
-            ExprKind::Call { callee, args } if self.is_relation_atom(&callee.name) => {
+            ExprKind::Call { callee, args, .. } if self.is_relation_atom(&callee.name) => {
                 let written: Vec<&Expr> = args.iter().collect();
                 self.operand(expr, &written, expr.span, indices);
             }
-            ExprKind::Call { callee, args }
+            ExprKind::Call { callee, args, .. }
                 if ELEMENTWISE.contains(&callee.name.as_str())
                     && !self.decls().functions.contains_key(callee.name.as_str())
                     && !args.is_empty() =>
@@ -145,7 +145,7 @@ impl Body<'_, '_> {
         indices: &mut Indices<'e>,
     ) {
         let relation = match &base.kind {
-            ExprKind::Var(name)
+            ExprKind::Var(name, _)
             | ExprKind::Call {
                 callee: tl_syntax::ast::Ident { name, .. },
                 ..
@@ -153,7 +153,9 @@ impl Body<'_, '_> {
             _ => None,
         };
         let ty = match (&base.kind, relation) {
-            (ExprKind::Var(name), _) if indices.defining == Some(name.as_str()) => Ty::any_tensor(),
+            (ExprKind::Var(name, _), _) if indices.defining == Some(name.as_str()) => {
+                Ty::any_tensor()
+            }
             (_, Some(r)) => self.relation_type(r),
             _ => self.infer(base),
         };
@@ -196,7 +198,7 @@ impl Body<'_, '_> {
     /// What `arg` is at this position: an int expression (a variable), an
     /// element of a domain, or an index variable.
     fn position<'e>(&self, arg: &'e Expr, relation: Option<usize>, axis: usize) -> Position<'e> {
-        let ExprKind::Var(name) = &arg.kind else {
+        let ExprKind::Var(name, _) = &arg.kind else {
             return Position::At;
         };
         if self.lookup(name).is_some() {
@@ -242,7 +244,7 @@ impl Body<'_, '_> {
             } => {
                 for arg in args {
                     if let IndexArg::Expr(e) = arg {
-                        if let ExprKind::Var(name) = &e.kind {
+                        if let ExprKind::Var(name, _) = &e.kind {
                             if self.lookup(name).is_none() {
                                 (indices.sizes.entry(name.clone()))
                                     .or_insert((StaticDim::Unknown, e.span));

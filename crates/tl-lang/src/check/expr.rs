@@ -17,7 +17,7 @@ impl Body<'_, '_> {
             ExprKind::Str(_) => Ty::Str,
             ExprKind::Bool(_) => Ty::Bool,
             ExprKind::None => Ty::None,
-            ExprKind::Var(name) => self.variable(name, span),
+            ExprKind::Var(name, _) => self.variable(name, span),
             ExprKind::List(items) => self.list(items),
             ExprKind::Unary { op, operand } => {
                 let ty = self.infer(operand);
@@ -30,7 +30,7 @@ impl Body<'_, '_> {
             ExprKind::Range { start, end } => {
                 self.range_list(start.as_deref(), end.as_deref(), span)
             }
-            ExprKind::Call { callee, args } => self.call(callee, args, span),
+            ExprKind::Call { callee, args, .. } => self.call(callee, args, span),
             ExprKind::MethodCall {
                 receiver,
                 method,

@@ -59,8 +59,12 @@ impl Body<'_, '_> {
 
     fn stmt(&mut self, stmt: &Stmt) {
         match &stmt.kind {
-            StmtKind::Let { name, ty, value } => self.let_stmt(name, ty.as_ref(), value),
-            StmtKind::Assign { target, op, value } => {
+            StmtKind::Let {
+                name, ty, value, ..
+            } => self.let_stmt(name, ty.as_ref(), value),
+            StmtKind::Assign {
+                target, op, value, ..
+            } => {
                 if op.is_some() || !self.equation_stmt(target, value, stmt.span) {
                     self.assign_stmt(target, *op, value, stmt.span)
                 }
@@ -74,6 +78,7 @@ impl Body<'_, '_> {
                 var,
                 iterable,
                 body,
+                ..
             } => self.for_stmt(var, iterable, body),
             StmtKind::Loop(body) => {
                 self.forget_assigned_in(body);

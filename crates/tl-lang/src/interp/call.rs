@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use tl_syntax::ast::{Expr, ExprKind, FnDecl, Ident};
+use tl_syntax::ast::{Expr, ExprKind, FnDecl, Ident, Param, Resolved};
 use tl_syntax::Span;
 
-use super::{types, DeclaredType, Flow, Interpreter, Scope, Unwind, MAX_CALL_DEPTH};
+use super::resolve::Function;
+use super::{types, Flow, Frame, Interpreter, Unwind, MAX_CALL_DEPTH};
 use crate::builtins::{self, Args, Builtin, Gradient};
 use crate::error::LangError;
 use crate::learning;
@@ -15,28 +16,59 @@ use crate::value::Value;
 
 impl Interpreter {
     /// `name(args)`: a user function, else a builtin.
-    pub(crate) fn call_named(&mut self, callee: &Ident, args: &[Expr], span: Span) -> Flow<Value> {
-        if let Some(decl) = self.functions.get(&callee.name).cloned() {
-            let (values, spans) = self.eval_args(args)?;
-            return self.call_function(&decl, None, values, &spans, span);
+    pub(crate) fn call_named(
+        &mut self,
+        callee: &Ident,
+        function: Resolved,
+        args: &[Expr],
+        span: Span,
+    ) -> Flow<Value> {
+        let index = match function {
+            Resolved::At(index) => Some(index),
+            // Defined after the caller was resolved (in the REPL).
+            Resolved::Unresolved => self.functions.get(&callee.name).copied(),
+        };
+        if let Some(function) = index.and_then(|i| self.function_table.get(i as usize)) {
+            let function = Rc::clone(function);
+            return self.call_function(&function, None, args, span);
         }
         let Some(builtin) = builtins::find(&callee.name) else {
             return Err(self.unknown_name(&callee.name, callee.span).into());
         };
-        let (mut values, spans) = self.eval_args(args)?;
-        if is_formatting(&callee.name) {
-            self.prepare_template(args.first(), &mut values)?;
-        }
-        self.call_builtin(builtin, &values, &spans, span)
+        let mut evaluated = self.eval_args(args)?;
+        let result = match is_formatting(&callee.name) {
+            true => self.prepare_template(args.first(), &mut evaluated.values),
+            false => Ok(()),
+        };
+        let result = result
+            .and_then(|()| self.call_builtin(builtin, &evaluated.values, &evaluated.spans, span));
+        self.recycle(evaluated);
+        result
     }
 
-    /// Evaluates arguments left to right, keeping where each was written.
-    pub(crate) fn eval_args(&mut self, args: &[Expr]) -> Flow<(Vec<Value>, Vec<Span>)> {
-        let values = args
-            .iter()
-            .map(|a| self.eval(a))
-            .collect::<Flow<Vec<_>>>()?;
-        Ok((values, args.iter().map(|a| a.span).collect()))
+    /// Evaluates arguments left to right, keeping where each was written,
+    /// into buffers that [`Self::recycle`] takes back: a builtin or method
+    /// call in a loop allocates nothing for its arguments.
+    pub(crate) fn eval_args(&mut self, args: &[Expr]) -> Flow<ArgValues> {
+        let mut evaluated = self.spare_args.pop().unwrap_or_default();
+        for arg in args {
+            match self.eval(arg) {
+                Ok(value) => evaluated.values.push(value),
+                Err(error) => {
+                    self.recycle(evaluated);
+                    return Err(error);
+                }
+            }
+            evaluated.spans.push(arg.span);
+        }
+        Ok(evaluated)
+    }
+
+    /// Takes back the buffers of [`Self::eval_args`], emptied.
+    pub(crate) fn recycle(&mut self, mut evaluated: ArgValues) {
+        evaluated.values.clear();
+        evaluated.spans.clear();
+        self.spare_args.push(evaluated);
     }
 
     /// Only a string literal is a format string. `print("{x}")` fills the
@@ -112,33 +144,55 @@ impl Interpreter {
     }
 
     /// Calls a user function, or a method with `receiver` bound to `self` (the
-    /// caller has checked that the method's first parameter is `self`).
+    /// caller has checked that the method's first parameter is `self`). The
+    /// receiver and the arguments go straight into the slots of the new
+    /// frame, on top of the stack.
     pub(crate) fn call_function(
         &mut self,
-        decl: &Rc<FnDecl>,
+        function: &Rc<Function>,
         receiver: Option<Value>,
-        mut values: Vec<Value>,
-        spans: &[Span],
+        args: &[Expr],
         span: Span,
     ) -> Flow<Value> {
-        let mut frame = Scope::default();
-        let first_param = match receiver {
-            Some(receiver) => {
-                frame.vars.insert("self".to_string(), receiver);
-                1
+        let base = self.stack.len();
+        let with_self = receiver.is_some();
+        if let Some(receiver) = receiver {
+            self.stack.push(Some(receiver));
+        }
+        let mut result = Ok(Value::None);
+        for arg in args {
+            match self.eval(arg) {
+                Ok(value) => self.stack.push(Some(value)),
+                Err(error) => {
+                    result = Err(error);
+                    break;
+                }
             }
-            None => 0,
-        };
-        let params = &decl.params[first_param..];
-        if values.len() != params.len() {
-            return Err(arity_error(
-                &decl.name.name,
-                params.len(),
-                params.len(),
-                values.len(),
-                span,
-            )
-            .into());
+        }
+        if result.is_ok() {
+            result = self.enter(function, base, with_self, args, span);
+        }
+        self.stack.truncate(base);
+        result
+    }
+
+    /// Runs a function whose receiver and arguments are on the stack from
+    /// `base`: checks them, makes the frame, runs the body, checks the result.
+    fn enter(
+        &mut self,
+        function: &Rc<Function>,
+        base: usize,
+        with_self: bool,
+        args: &[Expr],
+        span: Span,
+    ) -> Flow<Value> {
+        let decl = &function.decl;
+        let first_param = usize::from(with_self);
+        let params = decl.params.get(first_param..).unwrap_or_default();
+        if args.len() != params.len() {
+            let arity = params.len();
+            let error = arity_error(&decl.name.name, arity, arity, args.len(), span);
+            return Err(error.into());
         }
         self.check_interrupt(span)?;
         if self.depth >= MAX_CALL_DEPTH {
@@ -149,38 +203,30 @@ impl Interpreter {
             .with_hint("is the recursion missing a base case?")
             .into());
         }
-        let mut dims = HashMap::new();
-        for (i, (param, value)) in params.iter().zip(values.drain(..)).enumerate() {
-            let value = match &param.ty {
-                Some(ty) => types::coerce(value, ty, &mut dims).map_err(|e| {
-                    let mut e = e.or_at(spans.get(i).copied().unwrap_or(span));
-                    e.message = format!(
-                        "argument `{}` of `{}`: {}",
-                        param.name.name, decl.name.name, e.message
-                    );
-                    e
-                })?,
-                None => value,
-            };
-            if param.ty.is_some() {
-                let declared = DeclaredType::Param(Rc::clone(decl), first_param + i);
-                frame.types.insert(param.name.name.clone(), declared);
-            }
-            frame.vars.insert(param.name.name.clone(), value);
-        }
+        // Made only for a signature with a tensor or list in it.
+        let mut dims = None;
+        self.coerce_arguments(decl, params, base + first_param, args, span, &mut dims)?;
+        self.stack.resize(base + function.layout.len(), None);
         // Named dimensions of the signature are ints in the body: `fn f(x: float32[n, d])`
         // can use `n` and `d` (a parameter of the same name wins).
-        for (name, size) in &dims {
-            frame
-                .vars
-                .entry(name.clone())
-                .or_insert(Value::Int(*size as i64));
+        for (name, slot) in &function.dims {
+            let place = self.stack.get_mut(base + *slot as usize);
+            let size = dims
+                .as_ref()
+                .and_then(|d: &HashMap<String, usize>| d.get(name));
+            if let (Some(size), Some(place)) = (size, place) {
+                *place = Some(Value::Int(*size as i64));
+            }
         }
-        let saved = std::mem::replace(&mut self.scopes, vec![frame]);
+        let frame = Frame {
+            base,
+            layout: Rc::clone(&function.layout),
+        };
+        let saved = std::mem::replace(&mut self.frame, frame);
         self.depth += 1;
         let result = self.eval_block(&decl.body);
         self.depth -= 1;
-        self.scopes = saved;
+        self.frame = saved;
         let value = match result {
             Ok(v) | Err(Unwind::Return(v)) => v,
             Err(Unwind::Break(s)) => {
@@ -195,13 +241,58 @@ impl Interpreter {
             }
         };
         match &decl.return_type {
-            Some(ty) => Ok(types::coerce(value, ty, &mut dims).map_err(|e| {
-                let mut e = e.or_at(span);
-                e.message = format!("the result of `{}`: {}", decl.name.name, e.message);
-                e
-            })?),
-            None => Ok(value),
+            Some(ty) if !types::is_exactly(&value, ty) => {
+                let dims = dims.get_or_insert_with(HashMap::new);
+                Ok(types::coerce(value, ty, dims).map_err(|e| {
+                    let mut e = e.or_at(span);
+                    e.message = format!("the result of `{}`: {}", decl.name.name, e.message);
+                    e
+                })?)
+            }
+            _ => Ok(value),
         }
+    }
+
+    /// Checks and converts the arguments in their slots (from `first`)
+    /// against the parameters' written types, binding named dimensions.
+    fn coerce_arguments(
+        &mut self,
+        decl: &FnDecl,
+        params: &[Param],
+        first: usize,
+        args: &[Expr],
+        span: Span,
+        dims: &mut Option<HashMap<String, usize>>,
+    ) -> Flow<()> {
+        for (i, param) in params.iter().enumerate() {
+            let Some(ty) = &param.ty else {
+                continue;
+            };
+            if let Some(Some(value)) = self.stack.get(first + i) {
+                if types::is_exactly(value, ty) {
+                    continue;
+                }
+            }
+            let Some(place) = self.stack.get_mut(first + i) else {
+                return Err(LangError::internal("an argument left its slot").into());
+            };
+            let Some(value) = place.take() else {
+                return Err(LangError::internal("an argument left its slot").into());
+            };
+            let dims = dims.get_or_insert_with(HashMap::new);
+            let value = types::coerce(value, ty, dims).map_err(|e| {
+                let mut e = e.or_at(args.get(i).map_or(span, |a| a.span));
+                e.message = format!(
+                    "argument `{}` of `{}`: {}",
+                    param.name.name, decl.name.name, e.message
+                );
+                e
+            })?;
+            if let Some(place) = self.stack.get_mut(first + i) {
+                *place = Some(value);
+            }
+        }
+        Ok(())
     }
 
     /// `Name { field: value, ... }`: every declared field exactly once.
@@ -262,6 +353,13 @@ impl Interpreter {
         values.sort_by_key(|(n, _)| decl.fields.iter().position(|f| f.name.name == *n));
         Ok(Value::record(&name.name, values))
     }
+}
+
+/// Evaluated arguments and where each was written.
+#[derive(Default)]
+pub(crate) struct ArgValues {
+    pub values: Vec<Value>,
+    pub spans: Vec<Span>,
 }
 
 /// Whether a differentiable builtin's result is a float tensor off the

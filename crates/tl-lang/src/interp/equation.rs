@@ -20,7 +20,7 @@ mod operands;
 use std::collections::HashMap;
 
 use candle_core::{DType as CandleDType, Tensor as CandleTensor};
-use tl_syntax::ast::{BinaryOp, Expr, ExprKind};
+use tl_syntax::ast::{BinaryOp, Expr, ExprKind, Resolved};
 use tl_syntax::Span;
 
 use super::{Flow, Interpreter};
@@ -29,6 +29,14 @@ use crate::error::LangError;
 use crate::ops;
 use crate::value::Value;
 use algebra::{add, contract, map, reciprocal, scale, Indexed};
+
+/// Where an equation's tensor goes: a global (file level), or in a body the
+/// variable of its name, or else a new local in the slot `declares`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Binding {
+    Global,
+    Body { declares: Resolved },
+}
 
 /// Rounds a recursive equation may take to stop changing.
 const MAX_FIXPOINT_ROUNDS: usize = 100_000;
@@ -39,24 +47,27 @@ type Sizes = HashMap<String, (usize, Span)>;
 impl Interpreter {
     /// Runs an equation: binds its tensor as a global (file level) or as a
     /// local of the running body.
-    pub(crate) fn run_equation(&mut self, eq: &EquationRef, global: bool) -> Flow<()> {
+    pub(crate) fn run_equation(&mut self, eq: &EquationRef, binding: Binding) -> Flow<()> {
         let value = match eq.is_recursive() {
-            true => self.solve_recursive(eq, global)?,
+            true => self.solve_recursive(eq, binding)?,
             false => self.equation_value(eq)?,
         };
-        self.bind_equation(eq, value, global)
+        self.bind_equation(eq, value, binding)
     }
 
     /// At file level, defines the global; in a body, sets the variable if
     /// there is one (as `=` would, so an equation in a loop updates what the
     /// loop's code after it sees), else declares it here.
-    fn bind_equation(&mut self, eq: &EquationRef, value: Value, global: bool) -> Flow<()> {
-        if global {
-            self.globals.insert(eq.name.to_string(), value);
-        } else if self.is_variable(eq.name) {
-            self.set_variable(eq.name, value, eq.name_span)?;
-        } else {
-            self.declare(eq.name, value, None);
+    fn bind_equation(&mut self, eq: &EquationRef, value: Value, binding: Binding) -> Flow<()> {
+        match binding {
+            Binding::Global => {
+                self.globals.insert(eq.name.to_string(), value);
+            }
+            Binding::Body { .. } if self.is_variable(eq.name) => {
+                let unresolved = Resolved::Unresolved;
+                self.set_variable(eq.name, unresolved, value, eq.name_span)?;
+            }
+            Binding::Body { declares } => self.declare(declares, value)?,
         }
         Ok(())
     }
@@ -97,11 +108,11 @@ impl Interpreter {
     }
 
     /// Iterates a recursive equation from zeros to a fixpoint.
-    fn solve_recursive(&mut self, eq: &EquationRef, global: bool) -> Flow<Value> {
+    fn solve_recursive(&mut self, eq: &EquationRef, binding: Binding) -> Flow<Value> {
         let mut current = self.recursive_start(eq)?;
         for _ in 0..MAX_FIXPOINT_ROUNDS {
             self.check_interrupt(eq.span)?;
-            self.bind_equation(eq, current.clone(), global)?;
+            self.bind_equation(eq, current.clone(), binding)?;
             let next = self.equation_value(eq)?;
             if ops::values_equal(&next, &current).map_err(|e| e.or_at(eq.span))? {
                 return Ok(next);
@@ -156,7 +167,7 @@ impl Interpreter {
         dtype: &mut Option<CandleDType>,
     ) -> Flow<()> {
         if let Some((base, args)) = self.operand_parts(expr) {
-            if !matches!(&base.kind, ExprKind::Var(n) if n == skip) {
+            if !matches!(&base.kind, ExprKind::Var(n, _) if n == skip) {
                 let (t, positions) = self.operand_tensor(base, args, expr.span)?;
                 self.label_sizes(&t, &positions, sizes)?;
                 if t.dtype() != CandleDType::U8 && dtype.is_none() {
@@ -194,7 +205,7 @@ impl Interpreter {
                 let inner = self.indexed(operand, keep, sizes)?;
                 Ok(map(inner, |v| ops::unary(*op, v)).map_err(|e| e.or_at(expr.span))?)
             }
-            ExprKind::Call { callee, args }
+            ExprKind::Call { callee, args, .. }
                 if ELEMENTWISE.contains(&callee.name.as_str())
                     && !self.functions.contains_key(&callee.name)
                     && args.first().is_some_and(|a| !self.labels_in(a).is_empty()) =>

@@ -1,8 +1,8 @@
 //! Evaluating expressions and blocks.
 
-use tl_syntax::ast::{BinaryOp, Block, Expr, ExprKind, IndexArg, TypeExpr};
+use tl_syntax::ast::{BinaryOp, Block, Expr, ExprKind, IndexArg};
 
-use super::{types, DeclaredType, Flow, Interpreter, Scope};
+use super::{Flow, Interpreter};
 use crate::error::LangError;
 use crate::indexing::{self, IndexValue};
 use crate::ops;
@@ -10,16 +10,45 @@ use crate::ops::shapes::checked_list_len;
 use crate::value::Value;
 
 impl Interpreter {
-    /// The value of an expression.
+    /// The value of an expression. The kinds a loop or a call runs most are
+    /// here; the others are in [`Self::eval_other`], kept apart so that this
+    /// function stays small (its stack frame is paid on every step).
     pub(crate) fn eval(&mut self, expr: &Expr) -> Flow<Value> {
+        match &expr.kind {
+            ExprKind::Int(i) => Ok(Value::Int(*i)),
+            ExprKind::Float(x) => Ok(Value::Float(*x)),
+            ExprKind::Bool(b) => Ok(Value::Bool(*b)),
+            ExprKind::Var(name, slot) => self.variable(name, *slot, expr.span),
+            ExprKind::Binary { op, lhs, rhs } => self.eval_binary(*op, lhs, rhs, expr.span),
+            ExprKind::Call {
+                callee,
+                args,
+                function,
+            } => self.call_named(callee, *function, args, expr.span),
+            ExprKind::If {
+                cond,
+                then_branch,
+                else_branch,
+            } => {
+                if self.eval_condition(cond)? {
+                    self.eval_block(then_branch)
+                } else if let Some(else_branch) = else_branch {
+                    self.eval(else_branch)
+                } else {
+                    Ok(Value::None)
+                }
+            }
+            ExprKind::Block(block) => self.eval_block(block),
+            _ => self.eval_other(expr),
+        }
+    }
+
+    #[inline(never)]
+    fn eval_other(&mut self, expr: &Expr) -> Flow<Value> {
         let span = expr.span;
         Ok(match &expr.kind {
-            ExprKind::Int(i) => Value::Int(*i),
-            ExprKind::Float(x) => Value::Float(*x),
             ExprKind::Str(s) => Value::str(s),
-            ExprKind::Bool(b) => Value::Bool(*b),
             ExprKind::None => Value::None,
-            ExprKind::Var(name) => self.lookup(name, span)?,
             ExprKind::List(items) => {
                 let values = items
                     .iter()
@@ -31,9 +60,7 @@ impl Interpreter {
                 let value = self.eval(operand)?;
                 ops::unary(*op, &value).map_err(|e| e.or_at(span))?
             }
-            ExprKind::Binary { op, lhs, rhs } => self.eval_binary(*op, lhs, rhs, span)?,
             ExprKind::Range { start, end } => self.eval_range_list(start, end, span)?,
-            ExprKind::Call { callee, args } => self.call_named(callee, args, span)?,
             ExprKind::MethodCall {
                 receiver,
                 method,
@@ -48,21 +75,15 @@ impl Interpreter {
                 let indices = self.eval_indices(indices)?;
                 indexing::index(&base, &indices).map_err(|e| e.or_at(span))?
             }
-            ExprKind::If {
-                cond,
-                then_branch,
-                else_branch,
-            } => {
-                if self.eval_condition(cond)? {
-                    self.eval_block(then_branch)?
-                } else if let Some(else_branch) = else_branch {
-                    self.eval(else_branch)?
-                } else {
-                    Value::None
-                }
-            }
-            ExprKind::Block(block) => self.eval_block(block)?,
             ExprKind::StructLit { name, fields } => self.construct(name, fields, span)?,
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Var(..)
+            | ExprKind::Binary { .. }
+            | ExprKind::Call { .. }
+            | ExprKind::If { .. }
+            | ExprKind::Block(_) => return self.eval(expr),
             ExprKind::Query(atom) => match &self.logic {
                 Some(logic) => logic.query(atom).map_err(|e| e.or_at(span))?,
                 None => {
@@ -76,11 +97,16 @@ impl Interpreter {
         })
     }
 
-    /// Runs a block in a new scope; its value is its tail's (or `none`).
+    /// Runs a block, whose locals end with it; its value is its tail's (or `none`).
     pub(crate) fn eval_block(&mut self, block: &Block) -> Flow<Value> {
-        self.scopes.push(Scope::default());
+        // Only a statement declares a local of the block (a nested block
+        // ends its own): a block of a tail alone, as in `if c { a } else { b }`,
+        // has none to end.
+        if block.stmts.is_empty() {
+            return self.eval_tail(block);
+        }
         let result = self.eval_block_body(block);
-        self.scopes.pop();
+        self.end_locals(block.locals);
         result
     }
 
@@ -88,6 +114,11 @@ impl Interpreter {
         for stmt in &block.stmts {
             self.exec(stmt)?;
         }
+        self.eval_tail(block)
+    }
+
+    #[inline]
+    fn eval_tail(&mut self, block: &Block) -> Flow<Value> {
         match &block.tail {
             Some(tail) => self.eval(tail),
             None => Ok(Value::None),
@@ -97,6 +128,9 @@ impl Interpreter {
     /// A condition, which must be a bool.
     pub(crate) fn eval_condition(&mut self, cond: &Expr) -> Flow<bool> {
         let value = self.eval(cond)?;
+        if let Value::Bool(b) = value {
+            return Ok(b);
+        }
         value.truthy().ok_or_else(|| {
             LangError::at(
                 format!("a condition must be a bool, found {}", value.type_name()),
@@ -124,7 +158,7 @@ impl Interpreter {
             _ => {}
         }
         let right = self.eval(rhs)?;
-        Ok(ops::binary(op, &left, &right).map_err(|e| e.or_at(span))?)
+        binary(op, &left, &right, span)
     }
 
     /// A range outside `for` and indexing: the list of its ints.
@@ -175,21 +209,6 @@ impl Interpreter {
             .collect()
     }
 
-    /// The value of a variable: the running frame's scopes, then the globals.
-    pub(crate) fn lookup(&self, name: &str, span: tl_syntax::Span) -> Flow<Value> {
-        if let Some(value) = self.scopes.iter().rev().find_map(|s| s.vars.get(name)) {
-            return Ok(value.clone());
-        }
-        if let Some(value) = self.globals.get(name) {
-            return Ok(value.clone());
-        }
-        // A relation's name is its 0/1 tensor.
-        if let Some(tensor) = self.logic.as_ref().and_then(|l| l.tensor(name)) {
-            return Ok(tensor.map_err(|e| e.or_at(span))?);
-        }
-        Err(self.unknown_name(name, span).into())
-    }
-
     /// "unknown name" with the closest known name as a hint.
     pub(crate) fn unknown_name(&self, name: &str, span: tl_syntax::Span) -> LangError {
         let error = LangError::at(format!("unknown name `{name}`"), span);
@@ -198,55 +217,49 @@ impl Interpreter {
             None => error,
         }
     }
+}
 
-    /// Sets an existing variable (innermost first) or reports it undeclared.
-    pub(crate) fn set_variable(
-        &mut self,
-        name: &str,
-        value: Value,
-        span: tl_syntax::Span,
-    ) -> Flow<()> {
-        let at_assignment = |e: LangError| LangError {
-            message: format!("cannot assign to `{name}`: {}", e.message),
-            span: Some(span),
-            ..e
-        };
-        if let Some(scope) = self
-            .scopes
-            .iter_mut()
-            .rev()
-            .find(|s| s.vars.contains_key(name))
-        {
-            let Some(slot) = scope.vars.get_mut(name) else {
-                return Err(LangError::internal("a variable left its scope").into());
-            };
-            let ty = scope.types.get(name).and_then(DeclaredType::get);
-            *slot = types::replacement(slot, value, ty).map_err(at_assignment)?;
-            return Ok(());
-        }
-        if let Some(slot) = self.globals.get_mut(name) {
-            let ty = self.global_types.get(name);
-            *slot = types::replacement(slot, value, ty).map_err(at_assignment)?;
-            return Ok(());
-        }
-        Err(
-            LangError::at(format!("assignment to undeclared variable `{name}`"), span)
-                .with_hint(format!("declare it first with `let {name} = ...;`"))
-                .into(),
-        )
+/// `lhs op rhs`, with ints and floats computed here: a loop's arithmetic and
+/// comparisons take no detour through the general operators, which only see
+/// the other values (and the ints that overflow, for their message).
+pub(crate) fn binary(op: BinaryOp, lhs: &Value, rhs: &Value, span: tl_syntax::Span) -> Flow<Value> {
+    let fast = match (lhs, rhs) {
+        (Value::Int(a), Value::Int(b)) => int_binary(op, *a, *b),
+        (Value::Float(a), Value::Float(b)) => float_binary(op, *a, *b),
+        _ => None,
+    };
+    match fast {
+        Some(value) => Ok(value),
+        None => Ok(ops::binary(op, lhs, rhs).map_err(|e| e.or_at(span))?),
     }
+}
 
-    /// Declares a variable in the innermost scope (shadowing any outer one),
-    /// with the type every later assignment to it must match, if one is written.
-    pub(crate) fn declare(&mut self, name: &str, value: Value, ty: Option<&TypeExpr>) {
-        if let Some(scope) = self.scopes.last_mut() {
-            scope.vars.insert(name.to_string(), value);
-            match ty {
-                Some(ty) => scope
-                    .types
-                    .insert(name.to_string(), DeclaredType::Written(ty.clone())),
-                None => scope.types.remove(name),
-            };
-        }
-    }
+fn int_binary(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
+    Some(match op {
+        BinaryOp::Add => Value::Int(a.checked_add(b)?),
+        BinaryOp::Sub => Value::Int(a.checked_sub(b)?),
+        BinaryOp::Mul => Value::Int(a.checked_mul(b)?),
+        BinaryOp::Lt => Value::Bool(a < b),
+        BinaryOp::Le => Value::Bool(a <= b),
+        BinaryOp::Gt => Value::Bool(a > b),
+        BinaryOp::Ge => Value::Bool(a >= b),
+        BinaryOp::Eq => Value::Bool(a == b),
+        BinaryOp::Ne => Value::Bool(a != b),
+        _ => return None,
+    })
+}
+
+fn float_binary(op: BinaryOp, a: f64, b: f64) -> Option<Value> {
+    Some(match op {
+        BinaryOp::Add => Value::Float(a + b),
+        BinaryOp::Sub => Value::Float(a - b),
+        BinaryOp::Mul => Value::Float(a * b),
+        BinaryOp::Lt => Value::Bool(a < b),
+        BinaryOp::Le => Value::Bool(a <= b),
+        BinaryOp::Gt => Value::Bool(a > b),
+        BinaryOp::Ge => Value::Bool(a >= b),
+        BinaryOp::Eq => Value::Bool(a == b),
+        BinaryOp::Ne => Value::Bool(a != b),
+        _ => return None,
+    })
 }

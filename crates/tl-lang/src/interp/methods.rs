@@ -6,6 +6,10 @@
 use tl_syntax::ast::{Expr, Ident};
 use tl_syntax::Span;
 
+use std::rc::Rc;
+
+use super::call::ArgValues;
+use super::resolve::Function;
 use super::{Flow, Interpreter};
 use crate::builtins::{self, methods as native};
 use crate::error::LangError;
@@ -20,30 +24,37 @@ impl Interpreter {
         span: Span,
     ) -> Flow<Value> {
         let target = self.eval(receiver)?;
-        let (values, spans) = self.eval_args(args)?;
-        if let Value::Struct(s) = &target {
-            let key = (s.borrow().name.clone(), method.name.clone());
-            if let Some(decl) = self.methods.get(&key).cloned() {
-                if decl.params.first().is_none_or(|p| p.name.name != "self") {
-                    return Err(LangError::at(
-                        format!("`{}::{}` does not take `self`", key.0, key.1),
-                        method.span,
-                    )
-                    .with_hint("make `self` its first parameter")
-                    .into());
-                }
-                return self.call_function(&decl, Some(target.clone()), values, &spans, span);
+        if let Some(function) = self.struct_method(&target, &method.name) {
+            let decl = &function.decl;
+            if decl.params.first().is_none_or(|p| p.name.name != "self") {
+                return Err(LangError::at(
+                    format!(
+                        "`{}::{}` does not take `self`",
+                        target.type_name(),
+                        method.name
+                    ),
+                    method.span,
+                )
+                .with_hint("make `self` its first parameter")
+                .into());
             }
+            return self.call_function(&function, Some(target), args, span);
         }
+        let evaluated = self.eval_args(args)?;
         let call = native::MethodCall {
             method: &method.name,
-            args: &values,
-            spans: &spans,
+            args: &evaluated.values,
+            spans: &evaluated.spans,
             span,
         };
-        if let Some(result) = native::call(&mut self.ctx, &target, &call) {
-            return Ok(result.map_err(|e| e.or_at(span))?);
-        }
+        let native = native::call(&mut self.ctx, &target, &call);
+        let ArgValues { values, spans } = match native {
+            Some(result) => {
+                self.recycle(evaluated);
+                return Ok(result.map_err(|e| e.or_at(span))?);
+            }
+            None => evaluated,
+        };
         if let Some(builtin) = builtins::find(&method.name) {
             let mut all_values = Vec::with_capacity(values.len() + 1);
             all_values.push(target);
@@ -60,6 +71,16 @@ impl Interpreter {
             method.span,
         )
         .into())
+    }
+
+    /// The method `name` of the struct's `impl`, when `target` is a struct
+    /// that has one.
+    fn struct_method(&self, target: &Value, name: &str) -> Option<Rc<Function>> {
+        let Value::Struct(s) = target else {
+            return None;
+        };
+        let methods = self.methods.get(&s.borrow().name)?;
+        methods.get(name).cloned()
     }
 
     /// `base.field`.

@@ -2,15 +2,19 @@
 //! structs and their methods, global tensors) and runs `main`, `test` and `bench`
 //! blocks, or REPL input, against them.
 //!
-//! Variables live in a stack of scopes per call frame; a function sees its own
-//! frame and the globals, nothing of its caller. Control flow (`break`,
-//! `continue`, `return`) travels up as an [`Unwind`] next to errors.
+//! Code is resolved before it runs (`resolve`): each local variable has a slot
+//! in its function's frame, a run of one stack of slots, so that reading a
+//! variable is an index. A function sees its own frame and the globals,
+//! nothing of its caller. Control flow (`break`, `continue`, `return`)
+//! travels up as an [`Unwind`] next to errors.
 
 mod call;
 mod equation;
 mod expr;
 mod format;
+mod frame;
 mod methods;
+mod resolve;
 mod stmt;
 mod types;
 
@@ -18,7 +22,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use tl_syntax::ast::{Block, Equation, FnDecl, Item, NamedBlock, StructDecl, TensorDecl, TypeExpr};
+use tl_syntax::ast::{
+    Block, Equation, Expr, FnDecl, Item, NamedBlock, Stmt, StructDecl, TensorDecl, TypeExpr,
+};
 use tl_syntax::Span;
 
 use crate::builtins::Context;
@@ -26,6 +32,7 @@ use crate::equation::EquationRef;
 use crate::error::{LangError, Result};
 use crate::logic::Logic;
 use crate::value::Value;
+use resolve::{Function, Known, Layout, Resolver};
 
 pub use format::format_template;
 
@@ -39,8 +46,11 @@ enum Global {
 }
 
 /// Why evaluation stopped early: an error, or control flow on its way up.
+///
+/// The error is boxed so that a `Flow<Value>`, which every expression returns,
+/// stays the size of a value.
 pub(crate) enum Unwind {
-    Error(LangError),
+    Error(Box<LangError>),
     Break(Span),
     Continue(Span),
     Return(Value),
@@ -48,42 +58,15 @@ pub(crate) enum Unwind {
 
 impl From<LangError> for Unwind {
     fn from(error: LangError) -> Self {
-        Unwind::Error(error)
+        Unwind::Error(Box::new(error))
     }
 }
 
-/// One scope's variables, and the types written for those declared with one
-/// (`let x: T`, a typed parameter): every later assignment must match it.
-#[derive(Default)]
-pub(crate) struct Scope {
-    vars: HashMap<String, Value>,
-    types: HashMap<String, DeclaredType>,
-}
-
-/// Where a variable's written type lives: copied from a `let`, or the called
-/// function's parameter (shared, so a call copies no types).
-pub(crate) enum DeclaredType {
-    Written(TypeExpr),
-    Param(Rc<FnDecl>, usize),
-}
-
-impl DeclaredType {
-    fn get(&self) -> Option<&TypeExpr> {
-        match self {
-            DeclaredType::Written(ty) => Some(ty),
-            DeclaredType::Param(decl, i) => decl.params.get(*i)?.ty.as_ref(),
-        }
-    }
-}
-
-impl Scope {
-    /// A scope holding one untyped variable (a `for` loop's).
-    fn with(name: &str, value: Value) -> Self {
-        Scope {
-            vars: HashMap::from([(name.to_string(), value)]),
-            types: HashMap::new(),
-        }
-    }
+/// The running function's frame: where its slots start on the stack, and
+/// what each holds.
+pub(crate) struct Frame {
+    base: usize,
+    layout: Rc<Layout>,
 }
 
 /// Evaluation result inside the interpreter.
@@ -93,9 +76,13 @@ pub(crate) type Flow<T> = std::result::Result<T, Unwind>;
 pub struct Interpreter {
     /// Output, input and loaded models.
     pub ctx: Context,
-    functions: HashMap<String, Rc<FnDecl>>,
+    /// User functions by name: their index in `function_table`, which
+    /// resolved calls use.
+    functions: HashMap<String, u32>,
+    function_table: Vec<Rc<Function>>,
     structs: HashMap<String, Rc<StructDecl>>,
-    methods: HashMap<(String, String), Rc<FnDecl>>,
+    /// Methods by struct name, then method name.
+    methods: HashMap<String, HashMap<String, Rc<Function>>>,
     globals: HashMap<String, Value>,
     /// The types written for the global tensors.
     global_types: HashMap<String, TypeExpr>,
@@ -106,8 +93,15 @@ pub struct Interpreter {
     main: Option<Block>,
     tests: Vec<NamedBlock>,
     benches: Vec<NamedBlock>,
-    /// Scopes of the running frame, innermost last.
-    scopes: Vec<Scope>,
+    /// The slots of every frame of the running calls (`None`: a variable not
+    /// declared yet, or whose block has ended).
+    stack: Vec<Option<Value>>,
+    frame: Frame,
+    /// Emptied argument buffers of builtin and method calls, to reuse.
+    spare_args: Vec<call::ArgValues>,
+    /// The names visible at the top of the bottom frame: the REPL's
+    /// variables, which later input resolves against.
+    top_visible: Vec<(String, u32)>,
     depth: usize,
     /// Loop iterations and calls since the memory budget was last compared
     /// with what the process holds.
@@ -124,6 +118,7 @@ impl Interpreter {
         Interpreter {
             ctx,
             functions: HashMap::new(),
+            function_table: Vec::new(),
             structs: HashMap::new(),
             methods: HashMap::new(),
             globals: HashMap::new(),
@@ -133,7 +128,13 @@ impl Interpreter {
             main: None,
             tests: Vec::new(),
             benches: Vec::new(),
-            scopes: vec![Scope::default()],
+            stack: Vec::new(),
+            frame: Frame {
+                base: 0,
+                layout: Rc::new(Layout::default()),
+            },
+            top_visible: Vec::new(),
+            spare_args: Vec::new(),
             depth: 0,
             since_budget_check: std::cell::Cell::new(0),
         }
@@ -143,29 +144,28 @@ impl Interpreter {
     /// global tensor declarations in order. A name declared twice is an error.
     pub fn define(&mut self, items: Vec<Item>) -> Result<()> {
         let mut globals = Vec::new();
+        let mut functions = Vec::new();
+        let mut methods = Vec::new();
         let logic_before = self.logic_items.len();
         for item in items {
             match item {
                 Item::Import { .. } => {}
                 Item::Function(f) => {
-                    let name = f.name.clone();
-                    if crate::builtins::find(&name.name).is_some() {
+                    if crate::builtins::find(&f.name.name).is_some() {
                         return Err(LangError::at(
-                            format!("`{}` is a builtin and cannot be redefined", name.name),
-                            name.span,
+                            format!("`{}` is a builtin and cannot be redefined", f.name.name),
+                            f.name.span,
                         )
                         .with_hint("choose another name"));
                     }
-                    self.functions.insert(name.name, Rc::new(f));
+                    functions.push(f);
                 }
                 Item::Struct(s) => {
                     self.structs.insert(s.name.name.clone(), Rc::new(s));
                 }
                 Item::Impl(block) => {
-                    for method in block.methods {
-                        let key = (block.target.name.clone(), method.name.name.clone());
-                        self.methods.insert(key, Rc::new(method));
-                    }
+                    let target = &block.target.name;
+                    methods.extend(block.methods.into_iter().map(|m| (target.clone(), m)));
                 }
                 Item::Tensor(t) => globals.push(Global::Tensor(t)),
                 Item::Equation(eq) => globals.push(Global::Equation(eq)),
@@ -186,20 +186,104 @@ impl Interpreter {
         if self.logic_items.len() > logic_before {
             self.logic = Some(Rc::new(Logic::new(&self.logic_items)?));
         }
+        let pending: Vec<&str> = (globals.iter())
+            .map(|global| match global {
+                Global::Tensor(t) => t.name.name.as_str(),
+                Global::Equation(eq) => eq.name.name.as_str(),
+            })
+            .collect();
+        self.define_functions(functions, methods, &pending);
         globals.iter().try_for_each(|global| match global {
             Global::Tensor(t) => self.define_tensor(t),
             Global::Equation(eq) => self
                 .eval_top(|interp| {
-                    interp.run_equation(&EquationRef::item(eq), true)?;
+                    interp.run_equation(&EquationRef::item(eq), equation::Binding::Global)?;
                     Ok(Value::None)
                 })
                 .map(|_| ()),
         })
     }
 
+    /// Resolves and stores functions and methods. Every function of the
+    /// batch has its index before any body is resolved, so that calls
+    /// between them, in either order, resolve.
+    fn define_functions(
+        &mut self,
+        functions: Vec<FnDecl>,
+        methods: Vec<(String, FnDecl)>,
+        pending_globals: &[&str],
+    ) {
+        let indices: Vec<u32> = (functions.iter())
+            .map(|f| {
+                let next = self.functions.len() as u32;
+                *self.functions.entry(f.name.name.clone()).or_insert(next)
+            })
+            .collect();
+        for (decl, index) in functions.into_iter().zip(indices) {
+            let function = Rc::new(self.resolve_function(decl, pending_globals));
+            match self.function_table.get_mut(index as usize) {
+                Some(entry) => *entry = function,
+                None => self.function_table.push(function),
+            }
+        }
+        for (target, decl) in methods {
+            let name = decl.name.name.clone();
+            let method = Rc::new(self.resolve_function(decl, pending_globals));
+            self.methods.entry(target).or_default().insert(name, method);
+        }
+    }
+
+    fn resolve_function(&self, decl: FnDecl, pending_globals: &[&str]) -> Function {
+        let is_global = |n: &str| self.globals.contains_key(n) || pending_globals.contains(&n);
+        let known = Known {
+            functions: &self.functions,
+            is_global: &is_global,
+        };
+        Resolver::function(known, decl)
+    }
+
+    /// Resolves code that runs in a frame of its own (`main`, a test, a
+    /// bench iteration).
+    fn resolve_block(&self, block: &mut Block) -> Layout {
+        let is_global = |n: &str| self.globals.contains_key(n);
+        let known = Known {
+            functions: &self.functions,
+            is_global: &is_global,
+        };
+        let mut resolver = Resolver::new(known);
+        resolver.block(block);
+        resolver.finish().0
+    }
+
+    /// Resolves code that runs at the top of the bottom frame (the REPL's
+    /// input, a global's initializer), whose variables stay in that frame
+    /// for later input; the frame grows to hold them.
+    fn resolve_at_top(&mut self, stmts: &mut [Stmt], tail: Option<&mut Expr>) {
+        let is_global = |n: &str| self.globals.contains_key(n);
+        let known = Known {
+            functions: &self.functions,
+            is_global: &is_global,
+        };
+        let visible = std::mem::take(&mut self.top_visible);
+        let layout = Layout::clone(&self.frame.layout);
+        let mut resolver = Resolver::continuing(known, layout, visible);
+        resolver.stmts(stmts);
+        if let Some(tail) = tail {
+            resolver.expr(tail);
+        }
+        let (layout, visible) = resolver.finish();
+        self.top_visible = visible;
+        self.stack.resize(self.frame.base + layout.len(), None);
+        self.frame.layout = Rc::new(layout);
+    }
+
     fn define_tensor(&mut self, decl: &TensorDecl) -> Result<()> {
         let value = match &decl.init {
-            Some(init) => self.eval_top(|interp| interp.eval(init))?,
+            Some(init) => {
+                let mut init = init.clone();
+                self.resolve_at_top(&mut [], Some(&mut init));
+                self.eval_top(|interp| interp.eval(&init))?
+            }
             None => types::zeros_of(&decl.ty)?,
         };
         let mut value =
@@ -241,9 +325,14 @@ impl Interpreter {
 
     /// Runs one block in a fresh frame (a test, a bench iteration, `main`).
     pub fn run_block(&mut self, block: &Block) -> Result<Value> {
-        let saved = std::mem::replace(&mut self.scopes, vec![Scope::default()]);
-        let result = self.eval_top(|interp| interp.eval_block(block));
-        self.scopes = saved;
+        let mut block = block.clone();
+        let layout = Rc::new(self.resolve_block(&mut block));
+        let base = self.stack.len();
+        self.stack.resize(base + layout.len(), None);
+        let saved = std::mem::replace(&mut self.frame, Frame { base, layout });
+        let result = self.eval_top(|interp| interp.eval_block(&block));
+        self.frame = saved;
+        self.stack.truncate(base);
         result
     }
 
@@ -253,11 +342,14 @@ impl Interpreter {
         stmts: &[tl_syntax::ast::Stmt],
         tail: Option<&tl_syntax::ast::Expr>,
     ) -> Result<Value> {
+        let mut stmts = stmts.to_vec();
+        let mut tail = tail.cloned();
+        self.resolve_at_top(&mut stmts, tail.as_mut());
         self.eval_top(|interp| {
-            for stmt in stmts {
+            for stmt in &stmts {
                 interp.exec(stmt)?;
             }
-            match tail {
+            match &tail {
                 Some(expr) => interp.eval(expr),
                 None => Ok(Value::None),
             }
@@ -269,8 +361,11 @@ impl Interpreter {
         let mut vars: Vec<(String, String)> = self
             .globals
             .iter()
-            .chain(self.scopes.iter().flat_map(|s| &s.vars))
             .map(|(name, value)| (name.clone(), value.type_name()))
+            .chain(
+                self.live_locals()
+                    .map(|(name, value)| (name.to_string(), value.type_name())),
+            )
             .collect();
         vars.sort();
         vars.dedup_by(|a, b| a.0 == b.0);
@@ -282,10 +377,11 @@ impl Interpreter {
         let mut names: Vec<String> = self
             .globals
             .keys()
-            .chain(self.scopes.iter().flat_map(|s| s.vars.keys()))
-            .chain(self.functions.keys())
-            .chain(self.structs.keys())
-            .cloned()
+            .map(String::as_str)
+            .chain(self.live_locals().map(|(name, _)| name))
+            .chain(self.functions.keys().map(String::as_str))
+            .chain(self.structs.keys().map(String::as_str))
+            .map(str::to_string)
             .chain(crate::builtins::all().map(|b| b.name.to_string()))
             .collect();
         names.sort();
@@ -297,7 +393,17 @@ impl Interpreter {
     /// request is consumed, so the next input runs normally), or, every
     /// [`BUDGET_CHECK_INTERVAL`] loop iterations and calls, when the process
     /// holds more than the memory budget.
+    #[inline]
     pub(crate) fn check_interrupt(&self, span: Span) -> Result<()> {
+        // A load first: the swap, a locked instruction, only when it is set.
+        if self.ctx.interrupt.load(Ordering::Relaxed) || self.ctx.memory_limit.is_some() {
+            return self.check_interrupt_slowly(span);
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn check_interrupt_slowly(&self, span: Span) -> Result<()> {
         if self.ctx.interrupt.swap(false, Ordering::Relaxed) {
             return Err(LangError::at("interrupted", span));
         }
@@ -315,7 +421,7 @@ impl Interpreter {
     fn eval_top(&mut self, f: impl FnOnce(&mut Self) -> Flow<Value>) -> Result<Value> {
         match f(self) {
             Ok(value) | Err(Unwind::Return(value)) => Ok(value),
-            Err(Unwind::Error(e)) => Err(e),
+            Err(Unwind::Error(e)) => Err(*e),
             Err(Unwind::Break(span)) => Err(LangError::at("`break` outside of a loop", span)),
             Err(Unwind::Continue(span)) => Err(LangError::at("`continue` outside of a loop", span)),
         }

@@ -4,43 +4,59 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use tl_syntax::ast::{Block, Expr, ExprKind, Ident, Stmt, StmtKind};
+use tl_syntax::ast::{BinaryOp, Block, Expr, ExprKind, Ident, Locals, Resolved, Stmt, StmtKind};
 
-use super::{types, Flow, Interpreter, Scope, Unwind};
+use super::equation::Binding;
+use super::{types, Flow, Interpreter, Unwind};
 use crate::equation::EquationRef;
 use crate::error::LangError;
 use crate::indexing;
-use crate::ops;
 use crate::tensor::Tensor;
 use crate::value::{StructValue, Value};
 
 impl Interpreter {
-    /// Runs one statement.
+    /// Runs one statement. Assignments and expressions, which a loop body
+    /// runs most, are here; the others are in [`Self::exec_other`], kept
+    /// apart so that this function stays small.
     pub(crate) fn exec(&mut self, stmt: &Stmt) -> Flow<()> {
         match &stmt.kind {
-            StmtKind::Let { name, ty, value } => {
+            StmtKind::Assign {
+                target,
+                op,
+                value,
+                equation: None,
+            } => {
+                let value = self.eval(value)?;
+                match op {
+                    Some(op) => self.compound_assign(*op, target, value, stmt.span),
+                    None => self.assign(target, value),
+                }
+            }
+            StmtKind::Expr(e) => self.eval(e).map(drop),
+            _ => self.exec_other(stmt),
+        }
+    }
+
+    #[inline(never)]
+    fn exec_other(&mut self, stmt: &Stmt) -> Flow<()> {
+        match &stmt.kind {
+            StmtKind::Let {
+                ty, value, slot, ..
+            } => {
                 let mut value = self.eval(value)?;
                 if let Some(ty) = ty {
                     value = types::coerce(value, ty, &mut HashMap::new())
                         .map_err(|e| e.or_at(stmt.span))?;
                 }
-                self.declare(&name.name, value, ty.as_ref());
+                self.declare(*slot, value)?;
             }
             StmtKind::Assign {
                 target,
                 op: None,
                 value,
-            } if self.equation_of(target, value, stmt.span).is_some() => {
-                self.exec_equation(target, value, stmt.span)?
-            }
-            StmtKind::Assign { target, op, value } => {
-                let mut value = self.eval(value)?;
-                if let Some(op) = op {
-                    let old = self.eval(target)?;
-                    value = ops::binary(*op, &old, &value).map_err(|e| e.or_at(stmt.span))?;
-                }
-                self.assign(target, value)?;
-            }
+                equation: Some(declares),
+            } => self.exec_equation(target, value, *declares, stmt.span)?,
+            StmtKind::Assign { .. } | StmtKind::Expr(_) => return self.exec(stmt),
             StmtKind::While { cond, body } => {
                 while self.eval_condition(cond)? {
                     if self.loop_body(body)? {
@@ -49,10 +65,20 @@ impl Interpreter {
                 }
             }
             StmtKind::For {
-                var,
                 iterable,
                 body,
-            } => self.exec_for(var, iterable, body)?,
+                slot,
+                ..
+            } => {
+                let result = self.exec_for(*slot, iterable, body);
+                if let Resolved::At(k) = slot {
+                    self.end_locals(Locals {
+                        start: *k,
+                        end: k + 1,
+                    });
+                }
+                result?
+            }
             StmtKind::Loop(body) => while !self.loop_body(body)? {},
             StmtKind::Break => return Err(Unwind::Break(stmt.span)),
             StmtKind::Continue => return Err(Unwind::Continue(stmt.span)),
@@ -63,20 +89,54 @@ impl Interpreter {
                 };
                 return Err(Unwind::Return(value));
             }
-            StmtKind::Expr(e) => {
-                self.eval(e)?;
-            }
         }
         Ok(())
     }
 
-    /// Runs an assignment that is an equation.
-    fn exec_equation(&mut self, target: &Expr, value: &Expr, span: tl_syntax::Span) -> Flow<()> {
+    /// Runs an assignment that is an equation, which declares the local in
+    /// `declares` when its name is no variable yet.
+    fn exec_equation(
+        &mut self,
+        target: &Expr,
+        value: &Expr,
+        declares: Resolved,
+        span: tl_syntax::Span,
+    ) -> Flow<()> {
         match self.equation_of(target, value, span) {
-            Some(Ok(eq)) => self.run_equation(&eq, false),
+            Some(Ok(eq)) => self.run_equation(&eq, Binding::Body { declares }),
             Some(Err(error)) => Err(error.into()),
-            None => Err(LangError::internal("an equation stopped being one").into()),
+            // Seen as an equation where it was resolved, as a plain
+            // assignment where it runs: the assignment it is.
+            None => {
+                let value = self.eval(value)?;
+                self.assign(target, value)
+            }
         }
+    }
+
+    /// `target op= value`. A variable is updated where it lives, without
+    /// a copy of its value.
+    fn compound_assign(
+        &mut self,
+        op: BinaryOp,
+        target: &Expr,
+        value: Value,
+        span: tl_syntax::Span,
+    ) -> Flow<()> {
+        if let ExprKind::Var(name, Resolved::At(slot)) = &target.kind {
+            if let Some(old) = self.slot(*slot) {
+                let new = super::expr::binary(op, old, &value, span)?;
+                // No written type to check, no learnable tensor to keep.
+                if !self.is_typed(*slot) && !matches!(old, Value::Tensor(_)) {
+                    self.put_slot(*slot, new);
+                    return Ok(());
+                }
+                return self.set_slot(*slot, name, new, target.span);
+            }
+        }
+        let old = self.eval(target)?;
+        let new = super::expr::binary(op, &old, &value, span)?;
+        self.assign(target, new)
     }
 
     /// The assignment as an equation, when it names an index variable.
@@ -100,7 +160,7 @@ impl Interpreter {
         }
     }
 
-    fn exec_for(&mut self, var: &Ident, iterable: &Expr, body: &Block) -> Flow<()> {
+    fn exec_for(&mut self, var: Resolved, iterable: &Expr, body: &Block) -> Flow<()> {
         if let ExprKind::Range {
             start: Some(start),
             end: Some(end),
@@ -108,7 +168,7 @@ impl Interpreter {
         {
             let (start, end) = (self.eval_int(start)?, self.eval_int(end)?);
             for i in start..end {
-                if self.iteration(var, Value::Int(i), body)? {
+                if self.int_iteration(var, i, body)? {
                     break;
                 }
             }
@@ -150,7 +210,7 @@ impl Interpreter {
     /// Runs the body for each item until the items end or the body breaks.
     fn iterate(
         &mut self,
-        var: &Ident,
+        var: Resolved,
         body: &Block,
         items: impl Iterator<Item = Flow<Value>>,
     ) -> Flow<()> {
@@ -162,12 +222,23 @@ impl Interpreter {
         Ok(())
     }
 
-    /// One iteration of a `for` loop, with the loop variable in its own scope.
-    fn iteration(&mut self, var: &Ident, item: Value, body: &Block) -> Flow<bool> {
-        self.scopes.push(Scope::with(&var.name, item));
-        let result = self.loop_body(body);
-        self.scopes.pop();
-        result
+    /// One iteration of a `for` loop, with the loop variable in its slot.
+    fn iteration(&mut self, var: Resolved, item: Value, body: &Block) -> Flow<bool> {
+        self.declare(var, item)?;
+        self.loop_body(body)
+    }
+
+    /// One iteration of a `for` loop over a range: the int is written over
+    /// the last one, with nothing to drop.
+    fn int_iteration(&mut self, var: Resolved, i: i64, body: &Block) -> Flow<bool> {
+        match var {
+            Resolved::At(k) => match self.stack.get_mut(self.frame.base + k as usize) {
+                Some(Some(Value::Int(held))) => *held = i,
+                _ => self.declare(var, Value::Int(i))?,
+            },
+            Resolved::Unresolved => self.declare(var, Value::Int(i))?,
+        }
+        self.loop_body(body)
     }
 
     /// `name[i, j] = value` written into the variable's tensor in place, when
@@ -175,17 +246,11 @@ impl Interpreter {
     /// the store must make a new tensor.
     fn store_in_place(
         &self,
-        name: &str,
+        (name, slot): (&str, Resolved),
         indices: &[indexing::IndexValue],
         value: &Value,
     ) -> crate::error::Result<bool> {
-        let held = self
-            .scopes
-            .iter()
-            .rev()
-            .find_map(|s| s.vars.get(name))
-            .or_else(|| self.globals.get(name));
-        match held {
+        match self.held(name, slot) {
             Some(Value::Tensor(Tensor::Owned(owned))) if Rc::strong_count(owned) == 1 => {
                 indexing::store_element_in_place(owned, indices, value)
             }
@@ -232,7 +297,7 @@ impl Interpreter {
     /// region (a tensor region makes a new tensor, stored back into its place).
     fn assign(&mut self, target: &Expr, value: Value) -> Flow<()> {
         match &target.kind {
-            ExprKind::Var(name) => self.set_variable(name, value, target.span),
+            ExprKind::Var(name, slot) => self.set_variable(name, *slot, value, target.span),
             ExprKind::Field { base, field } => match self.eval(base)? {
                 Value::Struct(s) => {
                     let value = self.typed_field(&s.borrow(), field, value, target.span)?;
@@ -262,10 +327,10 @@ impl Interpreter {
                 let (old, indices) = match &base.kind {
                     // A variable reads without side effects, so its indices
                     // may go first, to try the store in place.
-                    ExprKind::Var(name) => {
+                    ExprKind::Var(name, slot) => {
                         let indices = self.eval_indices(indices)?;
                         if self
-                            .store_in_place(name, &indices, &value)
+                            .store_in_place((name, *slot), &indices, &value)
                             .map_err(|e| e.or_at(target.span))?
                         {
                             return Ok(());

@@ -111,13 +111,26 @@ pub(crate) fn coerce(
     }
 }
 
+/// Whether `value` is of the scalar type `ty` as it stands, so that checking
+/// it converts nothing: the common case of a typed parameter or variable,
+/// checked on every call and assignment.
+pub(crate) fn is_exactly(value: &Value, ty: &TypeExpr) -> bool {
+    matches!(
+        (&ty.kind, value),
+        (TypeKind::Int, Value::Int(_))
+            | (TypeKind::Float, Value::Float(_))
+            | (TypeKind::Bool, Value::Bool(_))
+            | (TypeKind::Str, Value::Str(_))
+    )
+}
+
 /// `new`, to replace `old` in a place (of type `ty`, where one is written):
 /// checked and converted as [`reassign`] does, and learnable if `old` was
 /// (learnability belongs to the place).
 pub(crate) fn replacement(old: &Value, new: Value, ty: Option<&TypeExpr>) -> Result<Value> {
     let new = match ty {
-        Some(ty) => reassign(old, new, ty)?,
-        None => new,
+        Some(ty) if !is_exactly(&new, ty) => reassign(old, new, ty)?,
+        _ => new,
     };
     crate::learning::carry_over(old, new)
 }

@@ -178,7 +178,7 @@ impl Parser<'_> {
 pub(super) fn query_args(args: Vec<crate::ast::Expr>) -> Result<Vec<Ident>, ParseError> {
     args.into_iter()
         .map(|arg| match arg.kind {
-            crate::ast::ExprKind::Var(name) => Ok(Ident {
+            crate::ast::ExprKind::Var(name, _) => Ok(Ident {
                 name,
                 span: arg.span,
             }),

@@ -3,7 +3,7 @@
 
 use super::cursor::Parser;
 use super::expressions::StructLiterals;
-use crate::ast::{Atom, Expr, ExprKind, Ident};
+use crate::ast::{Atom, Expr, ExprKind, Ident, Resolved};
 use crate::parse_error::ParseError;
 use crate::span::Span;
 use crate::token::TokenKind;
@@ -52,7 +52,11 @@ impl Parser<'_> {
             }
             return Ok(Expr {
                 span: name.span.to(close),
-                kind: ExprKind::Call { callee: name, args },
+                kind: ExprKind::Call {
+                    callee: name,
+                    args,
+                    function: Resolved::Unresolved,
+                },
             });
         }
         if self.at(&TokenKind::LBrace) {
@@ -77,7 +81,7 @@ impl Parser<'_> {
         }
         Ok(Expr {
             span: name.span,
-            kind: ExprKind::Var(name.name),
+            kind: ExprKind::Var(name.name, Resolved::Unresolved),
         })
     }
 

@@ -2,7 +2,7 @@
 //! an `if` or a block at the start of a statement needs no `;`, as in Rust.
 
 use super::cursor::Parser;
-use crate::ast::{BinaryOp, Block, Expr, ExprKind, Stmt, StmtKind};
+use crate::ast::{BinaryOp, Block, Expr, ExprKind, Locals, Resolved, Stmt, StmtKind};
 use crate::parse_error::ParseError;
 use crate::span::Span;
 use crate::token::TokenKind;
@@ -48,6 +48,7 @@ impl Parser<'_> {
             stmts,
             tail,
             span: open.to(close),
+            locals: Locals::default(),
         })
     }
 
@@ -108,7 +109,15 @@ impl Parser<'_> {
         }
         let value = self.expr()?;
         self.stmt_end(end)?;
-        self.finished(start, StmtKind::Let { name, ty, value })
+        self.finished(
+            start,
+            StmtKind::Let {
+                name,
+                ty,
+                value,
+                slot: Resolved::Unresolved,
+            },
+        )
     }
 
     fn missing_let_value(&self, name: &str) -> ParseError {
@@ -139,6 +148,7 @@ impl Parser<'_> {
             var,
             iterable,
             body,
+            slot: Resolved::Unresolved,
         };
         self.finished(start, kind)
     }
@@ -233,7 +243,7 @@ impl Parser<'_> {
     ) -> Result<Parsed, ParseError> {
         if !matches!(
             target.kind,
-            ExprKind::Var(_) | ExprKind::Field { .. } | ExprKind::Index { .. }
+            ExprKind::Var(..) | ExprKind::Field { .. } | ExprKind::Index { .. }
         ) {
             return Err(
                 ParseError::new("cannot assign to this expression", target.span).with_hint(
@@ -245,7 +255,15 @@ impl Parser<'_> {
         let value = self.expr()?;
         self.stmt_end(end)?;
         let start = target.span;
-        self.finished(start, StmtKind::Assign { target, op, value })
+        self.finished(
+            start,
+            StmtKind::Assign {
+                target,
+                op,
+                value,
+                equation: None,
+            },
+        )
     }
 }
 

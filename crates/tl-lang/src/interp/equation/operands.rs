@@ -38,7 +38,7 @@ impl Interpreter {
     pub(super) fn operand_parts<'e>(&self, expr: &'e Expr) -> Option<(&'e Expr, OperandArgs<'e>)> {
         match &expr.kind {
             ExprKind::Index { base, indices } => Some((base, OperandArgs::Index(indices))),
-            ExprKind::Call { callee, args }
+            ExprKind::Call { callee, args, .. }
                 if self
                     .logic
                     .as_ref()
@@ -100,7 +100,7 @@ impl Interpreter {
     fn relation_of(&self, base: &Expr, args: OperandArgs) -> Option<usize> {
         let name = match (args, &base.kind) {
             (OperandArgs::Atom(name, _), _) => name,
-            (_, ExprKind::Var(name)) => name.as_str(),
+            (_, ExprKind::Var(name, _)) => name.as_str(),
             _ => return None,
         };
         if self.is_variable(name) {
@@ -112,7 +112,7 @@ impl Interpreter {
     /// What the index `e` at `axis` is: an int expression (a variable), an
     /// element of a domain, or an index variable.
     fn position<'e>(&self, e: &'e Expr, relation: Option<usize>, axis: usize) -> Position<'e> {
-        let ExprKind::Var(name) = &e.kind else {
+        let ExprKind::Var(name, _) = &e.kind else {
             return Position::At(e);
         };
         if self.is_variable(name) {
@@ -222,10 +222,5 @@ impl Interpreter {
             ExprKind::Call { args, .. } => args.iter().for_each(|a| self.collect_labels(a, out)),
             _ => {}
         }
-    }
-
-    /// Whether `name` is a variable of the running frame or a global.
-    pub(crate) fn is_variable(&self, name: &str) -> bool {
-        self.scopes.iter().any(|s| s.vars.contains_key(name)) || self.globals.contains_key(name)
     }
 }
