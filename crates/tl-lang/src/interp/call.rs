@@ -16,6 +16,7 @@ use crate::value::Value;
 
 impl Interpreter {
     /// `name(args)`: a user function, else a builtin.
+    #[inline]
     pub(crate) fn call_named<A: CallArgs + ?Sized>(
         &mut self,
         callee: &Ident,
@@ -208,7 +209,10 @@ impl Interpreter {
                 (Some(_), _) => false,
             }
         });
-        self.stack.resize(base + function.layout.len(), None);
+        let frame_end = base + function.layout.len();
+        if self.stack.len() < frame_end {
+            self.stack.resize(frame_end, None);
+        }
         let mut dims = None;
         if !exact || !function.dims.is_empty() {
             dims = self.bind_parameters(function, base, first_param, args, span)?;

@@ -232,6 +232,7 @@ pub(crate) fn condition(value: Value, span: tl_syntax::Span) -> Flow<bool> {
 /// `lhs op rhs`, with ints and floats computed here: a loop's arithmetic and
 /// comparisons take no detour through the general operators, which only see
 /// the other values (and the ints that overflow, for their message).
+#[inline]
 pub(crate) fn binary(op: BinaryOp, lhs: &Value, rhs: &Value, span: tl_syntax::Span) -> Flow<Value> {
     let fast = match (lhs, rhs) {
         (Value::Int(a), Value::Int(b)) => int_binary(op, *a, *b),

@@ -1,12 +1,15 @@
-//! The tree-walking interpreter. It holds the program's declarations (functions,
-//! structs and their methods, global tensors) and runs `main`, `test` and `bench`
+//! The interpreter. It holds the program's declarations (functions, structs
+//! and their methods, global tensors) and runs `main`, `test` and `bench`
 //! blocks, or REPL input, against them.
 //!
 //! Code is resolved before it runs (`resolve`): each local variable has a slot
 //! in its function's frame, a run of one stack of slots, so that reading a
 //! variable is an index. A function sees its own frame and the globals,
-//! nothing of its caller. Control flow (`break`, `continue`, `return`)
-//! travels up as an [`Unwind`] next to errors.
+//! nothing of its caller. Function bodies and `main`, `test` and `bench`
+//! blocks are then compiled to closures (`compile`); REPL input, global
+//! initializers and the kinds the compiler leaves alone are walked as
+//! syntax trees (`expr`, `stmt`). Control flow (`break`, `continue`,
+//! `return`) travels up as an [`Unwind`] next to errors.
 
 mod call;
 mod compile;
