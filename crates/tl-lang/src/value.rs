@@ -11,7 +11,14 @@ use crate::ops::shapes::MAX_STRING_BYTES;
 use crate::tensor::Tensor;
 
 /// A value of the language.
+///
+/// `repr(C, u8)` puts every variant's data at the same offset, after the
+/// tag: a value is then copied as a tag and its data, never as the bytes
+/// between them (where a `bool` would otherwise sit), which the processor
+/// cannot forward from the stores that made a value just returned. The tag
+/// keeps its niche, so an `Option<Value>` is still the size of a value.
 #[derive(Clone, Debug)]
+#[repr(C, u8)]
 pub enum Value {
     /// `none`: what a block without a tail evaluates to, and `input()` at end of input.
     None,

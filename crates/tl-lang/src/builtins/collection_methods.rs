@@ -8,16 +8,19 @@ use crate::error::{LangError, Result};
 use crate::ops::shapes::checked_string_len;
 use crate::value::Value;
 
+/// `items.push(value)`: amortised O(1), the list shared, never copied.
+pub(crate) fn push(items: &std::cell::RefCell<Vec<Value>>, value: Value) -> Value {
+    items.borrow_mut().push(value);
+    Value::None
+}
+
 pub(super) fn list_method(
     items: &std::cell::RefCell<Vec<Value>>,
     args: &Args,
 ) -> Option<Result<Value>> {
     let result =
         match args.name {
-            "push" => expect_args(args, 1, 1).map(|_| {
-                items.borrow_mut().push(args.values[0].clone());
-                Value::None
-            }),
+            "push" => expect_args(args, 1, 1).map(|_| push(items, args.values[0].clone())),
             "pop" => expect_args(args, 0, 0).and_then(|_| {
                 items
                     .borrow_mut()

@@ -3,7 +3,7 @@
 //! module per family.
 
 mod args;
-mod collection_methods;
+pub(crate) mod collection_methods;
 mod context;
 mod core;
 mod creation;

@@ -16,11 +16,12 @@ use crate::value::Value;
 
 impl Interpreter {
     /// `name(args)`: a user function, else a builtin.
-    pub(crate) fn call_named(
+    #[inline]
+    pub(crate) fn call_named<A: CallArgs + ?Sized>(
         &mut self,
         callee: &Ident,
         function: Resolved,
-        args: &[Expr],
+        args: &A,
         span: Span,
     ) -> Flow<Value> {
         let index = match function {
@@ -37,7 +38,7 @@ impl Interpreter {
         };
         let mut evaluated = self.eval_args(args)?;
         let result = match is_formatting(&callee.name) {
-            true => self.prepare_template(args.first(), &mut evaluated.values),
+            true => self.prepare_template(args.format_string(), &mut evaluated.values),
             false => Ok(()),
         };
         let result = result
@@ -49,17 +50,17 @@ impl Interpreter {
     /// Evaluates arguments left to right, keeping where each was written,
     /// into buffers that [`Self::recycle`] takes back: a builtin or method
     /// call in a loop allocates nothing for its arguments.
-    pub(crate) fn eval_args(&mut self, args: &[Expr]) -> Flow<ArgValues> {
+    pub(crate) fn eval_args<A: CallArgs + ?Sized>(&mut self, args: &A) -> Flow<ArgValues> {
         let mut evaluated = self.spare_args.pop().unwrap_or_default();
-        for arg in args {
-            match self.eval(arg) {
+        for i in 0..args.count() {
+            match args.eval(self, i) {
                 Ok(value) => evaluated.values.push(value),
                 Err(error) => {
                     self.recycle(evaluated);
                     return Err(error);
                 }
             }
-            evaluated.spans.push(arg.span);
+            evaluated.spans.push(args.span(i));
         }
         Ok(evaluated)
     }
@@ -147,11 +148,11 @@ impl Interpreter {
     /// caller has checked that the method's first parameter is `self`). The
     /// receiver and the arguments go straight into the slots of the new
     /// frame, on top of the stack.
-    pub(crate) fn call_function(
+    pub(crate) fn call_function<A: CallArgs + ?Sized>(
         &mut self,
         function: &Rc<Function>,
         receiver: Option<Value>,
-        args: &[Expr],
+        args: &A,
         span: Span,
     ) -> Flow<Value> {
         let base = self.stack.len();
@@ -159,56 +160,126 @@ impl Interpreter {
         if let Some(receiver) = receiver {
             self.stack.push(Some(receiver));
         }
-        let mut result = Ok(Value::None);
-        for arg in args {
-            match self.eval(arg) {
-                Ok(value) => self.stack.push(Some(value)),
-                Err(error) => {
-                    result = Err(error);
-                    break;
-                }
-            }
-        }
-        if result.is_ok() {
-            result = self.enter(function, base, with_self, args, span);
-        }
+        let result = match self.push_args(args) {
+            Ok(()) => self.enter(function, base, with_self, args, span),
+            Err(error) => Err(error),
+        };
         self.stack.truncate(base);
         result
     }
 
+    /// Evaluates the arguments onto the stack, left to right.
+    fn push_args<A: CallArgs + ?Sized>(&mut self, args: &A) -> Flow<()> {
+        for i in 0..args.count() {
+            let value = args.eval(self, i)?;
+            self.stack.push(Some(value));
+        }
+        Ok(())
+    }
+
     /// Runs a function whose receiver and arguments are on the stack from
     /// `base`: checks them, makes the frame, runs the body, checks the result.
-    fn enter(
+    /// What a call of plain values needs is inline; conversions, named
+    /// dimensions and errors are apart, off the path of every call.
+    fn enter<A: CallArgs + ?Sized>(
         &mut self,
         function: &Rc<Function>,
         base: usize,
         with_self: bool,
-        args: &[Expr],
+        args: &A,
         span: Span,
     ) -> Flow<Value> {
-        let decl = &function.decl;
         let first_param = usize::from(with_self);
-        let params = decl.params.get(first_param..).unwrap_or_default();
-        if args.len() != params.len() {
-            let arity = params.len();
-            let error = arity_error(&decl.name.name, arity, arity, args.len(), span);
-            return Err(error.into());
+        let params = function.decl.params.get(first_param..).unwrap_or_default();
+        if args.count() != params.len() {
+            let error = CallError::Arity {
+                given: args.count(),
+                expected: params.len(),
+            };
+            return Err(call_error(function, error, span));
         }
         self.check_interrupt(span)?;
         if self.depth >= MAX_CALL_DEPTH {
-            return Err(LangError::at(
-                format!("calls nested more than {MAX_CALL_DEPTH} deep"),
-                span,
-            )
-            .with_hint("is the recursion missing a base case?")
-            .into());
+            return Err(call_error(function, CallError::Depth, span));
         }
+        let exact = params.iter().enumerate().all(|(i, param)| {
+            match (&param.ty, self.stack.get(base + first_param + i)) {
+                (None, _) => true,
+                (Some(ty), Some(Some(value))) => types::is_exactly(value, ty),
+                (Some(_), _) => false,
+            }
+        });
+        let frame_end = base + function.layout.len();
+        if self.stack.len() < frame_end {
+            self.stack.resize(frame_end, None);
+        }
+        let mut dims = None;
+        if !exact || !function.dims.is_empty() {
+            dims = self.bind_parameters(function, base, first_param, args, span)?;
+        }
+        let frame = Frame {
+            base,
+            layout: Rc::clone(&function.layout),
+        };
+        let saved = std::mem::replace(&mut self.frame, frame);
+        self.depth += 1;
+        let result = function.body.run(self);
+        self.depth -= 1;
+        self.frame = saved;
+        // The plain result is handed on as it came: values are returned
+        // through memory, and each copy of one is paid on every call.
+        let exact = match (&result, &function.decl.return_type) {
+            (Ok(value), Some(ty)) => types::is_exactly(value, ty),
+            (Ok(_), None) => true,
+            (Err(_), _) => false,
+        };
+        if exact {
+            return result;
+        }
+        self.finish_call(function, result, dims, span)
+    }
+
+    /// A call's result that is not a plain value of its declared type: a
+    /// `return`, an error, or a value to convert.
+    #[inline(never)]
+    fn finish_call(
+        &mut self,
+        function: &Function,
+        result: Flow<Value>,
+        dims: Option<HashMap<String, usize>>,
+        span: Span,
+    ) -> Flow<Value> {
+        let value = match result {
+            Ok(v) => v,
+            Err(Unwind::Jump) => self.landed().map_err(Unwind::Error)?,
+            Err(Unwind::Error(error)) => return Err(with_call(function, error, span)),
+        };
+        match &function.decl.return_type {
+            Some(ty) if !types::is_exactly(&value, ty) => {
+                convert_result(function, value, ty, dims, span)
+            }
+            _ => Ok(value),
+        }
+    }
+
+    /// Converts the arguments to their parameters' types and gives the
+    /// named dimensions of the signature their sizes, as ints in the body:
+    /// `fn f(x: float32[n, d])` can use `n` and `d` (a parameter of the same
+    /// name wins).
+    #[inline(never)]
+    fn bind_parameters<A: CallArgs + ?Sized>(
+        &mut self,
+        function: &Function,
+        base: usize,
+        first_param: usize,
+        args: &A,
+        span: Span,
+    ) -> Flow<Option<HashMap<String, usize>>> {
+        let decl = &function.decl;
+        let params = decl.params.get(first_param..).unwrap_or_default();
         // Made only for a signature with a tensor or list in it.
         let mut dims = None;
         self.coerce_arguments(decl, params, base + first_param, args, span, &mut dims)?;
-        self.stack.resize(base + function.layout.len(), None);
-        // Named dimensions of the signature are ints in the body: `fn f(x: float32[n, d])`
-        // can use `n` and `d` (a parameter of the same name wins).
         for (name, slot) in &function.dims {
             let place = self.stack.get_mut(base + *slot as usize);
             let size = dims
@@ -218,49 +289,17 @@ impl Interpreter {
                 *place = Some(Value::Int(*size as i64));
             }
         }
-        let frame = Frame {
-            base,
-            layout: Rc::clone(&function.layout),
-        };
-        let saved = std::mem::replace(&mut self.frame, frame);
-        self.depth += 1;
-        let result = self.eval_block(&decl.body);
-        self.depth -= 1;
-        self.frame = saved;
-        let value = match result {
-            Ok(v) | Err(Unwind::Return(v)) => v,
-            Err(Unwind::Break(s)) => {
-                return Err(LangError::at("`break` outside of a loop", s).into())
-            }
-            Err(Unwind::Continue(s)) => {
-                return Err(LangError::at("`continue` outside of a loop", s).into())
-            }
-            Err(Unwind::Error(mut error)) => {
-                error.trace.push((decl.name.name.clone(), span));
-                return Err(Unwind::Error(error));
-            }
-        };
-        match &decl.return_type {
-            Some(ty) if !types::is_exactly(&value, ty) => {
-                let dims = dims.get_or_insert_with(HashMap::new);
-                Ok(types::coerce(value, ty, dims).map_err(|e| {
-                    let mut e = e.or_at(span);
-                    e.message = format!("the result of `{}`: {}", decl.name.name, e.message);
-                    e
-                })?)
-            }
-            _ => Ok(value),
-        }
+        Ok(dims)
     }
 
     /// Checks and converts the arguments in their slots (from `first`)
     /// against the parameters' written types, binding named dimensions.
-    fn coerce_arguments(
+    fn coerce_arguments<A: CallArgs + ?Sized>(
         &mut self,
         decl: &FnDecl,
         params: &[Param],
         first: usize,
-        args: &[Expr],
+        args: &A,
         span: Span,
         dims: &mut Option<HashMap<String, usize>>,
     ) -> Flow<()> {
@@ -281,7 +320,7 @@ impl Interpreter {
             };
             let dims = dims.get_or_insert_with(HashMap::new);
             let value = types::coerce(value, ty, dims).map_err(|e| {
-                let mut e = e.or_at(args.get(i).map_or(span, |a| a.span));
+                let mut e = e.or_at(if i < args.count() { args.span(i) } else { span });
                 e.message = format!(
                     "argument `{}` of `{}`: {}",
                     param.name.name, decl.name.name, e.message
@@ -355,11 +394,89 @@ impl Interpreter {
     }
 }
 
+/// A call's arguments, evaluated one at a time into the callee's frame:
+/// the written expressions (the tree walker) or their compiled closures.
+pub(crate) trait CallArgs {
+    fn count(&self) -> usize;
+    fn eval(&self, interp: &mut Interpreter, i: usize) -> Flow<Value>;
+    /// Where argument `i` was written, for errors about it.
+    fn span(&self, i: usize) -> Span;
+    /// The first argument's expression when it may be a format string.
+    fn format_string(&self) -> Option<&Expr>;
+}
+
+impl CallArgs for [Expr] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn eval(&self, interp: &mut Interpreter, i: usize) -> Flow<Value> {
+        match self.get(i) {
+            Some(arg) => interp.eval(arg),
+            None => Err(LangError::internal("an argument past the call's last").into()),
+        }
+    }
+
+    fn span(&self, i: usize) -> Span {
+        self.get(i).map(|arg| arg.span).unwrap_or_default()
+    }
+
+    fn format_string(&self) -> Option<&Expr> {
+        self.first()
+    }
+}
+
 /// Evaluated arguments and where each was written.
 #[derive(Default)]
 pub(crate) struct ArgValues {
     pub values: Vec<Value>,
     pub spans: Vec<Span>,
+}
+
+/// Why a call could not start.
+enum CallError {
+    Arity { given: usize, expected: usize },
+    Depth,
+}
+
+#[cold]
+fn call_error(function: &Function, error: CallError, span: Span) -> Unwind {
+    let decl = &function.decl;
+    match error {
+        CallError::Arity { given, expected } => {
+            arity_error(&decl.name.name, expected, expected, given, span).into()
+        }
+        CallError::Depth => LangError::at(
+            format!("calls nested more than {MAX_CALL_DEPTH} deep"),
+            span,
+        )
+        .with_hint("is the recursion missing a base case?")
+        .into(),
+    }
+}
+
+/// An error out of a function's body, with the call in its trace.
+#[cold]
+fn with_call(function: &Function, mut error: Box<LangError>, span: Span) -> Unwind {
+    error.trace.push((function.decl.name.name.clone(), span));
+    Unwind::Error(error)
+}
+
+/// The result converted to the declared return type.
+#[cold]
+fn convert_result(
+    function: &Function,
+    value: Value,
+    ty: &tl_syntax::ast::TypeExpr,
+    dims: Option<HashMap<String, usize>>,
+    span: Span,
+) -> Flow<Value> {
+    let mut dims = dims.unwrap_or_default();
+    Ok(types::coerce(value, ty, &mut dims).map_err(|e| {
+        let mut e = e.or_at(span);
+        e.message = format!("the result of `{}`: {}", function.decl.name.name, e.message);
+        e
+    })?)
 }
 
 /// Whether a differentiable builtin's result is a float tensor off the

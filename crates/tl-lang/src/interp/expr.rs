@@ -24,7 +24,7 @@ impl Interpreter {
                 callee,
                 args,
                 function,
-            } => self.call_named(callee, *function, args, expr.span),
+            } => self.call_named(callee, *function, args.as_slice(), expr.span),
             ExprKind::If {
                 cond,
                 then_branch,
@@ -128,19 +128,7 @@ impl Interpreter {
     /// A condition, which must be a bool.
     pub(crate) fn eval_condition(&mut self, cond: &Expr) -> Flow<bool> {
         let value = self.eval(cond)?;
-        if let Value::Bool(b) = value {
-            return Ok(b);
-        }
-        value.truthy().ok_or_else(|| {
-            LangError::at(
-                format!("a condition must be a bool, found {}", value.type_name()),
-                cond.span,
-            )
-            .with_hint(
-                "compare it with something, e.g. `x > 0`, or reduce a tensor with `all(...)`",
-            )
-            .into()
-        })
+        condition(value, cond.span)
     }
 
     fn eval_binary(
@@ -181,14 +169,8 @@ impl Interpreter {
 
     /// An expression that must be an int.
     pub(crate) fn eval_int(&mut self, expr: &Expr) -> Flow<i64> {
-        match self.eval(expr)? {
-            Value::Int(i) => Ok(i),
-            other => Err(LangError::at(
-                format!("expected an int, found {}", other.type_name()),
-                expr.span,
-            )
-            .into()),
-        }
+        let value = self.eval(expr)?;
+        int_of(value, expr.span)
     }
 
     pub(crate) fn eval_indices(&mut self, indices: &[IndexArg]) -> Flow<Vec<IndexValue>> {
@@ -219,9 +201,38 @@ impl Interpreter {
     }
 }
 
+/// A value that must be an int.
+pub(crate) fn int_of(value: Value, span: tl_syntax::Span) -> Flow<i64> {
+    match value {
+        Value::Int(i) => Ok(i),
+        other => Err(LangError::at(
+            format!("expected an int, found {}", other.type_name()),
+            span,
+        )
+        .into()),
+    }
+}
+
+/// A condition's value, which must be a bool (or a bool tensor of one element).
+#[inline]
+pub(crate) fn condition(value: Value, span: tl_syntax::Span) -> Flow<bool> {
+    if let Value::Bool(b) = value {
+        return Ok(b);
+    }
+    value.truthy().ok_or_else(|| {
+        LangError::at(
+            format!("a condition must be a bool, found {}", value.type_name()),
+            span,
+        )
+        .with_hint("compare it with something, e.g. `x > 0`, or reduce a tensor with `all(...)`")
+        .into()
+    })
+}
+
 /// `lhs op rhs`, with ints and floats computed here: a loop's arithmetic and
 /// comparisons take no detour through the general operators, which only see
 /// the other values (and the ints that overflow, for their message).
+#[inline]
 pub(crate) fn binary(op: BinaryOp, lhs: &Value, rhs: &Value, span: tl_syntax::Span) -> Flow<Value> {
     let fast = match (lhs, rhs) {
         (Value::Int(a), Value::Int(b)) => int_binary(op, *a, *b),
@@ -234,11 +245,9 @@ pub(crate) fn binary(op: BinaryOp, lhs: &Value, rhs: &Value, span: tl_syntax::Sp
     }
 }
 
-fn int_binary(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
+pub(crate) fn int_binary(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
     Some(match op {
-        BinaryOp::Add => Value::Int(a.checked_add(b)?),
-        BinaryOp::Sub => Value::Int(a.checked_sub(b)?),
-        BinaryOp::Mul => Value::Int(a.checked_mul(b)?),
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => Value::Int(int_arith(op, a, b)?),
         BinaryOp::Lt => Value::Bool(a < b),
         BinaryOp::Le => Value::Bool(a <= b),
         BinaryOp::Gt => Value::Bool(a > b),
@@ -247,6 +256,17 @@ fn int_binary(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
         BinaryOp::Ne => Value::Bool(a != b),
         _ => return None,
     })
+}
+
+/// `a op b` for `+ - *` on ints; `None` for other operators and on overflow.
+#[inline]
+pub(crate) fn int_arith(op: BinaryOp, a: i64, b: i64) -> Option<i64> {
+    match op {
+        BinaryOp::Add => a.checked_add(b),
+        BinaryOp::Sub => a.checked_sub(b),
+        BinaryOp::Mul => a.checked_mul(b),
+        _ => None,
+    }
 }
 
 fn float_binary(op: BinaryOp, a: f64, b: f64) -> Option<Value> {

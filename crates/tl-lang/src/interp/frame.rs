@@ -17,6 +17,14 @@ impl Interpreter {
         self.stack.get(self.frame.base + slot as usize)?.as_ref()
     }
 
+    /// The live value in a slot of the running frame, to update in place.
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, slot: u32) -> Option<&mut Value> {
+        self.stack
+            .get_mut(self.frame.base + slot as usize)?
+            .as_mut()
+    }
+
     /// The value of a variable: its slot when resolved and live, else by name.
     #[inline]
     pub(crate) fn variable(&self, name: &str, slot: Resolved, span: Span) -> Flow<Value> {

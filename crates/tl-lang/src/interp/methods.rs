@@ -8,7 +8,7 @@ use tl_syntax::Span;
 
 use std::rc::Rc;
 
-use super::call::ArgValues;
+use super::call::{ArgValues, CallArgs};
 use super::resolve::Function;
 use super::{Flow, Interpreter};
 use crate::builtins::{self, methods as native};
@@ -24,6 +24,19 @@ impl Interpreter {
         span: Span,
     ) -> Flow<Value> {
         let target = self.eval(receiver)?;
+        self.call_method_on(target, receiver, method, args, span)
+    }
+
+    /// `receiver.method(args)` with the receiver evaluated to `target`
+    /// (`receiver` itself is read only for its span and as a format string).
+    pub(crate) fn call_method_on<A: CallArgs + ?Sized>(
+        &mut self,
+        target: Value,
+        receiver: &Expr,
+        method: &Ident,
+        args: &A,
+        span: Span,
+    ) -> Flow<Value> {
         if let Some(function) = self.struct_method(&target, &method.name) {
             let decl = &function.decl;
             if decl.params.first().is_none_or(|p| p.name.name != "self") {

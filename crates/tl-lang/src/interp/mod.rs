@@ -1,14 +1,18 @@
-//! The tree-walking interpreter. It holds the program's declarations (functions,
-//! structs and their methods, global tensors) and runs `main`, `test` and `bench`
+//! The interpreter. It holds the program's declarations (functions, structs
+//! and their methods, global tensors) and runs `main`, `test` and `bench`
 //! blocks, or REPL input, against them.
 //!
 //! Code is resolved before it runs (`resolve`): each local variable has a slot
 //! in its function's frame, a run of one stack of slots, so that reading a
 //! variable is an index. A function sees its own frame and the globals,
-//! nothing of its caller. Control flow (`break`, `continue`, `return`)
-//! travels up as an [`Unwind`] next to errors.
+//! nothing of its caller. Function bodies and `main`, `test` and `bench`
+//! blocks are then compiled to closures (`compile`); REPL input, global
+//! initializers and the kinds the compiler leaves alone are walked as
+//! syntax trees (`expr`, `stmt`). Control flow (`break`, `continue`,
+//! `return`) travels up as an [`Unwind`] next to errors.
 
 mod call;
+mod compile;
 mod equation;
 mod expr;
 mod format;
@@ -47,10 +51,16 @@ enum Global {
 
 /// Why evaluation stopped early: an error, or control flow on its way up.
 ///
-/// The error is boxed so that a `Flow<Value>`, which every expression returns,
-/// stays the size of a value.
+/// Both are one pointer wide, so that a `Flow<Value>`, which every
+/// expression returns, is the size of a value: the error is boxed, and a
+/// jump's kind travels in [`Interpreter::jump`].
 pub(crate) enum Unwind {
     Error(Box<LangError>),
+    Jump,
+}
+
+/// A `break`, `continue` or `return` on its way to its loop or function.
+pub(crate) enum Jump {
     Break(Span),
     Continue(Span),
     Return(Value),
@@ -103,6 +113,8 @@ pub struct Interpreter {
     /// variables, which later input resolves against.
     top_visible: Vec<(String, u32)>,
     depth: usize,
+    /// The jump an [`Unwind::Jump`] on its way up stands for.
+    jump: Jump,
     /// Loop iterations and calls since the memory budget was last compared
     /// with what the process holds.
     since_budget_check: std::cell::Cell<u32>,
@@ -136,6 +148,7 @@ impl Interpreter {
             top_visible: Vec::new(),
             spare_args: Vec::new(),
             depth: 0,
+            jump: Jump::Return(Value::None),
             since_budget_check: std::cell::Cell::new(0),
         }
     }
@@ -327,10 +340,11 @@ impl Interpreter {
     pub fn run_block(&mut self, block: &Block) -> Result<Value> {
         let mut block = block.clone();
         let layout = Rc::new(self.resolve_block(&mut block));
+        let body = compile::Compiler::new(&layout).block(&block);
         let base = self.stack.len();
         self.stack.resize(base + layout.len(), None);
         let saved = std::mem::replace(&mut self.frame, Frame { base, layout });
-        let result = self.eval_top(|interp| interp.eval_block(&block));
+        let result = self.eval_top(|interp| body.run(interp));
         self.frame = saved;
         self.stack.truncate(base);
         result
@@ -420,10 +434,29 @@ impl Interpreter {
     /// Evaluates with control flow that escaped its construct turned into errors.
     fn eval_top(&mut self, f: impl FnOnce(&mut Self) -> Flow<Value>) -> Result<Value> {
         match f(self) {
-            Ok(value) | Err(Unwind::Return(value)) => Ok(value),
+            Ok(value) => Ok(value),
             Err(Unwind::Error(e)) => Err(*e),
-            Err(Unwind::Break(span)) => Err(LangError::at("`break` outside of a loop", span)),
-            Err(Unwind::Continue(span)) => Err(LangError::at("`continue` outside of a loop", span)),
+            Err(Unwind::Jump) => self.landed().map_err(|e| *e),
+        }
+    }
+
+    /// Starts a jump up to its loop or function.
+    #[inline]
+    pub(crate) fn jump(&mut self, jump: Jump) -> Unwind {
+        self.jump = jump;
+        Unwind::Jump
+    }
+
+    /// The value of a jump that reached the top of a function or block:
+    /// `return`'s, or an error for a `break` or `continue` outside a loop.
+    pub(crate) fn landed(&mut self) -> std::result::Result<Value, Box<LangError>> {
+        match std::mem::replace(&mut self.jump, Jump::Return(Value::None)) {
+            Jump::Return(value) => Ok(value),
+            Jump::Break(span) => Err(Box::new(LangError::at("`break` outside of a loop", span))),
+            Jump::Continue(span) => Err(Box::new(LangError::at(
+                "`continue` outside of a loop",
+                span,
+            ))),
         }
     }
 }

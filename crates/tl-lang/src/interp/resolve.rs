@@ -20,6 +20,7 @@ use tl_syntax::ast::{
     TypeKind,
 };
 
+use super::compile::{Code, Compiler};
 use crate::equation::EquationRef;
 
 /// What a frame holds: each slot's variable name and written type.
@@ -39,10 +40,11 @@ impl Layout {
 
 /// A resolved user function or method: parameters in slots `0..params.len()`
 /// (`self` first), then the named dimensions of their types.
-#[derive(Debug)]
 pub(crate) struct Function {
     pub decl: FnDecl,
     pub layout: Rc<Layout>,
+    /// The body, compiled.
+    pub body: Code,
     /// The named dimensions of the parameter types (`n` in `x: float32[n]`),
     /// ints in the body, with their slots.
     pub dims: Vec<(String, u32)>,
@@ -107,9 +109,11 @@ impl<'a> Resolver<'a> {
             }
         }
         resolver.block(&mut decl.body);
+        let body = Compiler::new(&resolver.layout).block(&decl.body);
         Function {
             decl,
             layout: Rc::new(resolver.layout),
+            body,
             dims,
         }
     }

@@ -4,10 +4,15 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use tl_syntax::ast::{BinaryOp, Block, Expr, ExprKind, Ident, Locals, Resolved, Stmt, StmtKind};
+use tl_syntax::ast::{
+    BinaryOp, Block, Expr, ExprKind, Ident, Locals, Resolved, Stmt, StmtKind, TypeExpr,
+};
 
 use super::equation::Binding;
-use super::{types, Flow, Interpreter, Unwind};
+use super::{types, Flow, Interpreter, Jump, Unwind};
+
+/// One run of a loop's body: its block, walked or compiled.
+pub(crate) type LoopBody<'a> = dyn Fn(&mut Interpreter) -> Flow<Value> + 'a;
 use crate::equation::EquationRef;
 use crate::error::LangError;
 use crate::indexing;
@@ -43,12 +48,8 @@ impl Interpreter {
             StmtKind::Let {
                 ty, value, slot, ..
             } => {
-                let mut value = self.eval(value)?;
-                if let Some(ty) = ty {
-                    value = types::coerce(value, ty, &mut HashMap::new())
-                        .map_err(|e| e.or_at(stmt.span))?;
-                }
-                self.declare(*slot, value)?;
+                let value = self.eval(value)?;
+                self.bind_let(ty.as_ref(), *slot, value, stmt.span)?;
             }
             StmtKind::Assign {
                 target,
@@ -58,8 +59,9 @@ impl Interpreter {
             } => self.exec_equation(target, value, *declares, stmt.span)?,
             StmtKind::Assign { .. } | StmtKind::Expr(_) => return self.exec(stmt),
             StmtKind::While { cond, body } => {
+                let run = |interp: &mut Self| interp.eval_block(body);
                 while self.eval_condition(cond)? {
-                    if self.loop_body(body)? {
+                    if self.loop_body(body.span, &run)? {
                         break;
                     }
                 }
@@ -71,23 +73,21 @@ impl Interpreter {
                 ..
             } => {
                 let result = self.exec_for(*slot, iterable, body);
-                if let Resolved::At(k) = slot {
-                    self.end_locals(Locals {
-                        start: *k,
-                        end: k + 1,
-                    });
-                }
+                self.end_loop_variable(*slot);
                 result?
             }
-            StmtKind::Loop(body) => while !self.loop_body(body)? {},
-            StmtKind::Break => return Err(Unwind::Break(stmt.span)),
-            StmtKind::Continue => return Err(Unwind::Continue(stmt.span)),
+            StmtKind::Loop(body) => {
+                let run = |interp: &mut Self| interp.eval_block(body);
+                while !self.loop_body(body.span, &run)? {}
+            }
+            StmtKind::Break => return Err(self.jump(Jump::Break(stmt.span))),
+            StmtKind::Continue => return Err(self.jump(Jump::Continue(stmt.span))),
             StmtKind::Return(value) => {
                 let value = match value {
                     Some(e) => self.eval(e)?,
                     None => Value::None,
                 };
-                return Err(Unwind::Return(value));
+                return Err(self.jump(Jump::Return(value)));
             }
         }
         Ok(())
@@ -116,7 +116,7 @@ impl Interpreter {
 
     /// `target op= value`. A variable is updated where it lives, without
     /// a copy of its value.
-    fn compound_assign(
+    pub(crate) fn compound_assign(
         &mut self,
         op: BinaryOp,
         target: &Expr,
@@ -150,57 +150,120 @@ impl Interpreter {
         Some(found.map_err(LangError::from_diagnostic))
     }
 
+    /// `let` with its value evaluated: converted to the written type, if
+    /// any, into the new variable's slot.
+    pub(crate) fn bind_let(
+        &mut self,
+        ty: Option<&TypeExpr>,
+        slot: Resolved,
+        mut value: Value,
+        span: tl_syntax::Span,
+    ) -> Flow<()> {
+        if let Some(ty) = ty {
+            value = types::coerce(value, ty, &mut HashMap::new()).map_err(|e| e.or_at(span))?;
+        }
+        self.declare(slot, value)
+    }
+
+    /// Empties a `for` loop's variable when the loop ends.
+    pub(crate) fn end_loop_variable(&mut self, var: Resolved) {
+        if let Resolved::At(k) = var {
+            self.end_locals(Locals {
+                start: k,
+                end: k + 1,
+            });
+        }
+    }
+
     /// Runs a loop body once; true when the loop must stop (`break`).
-    fn loop_body(&mut self, body: &Block) -> Flow<bool> {
-        self.check_interrupt(body.span)?;
-        match self.eval_block(body) {
-            Ok(_) | Err(Unwind::Continue(_)) => Ok(false),
-            Err(Unwind::Break(_)) => Ok(true),
-            Err(other) => Err(other),
+    #[inline]
+    pub(crate) fn loop_body(&mut self, span: tl_syntax::Span, body: &LoopBody<'_>) -> Flow<bool> {
+        self.check_interrupt(span)?;
+        match body(self) {
+            Ok(_) => Ok(false),
+            Err(Unwind::Jump) => match self.jump {
+                Jump::Continue(_) => Ok(false),
+                Jump::Break(_) => Ok(true),
+                Jump::Return(_) => Err(Unwind::Jump),
+            },
+            Err(error) => Err(error),
         }
     }
 
     fn exec_for(&mut self, var: Resolved, iterable: &Expr, body: &Block) -> Flow<()> {
+        let run = |interp: &mut Self| interp.eval_block(body);
         if let ExprKind::Range {
             start: Some(start),
             end: Some(end),
         } = &iterable.kind
         {
-            let (start, end) = (self.eval_int(start)?, self.eval_int(end)?);
-            for i in start..end {
-                if self.int_iteration(var, i, body)? {
-                    break;
-                }
-            }
-            return Ok(());
+            let range = self.eval_int(start)?..self.eval_int(end)?;
+            return self.for_range(var, range, body.span, &run);
         }
-        // Items are made one at a time: a tensor of a billion rows, or a long
-        // string, must not become a list of them first.
-        match self.eval(iterable)? {
+        let items = self.eval(iterable)?;
+        self.for_items(var, items, iterable.span, body.span, &run)
+    }
+
+    /// A `for` loop over a range: the int is written over the last one,
+    /// with nothing to drop.
+    pub(crate) fn for_range(
+        &mut self,
+        var: Resolved,
+        range: std::ops::Range<i64>,
+        span: tl_syntax::Span,
+        body: &LoopBody<'_>,
+    ) -> Flow<()> {
+        for i in range {
+            match var {
+                Resolved::At(k) => match self.stack.get_mut(self.frame.base + k as usize) {
+                    Some(Some(Value::Int(held))) => *held = i,
+                    _ => self.declare(var, Value::Int(i))?,
+                },
+                Resolved::Unresolved => self.declare(var, Value::Int(i))?,
+            }
+            if self.loop_body(span, body)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// A `for` loop over the items of a list, string or tensor. Items are
+    /// made one at a time: a tensor of a billion rows, or a long string,
+    /// must not become a list of them first.
+    pub(crate) fn for_items(
+        &mut self,
+        var: Resolved,
+        iterable: Value,
+        iterable_span: tl_syntax::Span,
+        span: tl_syntax::Span,
+        body: &LoopBody<'_>,
+    ) -> Flow<()> {
+        match iterable {
             Value::List(items) => {
                 let items = items.borrow().clone();
-                self.iterate(var, body, items.into_iter().map(Ok))
+                self.iterate(var, span, body, items.into_iter().map(Ok))
             }
             Value::Str(s) => {
                 let chars = s.chars().map(|c| Ok(Value::str(c.to_string())));
-                self.iterate(var, body, chars)
+                self.iterate(var, span, body, chars)
             }
             Value::Tensor(t) => {
-                let dense = t.to_dense().map_err(|e| e.or_at(iterable.span))?;
+                let dense = t.to_dense().map_err(|e| e.or_at(iterable_span))?;
                 let rows = dense.dims().first().copied().ok_or_else(|| {
-                    LangError::at("cannot iterate over a 0-dimensional tensor", iterable.span)
+                    LangError::at("cannot iterate over a 0-dimensional tensor", iterable_span)
                 })?;
                 let row = |i| {
                     dense
                         .get(i)
                         .map(Value::tensor)
-                        .map_err(|e| LangError::from(e).or_at(iterable.span).into())
+                        .map_err(|e| LangError::from(e).or_at(iterable_span).into())
                 };
-                self.iterate(var, body, (0..rows).map(row))
+                self.iterate(var, span, body, (0..rows).map(row))
             }
             other => Err(LangError::at(
                 format!("cannot iterate over {}", other.type_name()),
-                iterable.span,
+                iterable_span,
             )
             .with_hint("iterate over a range `0..n`, a list, a string or a tensor")
             .into()),
@@ -211,34 +274,17 @@ impl Interpreter {
     fn iterate(
         &mut self,
         var: Resolved,
-        body: &Block,
+        span: tl_syntax::Span,
+        body: &LoopBody<'_>,
         items: impl Iterator<Item = Flow<Value>>,
     ) -> Flow<()> {
         for item in items {
-            if self.iteration(var, item?, body)? {
+            self.declare(var, item?)?;
+            if self.loop_body(span, body)? {
                 break;
             }
         }
         Ok(())
-    }
-
-    /// One iteration of a `for` loop, with the loop variable in its slot.
-    fn iteration(&mut self, var: Resolved, item: Value, body: &Block) -> Flow<bool> {
-        self.declare(var, item)?;
-        self.loop_body(body)
-    }
-
-    /// One iteration of a `for` loop over a range: the int is written over
-    /// the last one, with nothing to drop.
-    fn int_iteration(&mut self, var: Resolved, i: i64, body: &Block) -> Flow<bool> {
-        match var {
-            Resolved::At(k) => match self.stack.get_mut(self.frame.base + k as usize) {
-                Some(Some(Value::Int(held))) => *held = i,
-                _ => self.declare(var, Value::Int(i))?,
-            },
-            Resolved::Unresolved => self.declare(var, Value::Int(i))?,
-        }
-        self.loop_body(body)
     }
 
     /// `name[i, j] = value` written into the variable's tensor in place, when
@@ -295,7 +341,7 @@ impl Interpreter {
 
     /// Stores `value` into a place: a variable, a struct field, or an indexed
     /// region (a tensor region makes a new tensor, stored back into its place).
-    fn assign(&mut self, target: &Expr, value: Value) -> Flow<()> {
+    pub(crate) fn assign(&mut self, target: &Expr, value: Value) -> Flow<()> {
         match &target.kind {
             ExprKind::Var(name, slot) => self.set_variable(name, *slot, value, target.span),
             ExprKind::Field { base, field } => match self.eval(base)? {
