@@ -82,6 +82,27 @@ impl Body<'_, '_> {
         Ty::Unknown
     }
 
+    /// Reports an index that is a name bound nowhere (`W[i]` outside an
+    /// equation), pointing to equations, where index variables live; false
+    /// for any other index.
+    fn unbound_index(&mut self, index: &Expr) -> bool {
+        let ExprKind::Var(name, _) = &index.kind else {
+            return false;
+        };
+        let known = self.lookup(name).is_some()
+            || self.decls().logic.relation(name).is_some()
+            || self.decls().functions.contains_key(name.as_str());
+        if !known {
+            let error = Diagnostic::error(format!("unknown variable `{name}`"), index.span)
+                .with_hint(format!(
+                    "index variables such as `{name}` are bound only by an equation: \
+                     `Y[...] = ... W[{name}] ...;` (with no index on the left, `Y` is 0-d)"
+                ));
+            self.report(error);
+        }
+        !known
+    }
+
     fn list(&mut self, items: &[Expr]) -> Ty {
         let mut element: Option<Ty> = None;
         for item in items {
@@ -140,6 +161,7 @@ impl Body<'_, '_> {
                     }
                     Some(true)
                 }
+                IndexArg::Expr(e) if self.unbound_index(e) => None,
                 IndexArg::Expr(e) => match self.int_operand(e) {
                     Ty::Int => Some(false),
                     _ => None,
