@@ -248,12 +248,20 @@ pub(crate) fn binary(op: BinaryOp, lhs: &Value, rhs: &Value, span: tl_syntax::Sp
 pub(crate) fn int_binary(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
     Some(match op {
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => Value::Int(int_arith(op, a, b)?),
-        BinaryOp::Lt => Value::Bool(a < b),
-        BinaryOp::Le => Value::Bool(a <= b),
-        BinaryOp::Gt => Value::Bool(a > b),
-        BinaryOp::Ge => Value::Bool(a >= b),
-        BinaryOp::Eq => Value::Bool(a == b),
-        BinaryOp::Ne => Value::Bool(a != b),
+        _ => Value::Bool(comparison(op, a, b)?),
+    })
+}
+
+/// `a op b` for the comparison operators; `None` for the others.
+#[inline]
+fn comparison<T: PartialOrd>(op: BinaryOp, a: T, b: T) -> Option<bool> {
+    Some(match op {
+        BinaryOp::Lt => a < b,
+        BinaryOp::Le => a <= b,
+        BinaryOp::Gt => a > b,
+        BinaryOp::Ge => a >= b,
+        BinaryOp::Eq => a == b,
+        BinaryOp::Ne => a != b,
         _ => return None,
     })
 }
@@ -274,12 +282,6 @@ fn float_binary(op: BinaryOp, a: f64, b: f64) -> Option<Value> {
         BinaryOp::Add => Value::Float(a + b),
         BinaryOp::Sub => Value::Float(a - b),
         BinaryOp::Mul => Value::Float(a * b),
-        BinaryOp::Lt => Value::Bool(a < b),
-        BinaryOp::Le => Value::Bool(a <= b),
-        BinaryOp::Gt => Value::Bool(a > b),
-        BinaryOp::Ge => Value::Bool(a >= b),
-        BinaryOp::Eq => Value::Bool(a == b),
-        BinaryOp::Ne => Value::Bool(a != b),
-        _ => return None,
+        _ => Value::Bool(comparison(op, a, b)?),
     })
 }
