@@ -39,13 +39,25 @@ fn use_threads(threads: usize) {
 }
 
 /// The error and its causes on one line: `cannot load x: malformed GGUF at ...`.
+/// Each thing is said once: a cause its parent already ends with (an error
+/// that prints its source and also returns it) is left out, and so is a
+/// cause's leading `PATH: ` when its parent ends with that path.
 fn one_line(error: &anyhow::Error) -> String {
-    error
-        .chain()
-        .map(|cause| cause.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
-        .replace('\n', " ")
+    let mut line = String::new();
+    for cause in error.chain().map(|cause| cause.to_string()) {
+        if line.ends_with(&cause) {
+            continue;
+        }
+        let repeated_head = cause
+            .split_once(": ")
+            .filter(|(head, _)| line.ends_with(head))
+            .map(|(_, rest)| rest);
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(repeated_head.unwrap_or(&cause));
+    }
+    line.replace('\n', " ")
 }
 
 /// Output that cannot be written (`tl model inspect FILE | head`, a full disk)

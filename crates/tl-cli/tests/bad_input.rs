@@ -53,6 +53,34 @@ fn non_gguf_file_is_rejected() {
     assert_one_line_error(&["model", "inspect", &path], "not a GGUF file");
 }
 
+/// A folder given as the model is named as one, once (the map's ENODEV,
+/// "No such device", said nothing and was printed twice).
+#[test]
+fn a_directory_given_as_the_model_is_said_to_be_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_string_lossy().into_owned();
+    let args = ["generate", "-m", &path, "-p", "hi"];
+    assert_one_line_error(&args, &format!("cannot load {path}: is a directory"));
+    let err = stderr(&run(&args));
+    assert_eq!(err.matches(&path).count(), 1, "{err}");
+    assert_one_line_error(&["model", "inspect", &path], "is a directory");
+}
+
+/// `tl run` on a model points to `tl chat -m`.
+#[test]
+fn running_a_model_file_points_to_chat() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write(
+        &dir,
+        "m.gguf",
+        &tiny_gguf("llama", GgmlType::F32, 32 * 4 * 4),
+    );
+    let out = run(&["run", &model]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("tl chat -m {model}")), "{err}");
+}
+
 #[test]
 fn truncated_and_corrupted_files_are_rejected() {
     let dir = tempfile::tempdir().unwrap();

@@ -63,6 +63,11 @@ impl GgufFile {
             path: path.to_path_buf(),
             source,
         };
+        if path.is_dir() {
+            // Opening succeeds and mapping fails with ENODEV ("No such
+            // device"), which would not say what is wrong.
+            return Err(io_err(std::io::ErrorKind::IsADirectory.into()));
+        }
         let file = File::open(path).map_err(io_err)?;
         // SAFETY: the map is read-only and private to this process. If another
         // process truncates or rewrites the file while it is mapped, reads may fault

@@ -75,6 +75,16 @@ fn base_dir_of(path: &Path) -> PathBuf {
     }
 }
 
+/// Whether the file at `path` starts with the GGUF magic (a model given
+/// where a program was expected).
+fn is_gguf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == b"GGUF")
+}
+
 struct Loader {
     sources: SourceMap,
     seen: HashSet<PathBuf>,
@@ -87,13 +97,22 @@ impl Loader {
         if !self.seen.insert(key) {
             return Ok(());
         }
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            let message = format!("cannot read {}: {e}", path.display());
-            match imported_at {
-                Some(span) => Diagnostic::error(message, span),
-                None => Diagnostic::error_without_span(message),
-            }
-        })?;
+        let error = |message: String| match imported_at {
+            Some(span) => Diagnostic::error(message, span),
+            None => Diagnostic::error_without_span(message),
+        };
+        if is_gguf(path) {
+            let message = format!(
+                "{} is a GGUF model, not a TensorLogic program",
+                path.display()
+            );
+            return Err(error(message).with_hint(format!(
+                "to chat with the model: `tl chat -m {}`",
+                path.display()
+            )));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| error(format!("cannot read {}: {e}", path.display())))?;
         let file = self.sources.add(path.display().to_string(), text);
         self.parse_and_follow(file, &base_dir_of(path), imported_at.is_some())
     }
