@@ -304,28 +304,38 @@ fn gemv_blocks_per_sm(text: &str) -> Result<usize, String> {
 #[derive(Debug, Clone, Args)]
 pub struct SamplingArgs {
     /// Sampling temperature; 0 picks the most likely token (greedy).
-    #[arg(long, value_name = "T", default_value_t = SamplerConfig::default().temperature)]
+    #[arg(long, allow_negative_numbers = true, value_name = "T", default_value_t = SamplerConfig::default().temperature)]
     pub temperature: f32,
     /// Keep only the K most likely tokens (0: off).
     #[arg(long, value_name = "K", default_value_t = SamplerConfig::default().top_k)]
     pub top_k: usize,
     /// Keep the smallest set of tokens whose probability adds up to P (1: off).
-    #[arg(long, value_name = "P", default_value_t = SamplerConfig::default().top_p)]
+    #[arg(long, allow_negative_numbers = true, value_name = "P", default_value_t = SamplerConfig::default().top_p)]
     pub top_p: f32,
     /// Drop tokens less likely than P times the most likely one (0: off).
-    #[arg(long, value_name = "P", default_value_t = SamplerConfig::default().min_p)]
+    #[arg(long, allow_negative_numbers = true, value_name = "P", default_value_t = SamplerConfig::default().min_p)]
     pub min_p: f32,
     /// Penalise tokens seen in the last --repeat-last-n tokens (1: off).
-    #[arg(long, value_name = "X", default_value_t = SamplerConfig::default().repeat_penalty)]
+    #[arg(long, allow_negative_numbers = true, value_name = "X", default_value_t = SamplerConfig::default().repeat_penalty)]
     pub repeat_penalty: f32,
     /// How many recent tokens the penalties look at.
     #[arg(long, value_name = "N", default_value_t = SamplerConfig::default().repeat_last_n)]
     pub repeat_last_n: usize,
     /// Subtract X from the logit of every token already present (0: off).
-    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_name = "X",
+        default_value_t = 0.0
+    )]
     pub presence_penalty: f32,
     /// Subtract X times its count from the logit of every token present (0: off).
-    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_name = "X",
+        default_value_t = 0.0
+    )]
     pub frequency_penalty: f32,
     /// Random seed: the same seed and input give the same tokens on every run.
     #[arg(long, value_name = "N", default_value_t = SamplerConfig::default().seed)]

@@ -66,6 +66,19 @@ fn a_directory_given_as_the_model_is_said_to_be_one() {
     assert_one_line_error(&["model", "inspect", &path], "is a directory");
 }
 
+/// A negative value may follow a sampling flag without `=`: a penalty below
+/// zero is a setting, and a negative temperature is refused by the sampler
+/// with its reason, not by the argument parser as "unexpected argument".
+#[test]
+fn negative_sampling_values_reach_the_sampler() {
+    let args = ["generate", "--raw", "-p", "hi", "-n", "1", "--temperature", "0"];
+    let out = run(&[&args[..], &["--presence-penalty", "-0.5"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&run(&["generate", "-p", "hi", "--temperature", "-1"]));
+    assert!(!err.contains("unexpected argument"), "{err}");
+    assert!(err.contains("temperature"), "{err}");
+}
+
 /// `tl run` on a model points to `tl chat -m`.
 #[test]
 fn running_a_model_file_points_to_chat() {
