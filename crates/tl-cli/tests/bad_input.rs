@@ -71,7 +71,16 @@ fn a_directory_given_as_the_model_is_said_to_be_one() {
 /// with its reason, not by the argument parser as "unexpected argument".
 #[test]
 fn negative_sampling_values_reach_the_sampler() {
-    let args = ["generate", "--raw", "-p", "hi", "-n", "1", "--temperature", "0"];
+    let args = [
+        "generate",
+        "--raw",
+        "-p",
+        "hi",
+        "-n",
+        "1",
+        "--temperature",
+        "0",
+    ];
     let out = run(&[&args[..], &["--presence-penalty", "-0.5"]].concat());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&run(&["generate", "-p", "hi", "--temperature", "-1"]));

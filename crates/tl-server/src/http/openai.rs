@@ -25,9 +25,14 @@ use crate::registry::ModelEntry;
 
 const FLAVOR: Flavor = Flavor::OpenAi;
 
-/// A string or a list of strings (`stop`, a completion's `prompt`).
+/// A string or a list of strings (`stop`, a completion's `prompt`). The
+/// `expecting` text replaces serde's "did not match any variant of untagged
+/// enum OneOrMany", which names our type, not the client's mistake.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "`prompt` and `stop` take a string or a list of strings"
+)]
 pub enum OneOrMany {
     One(String),
     Many(Vec<String>),
@@ -44,7 +49,10 @@ impl OneOrMany {
 
 /// A message's content: text, or a list of parts of which the text ones count.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a message's `content` is a string or a list of content parts"
+)]
 enum Content {
     Text(String),
     Parts(Vec<ContentPart>),
@@ -435,4 +443,41 @@ pub async fn model(
 fn model_object(model: &ModelEntry) -> Value {
     let created = model.summary.modified_unix_seconds();
     json!({"id": model.name, "object": "model", "created": created, "owned_by": "tensorlogic"})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `prompt`, `stop` or `content` of the wrong shape is named in the
+    /// client's terms, never as one of our Rust types.
+    #[test]
+    fn shape_errors_speak_the_api() {
+        let cases: [(&[u8], &str); 3] = [
+            (
+                br#"{"model": "m", "prompt": 5}"#,
+                "a string or a list of strings",
+            ),
+            (
+                br#"{"model": "m", "prompt": "x", "stop": {"a": 1}}"#,
+                "a string or a list of strings",
+            ),
+            (
+                br#"{"model": "m", "messages": [{"role": "user", "content": 7}]}"#,
+                "content parts",
+            ),
+        ];
+        for (body, expected) in cases {
+            let chat = body.windows(10).any(|w| w == b"\"messages\"");
+            let message = if chat {
+                parse_json::<ChatRequest>(FLAVOR, body).unwrap_err().message
+            } else {
+                parse_json::<CompletionRequest>(FLAVOR, body)
+                    .unwrap_err()
+                    .message
+            };
+            assert!(message.contains(expected), "{message}");
+            assert!(!message.contains("untagged"), "{message}");
+        }
+    }
 }
