@@ -379,9 +379,12 @@ struct Planes {
     static constexpr int SCALE = CHAINS;    // dw·da
     static constexpr int MIN = CHAINS + 1;  // m (Q4_1, Q5_1)
     static constexpr int K_SUMS = ORDER == ORDER_K_LANES ? 8 : 4;
-    static constexpr int K_D = K_SUMS, K_MINS = K_SUMS + 1, K_DMIN = 2 * K_SUMS + 1;
-    static constexpr int COUNT = is_k_quant(T) ? (k_has_mins(T) ? 2 * K_SUMS + 2 : K_SUMS + 1)
-                                               : CHAINS + 1 + (has_min(T) ? 1 : 0);
+    // Minimum terms: one per lane for Q2_K's lanes, else one per group.
+    static constexpr int K_MIN_TERMS = ORDER == ORDER_K_LANES && T == TYPE_Q2_K ? 8 : 4;
+    static constexpr int K_D = K_SUMS, K_MINS = K_SUMS + 1, K_DMIN = K_MINS + K_MIN_TERMS;
+    static constexpr int COUNT = is_k_quant(T)
+                                     ? (k_has_mins(T) ? K_SUMS + K_MIN_TERMS + 2 : K_SUMS + 1)
+                                     : CHAINS + 1 + (has_min(T) ? 1 : 0);
 };
 
 // Floats per plane (`plane_stride` in ops/gemv_tile.rs): the blocks, rounded up to

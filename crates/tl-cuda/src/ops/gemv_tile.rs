@@ -29,6 +29,25 @@ fn wanted_rows(
         .unwrap_or_else(|| (out_rows * sequences).div_ceil(multiprocessors.max(1)))
 }
 
+/// `wanted` rows per tile (even, at least 2) when they fit in `most`; else
+/// the fewest rows that need no more waves of one tile per multiprocessor
+/// than tiles of `most` rows, so that the last wave is not a fraction of
+/// the others (a Llama-8B gate|up, 14,336 rows of 4,096 values, took 189
+/// tiles of 76 rows on 132 multiprocessors: a second wave of 57).
+fn balanced_rows(wanted: usize, most: usize, total_rows: usize, multiprocessors: usize) -> usize {
+    let rows = wanted.max(2).next_multiple_of(2);
+    if rows <= most {
+        return rows;
+    }
+    let slots = multiprocessors.max(1);
+    let waves = total_rows.div_ceil(most * slots);
+    total_rows
+        .div_ceil(waves * slots)
+        .max(2)
+        .next_multiple_of(2)
+        .min(most)
+}
+
 /// A quantized matrix's summation, as the tile kernels see it.
 #[derive(Debug, Clone, Copy)]
 pub struct TileKind {
@@ -53,17 +72,19 @@ impl TileKind {
     /// Floats a block leaves per row (`Planes::COUNT`): its chain terms,
     /// dw·da and, for Q4_1 and Q5_1, m; for a K-quant super-block its four
     /// 64-value sums (eight lane sums in `KLanes`) and d, and for types with
-    /// minimums as many minimum terms and dmin too.
+    /// minimums four minimum terms (eight for Q2_K's lanes) and dmin too.
     fn planes(&self) -> usize {
         let ty = self.weight_type;
         if is_k_quant(ty) {
-            let sums = if self.order == SummationOrder::KLanes {
-                8
-            } else {
-                4
-            };
+            let lanes = self.order == SummationOrder::KLanes;
+            let sums = if lanes { 8 } else { 4 };
+            let min_terms = if lanes && ty == GgmlType::Q2_K { 8 } else { 4 };
             let with_mins = matches!(ty, GgmlType::Q2_K | GgmlType::Q4_K | GgmlType::Q5_K);
-            return if with_mins { 2 * sums + 2 } else { sums + 1 };
+            return if with_mins {
+                sums + min_terms + 2
+            } else {
+                sums + 1
+            };
         }
         self.chains() + 1 + usize::from(matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1))
     }
@@ -170,10 +191,12 @@ impl TileShape {
                 staged + 2 * row_bytes
             )));
         }
-        let rows = wanted_rows(out_rows, sequences, multiprocessors, options)
-            .max(2)
-            .next_multiple_of(2)
-            .min(most);
+        let rows = balanced_rows(
+            wanted_rows(out_rows, sequences, multiprocessors, options),
+            most,
+            out_rows * sequences,
+            multiprocessors,
+        );
         let items = kind.spans() * rows * blocks * kind.items_per_block();
         // At least the options' `gemv_tile_threads` (512 by default): every
         // thread stages part of x (its quarters of Q8 blocks) before any
@@ -257,6 +280,26 @@ mod tests {
         assert!(shape.shared_bytes <= 48 * 1024);
         // Rows of 1M values cannot fit two rows' planes.
         assert!(TileShape::new(lanes, 8, 1, 1 << 20, 1 << 20, 48 * 1024, 132, &default).is_err());
+    }
+
+    #[test]
+    fn tiles_too_large_for_shared_memory_fill_their_waves_evenly() {
+        // A Llama-8B gate|up: 14,336 rows of 4,096 Q4_K values, rows in
+        // lanes (14 planes), two spans each.
+        let kind = TileKind {
+            weight_type: GgmlType::Q4_K,
+            order: SummationOrder::KLanes,
+            pairs: true,
+        };
+        let default = GpuOptions::default();
+        let shape = TileShape::new(kind, 14336, 1, 4096, 4672, 227 * 1024, 132, &default).unwrap();
+        let tiles = 14336usize.div_ceil(shape.rows);
+        // Two waves, both nearly full.
+        assert!(tiles > 132 && tiles <= 264, "{tiles} tiles of {} rows", shape.rows);
+        assert!(tiles > 250, "{tiles} tiles of {} rows", shape.rows);
+        assert!(shape.rows.is_multiple_of(2) && shape.shared_bytes <= 227 * 1024);
+        assert_eq!(balanced_rows(10, 100, 1000, 132), 10);
+        assert_eq!(balanced_rows(150, 100, 20000, 132), 76);
     }
 
     #[test]
