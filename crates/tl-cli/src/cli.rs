@@ -40,6 +40,10 @@ pub enum Command {
     Chat(ChatArgs),
     /// Generate one completion of a prompt to stdout.
     Generate(GenerateArgs),
+    /// Print embeddings of texts as JSON: the mean of the model's final hidden
+    /// states over each text's tokens, unit length (llama-embedding --pooling
+    /// mean --embd-normalize 2).
+    Embed(EmbedArgs),
     /// Compute a model's perplexity on a text file, as llama.cpp's llama-perplexity does.
     Perplexity(PerplexityArgs),
     /// Measure prompt processing and generation speed, like llama-bench:
@@ -47,8 +51,9 @@ pub enum Command {
     /// host-device syncs per token and device memory.
     Bench(BenchArgs),
     /// Serve models over HTTP with OpenAI's (/v1/chat/completions,
-    /// /v1/completions, /v1/models) and Ollama's (/api/chat, /api/generate,
-    /// /api/tags, /api/show, /api/version) APIs, many requests at once.
+    /// /v1/completions, /v1/embeddings, /v1/models) and Ollama's (/api/chat,
+    /// /api/generate, /api/embed, /api/tags, /api/show, /api/version) APIs,
+    /// many requests at once.
     Serve(ServeArgs),
     /// Inspect and manage model files.
     #[command(subcommand)]
@@ -535,6 +540,29 @@ pub struct BenchArgs {
     /// run waits for each kernel, so its total is above the test's time.
     #[arg(long)]
     pub profile: bool,
+}
+
+/// `tl embed`.
+#[derive(Debug, Args)]
+pub struct EmbedArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Texts to embed, one vector each; `-` reads stdin. Without texts or
+    /// --file, stdin is read.
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// Embed this file's text too (repeatable).
+    #[arg(short, long, value_name = "FILE")]
+    pub file: Vec<PathBuf>,
+    /// Each non-empty line of stdin and of the files is a text of its own.
+    #[arg(long)]
+    pub lines: bool,
+    /// Keep each vector's first N values (scaled to unit length again).
+    #[arg(long, value_name = "N")]
+    pub dimensions: Option<usize>,
+    /// Cut texts longer than the context to it instead of failing.
+    #[arg(long)]
+    pub truncate: bool,
 }
 
 /// `tl perplexity`.

@@ -296,3 +296,87 @@ fn inspect_describes_the_model() {
         assert!(text.contains(expected), "{expected} missing from:\n{text}");
     }
 }
+
+/// `tl embed`'s JSON output of `args` (after `-m MODEL --device cpu`), with
+/// `input` on stdin.
+fn embed_output(args: &[&str], input: &str) -> serde_json::Value {
+    let mut child = tl()
+        .args(["embed", "-m", model(), "--device", "cpu"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn vectors(output: &serde_json::Value) -> Vec<Vec<f32>> {
+    output["embeddings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn embed_prints_llama_cpp_s_vectors() {
+    let texts = ["Hello world", "The capital of France is Paris."];
+    let from_args = embed_output(&texts, "");
+    let from_stdin = embed_output(&["--lines"], &texts.join("\n"));
+    assert_eq!(from_args["prompt_tokens"], serde_json::json!([2, 7]));
+    for output in [&from_args, &from_stdin] {
+        let got = vectors(output);
+        assert_eq!(got.len(), 2);
+        for (vector, text) in got.iter().zip(texts) {
+            let reference = common::reference_embedding("smollm2", text);
+            let distance = common::cosine_distance(vector, &reference);
+            assert!(distance < 1e-4, "{text}: {distance:e}");
+        }
+    }
+    let short = vectors(&embed_output(&["--dimensions", "8", texts[0]], ""));
+    assert_eq!(short[0].len(), 8);
+
+    // Empty input, too many dimensions, a text beyond the context: errors.
+    for args in [
+        &["embed", "-m", model(), ""][..],
+        &["embed", "-m", model(), "--dimensions", "577", "x"],
+        &[
+            "embed",
+            "-m",
+            model(),
+            "--ctx",
+            "4",
+            "one two three four five six",
+        ],
+    ] {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).starts_with("error: "), "{}", stderr(&out));
+    }
+    let cut = run(&[
+        "embed",
+        "-m",
+        model(),
+        "--ctx",
+        "4",
+        "--truncate",
+        "one two three four five",
+    ]);
+    assert!(cut.status.success(), "{}", stderr(&cut));
+}

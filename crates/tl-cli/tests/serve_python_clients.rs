@@ -1,6 +1,7 @@
 //! The official `openai` and `ollama` Python clients against `tl serve`:
-//! chat, streaming chat, completions and generate, model listing, and a
-//! missing model's error. The clients are installed from pip once into the
+//! chat, streaming chat, completions and generate, embeddings (checked
+//! against llama.cpp's, LangChain's `OpenAIEmbeddings` too), model listing,
+//! and a missing model's error. The clients are installed from pip once into the
 //! cache folder (pinned versions, so the test means the same thing every run).
 
 mod common;
@@ -11,7 +12,7 @@ use std::process::Command;
 use common::server::Server;
 use serde_json::Value;
 
-const CLIENTS: [&str; 2] = ["openai==3.54.0", "ollama==0.6.3"];
+const CLIENTS: [&str; 3] = ["openai==3.54.0", "ollama==0.6.3", "langchain-openai==1.6.6"];
 
 /// Where the clients are installed: `$TL_CACHE_DIR/python-clients`, else the
 /// platform cache folder's `tensorlogic/python-clients`.
@@ -105,4 +106,56 @@ fn official_python_clients_work_unchanged() {
     assert_eq!(results["ollama_show_family"], "llama");
     assert_eq!(results["openai_missing_model"], "NotFoundError");
     assert_eq!(results["ollama_missing_model"], 404);
+    check_embeddings(&results);
+}
+
+/// The vectors every embedding route gave for "Hello world" and "The
+/// capital of France is Paris.", against llama.cpp's.
+fn check_embeddings(results: &Value) {
+    let vector = |v: &Value| -> Vec<f32> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("not a vector: {v}"))
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    let hello = common::reference_embedding("smollm2", "Hello world");
+    let paris = common::reference_embedding("smollm2", "The capital of France is Paris.");
+    let close = |got: &[f32], want: &[f32], what: &str| {
+        let distance = common::cosine_distance(got, want);
+        assert!(distance < 1e-4, "{what}: {distance:e} from llama.cpp");
+    };
+    let batch = results["openai_embeddings"].as_array().unwrap();
+    assert_eq!(batch.len(), 2);
+    close(&vector(&batch[0]), &hello, "openai (base64) [0]");
+    close(&vector(&batch[1]), &paris, "openai (base64) [1]");
+    close(
+        &vector(&results["openai_embedding_float"]),
+        &hello,
+        "openai (float)",
+    );
+    assert_eq!(results["openai_embedding_tokens"], 2);
+    let ollama = results["ollama_embed"].as_array().unwrap();
+    assert_eq!(ollama.len(), 2);
+    close(&vector(&ollama[0]), &hello, "ollama embed [0]");
+    close(&vector(&ollama[1]), &paris, "ollama embed [1]");
+    close(
+        &vector(&results["ollama_embeddings"]),
+        &hello,
+        "ollama embeddings",
+    );
+    let documents = results["langchain_documents"].as_array().unwrap();
+    assert_eq!(documents.len(), 2);
+    close(&vector(&documents[0]), &hello, "langchain documents [0]");
+    close(&vector(&documents[1]), &paris, "langchain documents [1]");
+    close(
+        &vector(&results["langchain_query"]),
+        &hello,
+        "langchain query",
+    );
+    // 64 dimensions: the first 64 of the full vector, unit length again.
+    let short = vector(&results["openai_embedding_64"]);
+    assert_eq!(short.len(), 64);
+    close(&short, &hello[..64], "openai dimensions=64");
+    assert_eq!(results["openai_empty_embedding"], "BadRequestError");
 }

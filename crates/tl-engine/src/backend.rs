@@ -237,9 +237,9 @@ impl Backend {
     /// back (see [`crate::Session`]).
     pub fn step(&self, steps: &mut [SequenceStep<'_, '_>]) -> Result<Vec<Picked>> {
         let decode_batch = steps.len() > 1
-            && steps
-                .iter()
-                .all(|s| s.tokens.len() == 1 && s.want != Wanted::EveryRow);
+            && steps.iter().all(|s| {
+                s.tokens.len() == 1 && !matches!(s.want, Wanted::EveryRow | Wanted::HiddenStates)
+            });
         if decode_batch {
             return self.decode_batch(steps);
         }
@@ -263,6 +263,9 @@ impl Backend {
 
     /// One sequence's tokens as a pass of their own.
     fn run_sequence(&self, step: &mut SequenceStep<'_, '_>) -> Result<Picked> {
+        if step.want == Wanted::HiddenStates {
+            return self.hidden_states(step.tokens, step.cache).map(Picked::Row);
+        }
         let which = match step.want {
             Wanted::EveryRow => Logits::All,
             _ => Logits::Last,
@@ -279,6 +282,17 @@ impl Backend {
                 }
                 (tokens, want) => Ok(pick_on_host(m.forward(tokens, c, which)?, want)),
             },
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// The final hidden states of `tokens` run after what `cache` holds (see
+    /// [`Wanted::HiddenStates`]): a prompt pass on every backend, even for
+    /// one token.
+    fn hidden_states(&self, tokens: &[u32], cache: &mut SequenceCache) -> Result<Vec<f32>> {
+        match (self, cache) {
+            (Backend::Cpu(m), SequenceCache::Cpu(c)) => m.forward_hidden(tokens, c.len(), c),
+            (Backend::Cuda(m), SequenceCache::Cuda(c)) => m.forward_hidden(tokens, c),
             _ => Err(mismatch()),
         }
     }

@@ -247,6 +247,48 @@ fn gpu_logits_match_the_cpu_over_a_greedy_run() {
 /// The sampler run on the device gives, step for step, the tokens the host
 /// sampler gives from the whole row of the same logits (same seed), for a
 /// few sampler settings, penalties and greedy-with-penalties included.
+/// The final hidden states a prompt gives (`Wanted::HiddenStates`).
+fn hidden_states(backend: &Backend, tokens: &[u32]) -> Vec<f32> {
+    let mut session = Session::new(backend, CONTEXT).unwrap();
+    session
+        .advance_one(backend, tokens, Wanted::HiddenStates)
+        .unwrap()
+        .into_row()
+        .unwrap()
+}
+
+/// The final hidden states an embedding pools: the GPU's are the CPU's bits
+/// for a short prompt of quantized weights (the decode kernels, row by row)
+/// and its embedding points the same way for a long one (GEMMs, summed in
+/// another order), and for one token (a prompt pass, not a decode step).
+#[test]
+fn gpu_hidden_states_match_the_cpu() {
+    for path in gpu_models() {
+        let Some((cpu, cuda)) = load_both(&path) else {
+            return;
+        };
+        let name = path.display();
+        let vocab = cpu.config().vocab_size;
+        let quantized = quantized_blocks(&path);
+        for length in [1usize, 24, 150] {
+            let tokens = prompt_of(vocab, length as u32);
+            let (on_cpu, on_gpu) = (hidden_states(&cpu, &tokens), hidden_states(&cuda, &tokens));
+            assert_eq!(on_gpu.len(), length * cpu.config().embedding_length);
+            if length < 64 && quantized {
+                assert_same_bits(&on_gpu, &on_cpu, &format!("{name}, {length} tokens"));
+            }
+            let embedding = |backend: &Backend| {
+                let mut session = Session::new(backend, CONTEXT).unwrap();
+                tl_engine::embedding::embed(backend, &mut session, &tokens, 0, None).unwrap()
+            };
+            let distance =
+                tl_engine::embedding::cosine_distance(&embedding(&cuda), &embedding(&cpu));
+            eprintln!("{name}, {length} tokens: GPU vs CPU embedding {distance:.2e}");
+            assert!(distance < 1e-4, "{name}, {length} tokens: {distance:e}");
+        }
+    }
+}
+
 #[test]
 fn sampling_on_the_device_matches_sampling_from_the_whole_row() {
     use tl_engine::generate::finish_pick;

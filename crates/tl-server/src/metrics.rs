@@ -102,7 +102,7 @@ impl Metrics {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "# HELP tl_requests_total Generation requests by how they ended.\n# TYPE tl_requests_total counter"
+            "# HELP tl_requests_total Generation and embedding requests by how they ended.\n# TYPE tl_requests_total counter"
         );
         for ((_, label), count) in OUTCOMES.iter().zip(&self.outcomes) {
             let _ = writeln!(
@@ -114,7 +114,7 @@ impl Metrics {
         let counters = [
             (
                 "tl_prompt_tokens_total",
-                "Prompt tokens received.",
+                "Prompt tokens received (embedding inputs too).",
                 &self.prompt_tokens,
             ),
             (

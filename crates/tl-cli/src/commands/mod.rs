@@ -3,6 +3,7 @@
 mod bench;
 mod chat;
 mod check;
+mod embed;
 mod generate;
 mod inspect;
 mod models;
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Repl(args) => repl::run(&args),
         Command::Chat(args) => chat::run(&args, cli.verbose),
         Command::Generate(args) => generate::run(&args, cli.verbose),
+        Command::Embed(args) => embed::run(&args, cli.verbose),
         Command::Perplexity(args) => perplexity::run(&args, cli.verbose),
         Command::Bench(args) => bench::run(&args, cli.verbose),
         Command::Serve(args) => serve::run(&args),

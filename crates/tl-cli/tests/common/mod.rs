@@ -110,3 +110,24 @@ pub fn stdout(out: &Output) -> String {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// llama.cpp's embedding of `text` by `model` (`smollm2` or `gemma3`), from
+/// `testdata/reference/embeddings.jsonl`.
+pub fn reference_embedding(model: &str, text: &str) -> Vec<f32> {
+    let path = testdata().join("reference/embeddings.jsonl");
+    let rows = std::fs::read_to_string(&path).unwrap();
+    rows.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|row| row["model"] == model && row["text"] == text)
+        .unwrap_or_else(|| panic!("no reference embedding of {text:?} by {model}"))["embedding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect()
+}
+
+/// `1 − cos(a, b)` of two embeddings.
+pub fn cosine_distance(a: &[f32], b: &[f32]) -> f64 {
+    tl_engine::embedding::cosine_distance(a, b)
+}

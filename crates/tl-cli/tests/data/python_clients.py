@@ -1,5 +1,6 @@
-"""Drives `tl serve` with the official `openai` and `ollama` Python clients
-(installed by the test from pip) and prints what each call returned, as JSON.
+"""Drives `tl serve` with the official `openai` and `ollama` Python clients and
+LangChain's `OpenAIEmbeddings` (installed by the test from pip) and prints what
+each call returned, as JSON.
 
     python3 python_clients.py URL MODEL
 """
@@ -8,6 +9,7 @@ import json
 import sys
 
 import ollama
+from langchain_openai import OpenAIEmbeddings
 from openai import OpenAI
 
 url, model = sys.argv[1], sys.argv[2]
@@ -37,7 +39,30 @@ try:
 except Exception as e:  # the client raises NotFoundError
     out["openai_missing_model"] = type(e).__name__
 
+# Embeddings: the client asks for base64 unless told otherwise.
+texts = ["Hello world", "The capital of France is Paris."]
+out["openai_embeddings"] = [d.embedding for d in client.embeddings.create(model=model, input=texts).data]
+floats = client.embeddings.create(model=model, input=texts[0], encoding_format="float")
+out["openai_embedding_float"] = floats.data[0].embedding
+out["openai_embedding_tokens"] = floats.usage.prompt_tokens
+out["openai_embedding_64"] = client.embeddings.create(
+    model=model, input=texts[0], dimensions=64).data[0].embedding
+try:
+    client.embeddings.create(model=model, input="")
+    out["openai_empty_embedding"] = "no error"
+except Exception as e:  # the client raises BadRequestError
+    out["openai_empty_embedding"] = type(e).__name__
+
+# LangChain's embeddings, without the length check that needs tiktoken's
+# downloads (unreachable here).
+lc = OpenAIEmbeddings(model=model, base_url=f"{url}/v1", api_key="not-needed",
+                      check_embedding_ctx_length=False)
+out["langchain_documents"] = lc.embed_documents(texts)
+out["langchain_query"] = lc.embed_query(texts[0])
+
 o = ollama.Client(host=url)
+out["ollama_embed"] = [list(v) for v in o.embed(model=model, input=texts).embeddings]
+out["ollama_embeddings"] = list(o.embeddings(model=model, prompt=texts[0]).embedding)
 options = {"temperature": 0, "num_predict": 8}
 out["ollama_chat"] = o.chat(model=model, messages=question, options=options).message.content
 out["ollama_chat_stream"] = "".join(

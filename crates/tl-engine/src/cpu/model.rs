@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::memory;
 use crate::model::config::ModelConfig;
 use crate::model::rope::LayerRopes;
-use crate::model::schedule::{self, Stages};
+use crate::model::schedule::{self, Head, Stages};
 use crate::model::step::{check_tokens, Logits};
 use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
@@ -168,7 +168,25 @@ impl Model {
             Logits::Last => tokens.len() - 1..tokens.len(),
             Logits::All => 0..tokens.len(),
         };
-        self.run_pass(tokens, rows, logit_rows)
+        self.run_pass(tokens, rows, logit_rows, Head::Logits)
+    }
+
+    /// Runs `tokens` as [`Model::forward`] does, but returns every token's
+    /// final hidden state (after the final norm; `tokens × embedding_length`
+    /// values) instead of logits: what an embedding pools.
+    pub fn forward_hidden(
+        &self,
+        tokens: &[u32],
+        index_pos: usize,
+        cache: &mut KvCache,
+    ) -> Result<Vec<f32>> {
+        check_tokens(tokens, self.config.vocab_size)?;
+        cache.check_room(index_pos, tokens.len())?;
+        let rows = Rows::Sequence {
+            start: index_pos,
+            cache,
+        };
+        self.run_pass(tokens, rows, 0..tokens.len(), Head::HiddenStates)
     }
 
     /// One decode step for several sequences at once: row `i` is token
@@ -190,16 +208,17 @@ impl Model {
         for step in steps.iter() {
             step.cache.check_room(step.position, 1)?;
         }
-        self.run_pass(tokens, Rows::Batch(steps), 0..tokens.len())
+        self.run_pass(tokens, Rows::Batch(steps), 0..tokens.len(), Head::Logits)
     }
 
-    /// Runs the schedule over `tokens` placed by `rows`, returning the
-    /// logits of the rows `logit_rows` names.
+    /// Runs the schedule over `tokens` placed by `rows`, returning what
+    /// `head` gives (logits or hidden states) for the rows `logit_rows` names.
     fn run_pass(
         &self,
         tokens: &[u32],
         rows: Rows<'_, '_>,
         logit_rows: std::ops::Range<usize>,
+        head: Head,
     ) -> Result<Vec<f32>> {
         let mut pass = CpuPass {
             model: self,
@@ -208,11 +227,11 @@ impl Model {
             x: Vec::new(),
             scratch: Scratch::new(&self.config, tokens.len())?,
             logit_rows,
-            logits: Vec::new(),
+            output: Vec::new(),
         };
-        schedule::run(&mut pass, self.blocks.len())?;
+        schedule::run(&mut pass, self.blocks.len(), head)?;
         pass.rows.commit(tokens.len());
-        Ok(pass.logits)
+        Ok(pass.output)
     }
 }
 
@@ -428,9 +447,10 @@ struct CpuPass<'m, 'a, 'c> {
     /// The residual stream.
     x: Vec<f32>,
     scratch: Scratch,
-    /// The rows whose logits the pass returns.
+    /// The rows whose logits (or hidden states) the pass returns.
     logit_rows: std::ops::Range<usize>,
-    logits: Vec<f32>,
+    /// What the pass returns: the kept rows' logits or hidden states.
+    output: Vec<f32>,
 }
 
 impl Stages for CpuPass<'_, '_, '_> {
@@ -536,23 +556,37 @@ impl Stages for CpuPass<'_, '_, '_> {
 
     fn logits(&mut self) -> Result<()> {
         let model = self.model;
-        let mut normed = vec![0.0; self.x.len()];
+        let normed = self.final_norm()?;
+        let len = self
+            .logit_rows
+            .len()
+            .saturating_mul(model.output.out_features());
+        self.output = memory::filled_vec(len, 0.0, "logits")?;
+        let micro_batch = self.rows.micro_batch();
+        model
+            .output
+            .forward_in(&normed, &mut self.output, micro_batch)?;
+        Ok(())
+    }
+
+    fn hidden_states(&mut self) -> Result<()> {
+        self.output = self.final_norm()?;
+        Ok(())
+    }
+}
+
+impl CpuPass<'_, '_, '_> {
+    /// The kept rows of the residual through the final norm.
+    fn final_norm(&self) -> Result<Vec<f32>> {
+        let model = self.model;
+        let mut normed = memory::filled_vec(self.x.len(), 0.0, "final norm's output")?;
         rms_norm(
             &self.x,
             &model.output_norm,
             model.config.rms_norm_eps,
             &mut normed,
         );
-        let len = self
-            .logit_rows
-            .len()
-            .saturating_mul(model.output.out_features());
-        self.logits = memory::filled_vec(len, 0.0, "logits")?;
-        let micro_batch = self.rows.micro_batch();
-        model
-            .output
-            .forward_in(&normed, &mut self.logits, micro_batch)?;
-        Ok(())
+        Ok(normed)
     }
 }
 

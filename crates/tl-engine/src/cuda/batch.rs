@@ -16,7 +16,7 @@ use crate::model::step::{check_tokens, Picked, Wanted};
 
 use crate::error::{Error, Result};
 use crate::model::config::ModelConfig;
-use crate::model::schedule;
+use crate::model::schedule::{self, Head};
 
 /// The most sequences one pass runs (larger batches run in several passes).
 pub const MAX_BATCH: usize = 64;
@@ -163,7 +163,7 @@ impl CudaModel {
     /// The launches of one batched step (as `record_decode`, for n sequences).
     fn record_batch(&self, b: &BatchBuffers, caches: &[&CudaCache]) -> Result<()> {
         let mut pass = CudaPass::new(self, caches.len(), PassShape::Batch { buffers: b, caches });
-        schedule::run(&mut pass, self.blocks.len())
+        schedule::run(&mut pass, self.blocks.len(), Head::Logits)
     }
 
     /// Argmax per sequence and the whole sampler for all sampling sequences
@@ -198,7 +198,8 @@ impl CudaModel {
                 Wanted::Sample { params, window } => {
                     sample_ops::fits(params.top_k, window.len()) && token != sample_ops::FALLBACK
                 }
-                Wanted::Logits | Wanted::EveryRow => false,
+                // (Hidden states never come to a batched step: see `Backend::step`.)
+                Wanted::Logits | Wanted::EveryRow | Wanted::HiddenStates => false,
             };
             picked.push(if on_device {
                 Picked::Token(token)

@@ -48,7 +48,7 @@ use crate::model::arch::Activation;
 use crate::model::config::ModelConfig;
 use crate::model::gelu::gelu_table;
 use crate::model::rope::RopeStyle;
-use crate::model::schedule;
+use crate::model::schedule::{self, Head};
 use crate::model::step::Logits;
 use crate::model::tensor_names as names;
 use crate::sampler::SamplingParams;
@@ -355,10 +355,28 @@ impl CudaModel {
                 Logits::Last if i + 1 < chunks => None,
                 other => Some(other),
             };
-            self.prefill_chunk(chunk, start, cache, wanted, &mut logits)?;
+            self.prefill_chunk(chunk, start, cache, (wanted, Head::Logits), &mut logits)?;
         }
         cache.commit(index_pos + tokens.len());
         Ok(logits)
+    }
+
+    /// Runs `tokens` at the positions after what `cache` holds and returns
+    /// every token's final hidden state (after the final norm, `tokens ×
+    /// embedding_length` values; as the CPU model's `forward_hidden`).
+    pub(crate) fn forward_hidden(&self, tokens: &[u32], cache: &mut CudaCache) -> Result<Vec<f32>> {
+        let index_pos = cache.len();
+        check_tokens(tokens, self.config.vocab_size)?;
+        cache.check_room(index_pos, tokens.len())?;
+        let mut hidden = Vec::new();
+        for (i, chunk) in tokens.chunks(MAX_PREFILL_ROWS).enumerate() {
+            let start = index_pos + i * MAX_PREFILL_ROWS;
+            let every_row = Some(Logits::All);
+            let head = Head::HiddenStates;
+            self.prefill_chunk(chunk, start, cache, (every_row, head), &mut hidden)?;
+        }
+        cache.commit(index_pos + tokens.len());
+        Ok(hidden)
     }
 
     /// Runs one token and returns the most likely next token (argmax on the
@@ -441,18 +459,19 @@ impl CudaModel {
     /// the step buffers.
     fn record_decode(&self, cache: &CudaCache) -> Result<()> {
         let mut pass = CudaPass::new(self, 1, PassShape::Decode(cache));
-        schedule::run(&mut pass, self.blocks.len())
+        schedule::run(&mut pass, self.blocks.len(), Head::Logits)
     }
 
-    /// Runs up to MAX_PREFILL_ROWS tokens at `start..`, appending the logits of
-    /// the rows `which` asks for (none for `None`) to `logits`.
+    /// Runs up to MAX_PREFILL_ROWS tokens at `start..`, appending what `head`
+    /// gives (logits or hidden states) for the rows `which` asks for (none
+    /// for `None`) to `output`.
     fn prefill_chunk(
         &self,
         tokens: &[u32],
         start: usize,
         cache: &CudaCache,
-        which: Option<Logits>,
-        logits: &mut Vec<f32>,
+        (which, head): (Option<Logits>, Head),
+        output: &mut Vec<f32>,
     ) -> Result<()> {
         let mut guard = self.prefill.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
@@ -483,11 +502,11 @@ impl CudaModel {
                 cache,
                 by_rows: self.prompt_by_rows(n),
                 logit_rows,
-                logits,
+                output,
                 attention_staged: false,
             }),
         );
-        schedule::run(&mut pass, self.blocks.len())
+        schedule::run(&mut pass, self.blocks.len(), head)
     }
 
     /// Whether a prompt batch of `n` rows runs through the decode kernels, row

@@ -77,9 +77,9 @@ pub(super) struct PromptPass<'a> {
     pub cache: &'a CudaCache,
     /// Through the decode kernels, row by row, rather than GEMMs.
     pub by_rows: bool,
-    /// The rows whose logits are appended to `logits`.
+    /// The rows whose logits (or hidden states) are appended to `output`.
     pub logit_rows: Range<usize>,
-    pub logits: &'a mut Vec<f32>,
+    pub output: &'a mut Vec<f32>,
     /// Whether attention wrote the output projection's f16 GEMM input itself.
     pub attention_staged: bool,
 }
@@ -499,12 +499,35 @@ impl Stages for CudaPass<'_> {
                 for row in p.logit_rows.clone() {
                     let x = b.x.span(row * hidden, hidden)?;
                     gemv(gpu, head, x, b.logits.all(), norm)?;
-                    let at = p.logits.len();
-                    p.logits.resize(at + c.vocab_size, 0.0);
-                    gpu.download(b.logits.all(), &mut p.logits[at..])?;
+                    let at = p.output.len();
+                    p.output.resize(at + c.vocab_size, 0.0);
+                    gpu.download(b.logits.all(), &mut p.output[at..])?;
                 }
             }
         }
+        Ok(())
+    }
+
+    fn hidden_states(&mut self) -> Result<()> {
+        let (m, n) = (self.model, self.rows);
+        let PassShape::Prompt(p) = &mut self.shape else {
+            return Err(Error::InvalidRequest(
+                "hidden states come from prompt passes, not decode steps".into(),
+            ));
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let hidden = m.config.embedding_length;
+        // The MLP is done with its buffer: the normalised rows go there.
+        let normed = p.buffers.gate_up.span(0, n * hidden)?;
+        let (weight, eps) = (m.output_norm.all(), m.config.rms_norm_eps);
+        // The programs' row norm: the CPU backend's arithmetic, as the
+        // head's fused norm has it.
+        tl_cuda::ops::program::rms_norm(&m.gpu, p.buffers.x.all(), weight, eps, normed, n)?;
+        let at = p.output.len();
+        p.output.resize(at + n * hidden, 0.0);
+        m.gpu.download(normed, &mut p.output[at..])?;
         Ok(())
     }
 }

@@ -7,7 +7,9 @@
 //! [`ModelConfig`](crate::model::ModelConfig)'s table-given traits.
 //!
 //! A lone decode step is a pass of one row, a batched step a pass of one row
-//! for each sequence, a prompt chunk a pass of one sequence's rows.
+//! for each sequence, a prompt chunk a pass of one sequence's rows. A pass
+//! ends in the output head (logits) or, for embeddings, in the final norm
+//! (see [`Head`]).
 
 use crate::error::Result;
 
@@ -34,10 +36,22 @@ pub trait Stages {
     fn feed_forward(&mut self, layer: usize) -> Result<()>;
     /// The final norm and the output head, for the rows kept.
     fn logits(&mut self) -> Result<()>;
+    /// The final norm alone, for the rows kept: the hidden states an
+    /// embedding pools, without the output head's product.
+    fn hidden_states(&mut self) -> Result<()>;
 }
 
-/// Runs one forward pass of `layers` blocks.
-pub fn run(pass: &mut impl Stages, layers: usize) -> Result<()> {
+/// What a pass gives back after its last block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// Logits over the vocabulary: the final norm and the output head.
+    Logits,
+    /// The final norm's output, the output head skipped (embeddings).
+    HiddenStates,
+}
+
+/// Runs one forward pass of `layers` blocks, ending as `head` says.
+pub fn run(pass: &mut impl Stages, layers: usize, head: Head) -> Result<()> {
     pass.embed()?;
     for layer in 0..layers {
         pass.attention_input(layer)?;
@@ -48,5 +62,8 @@ pub fn run(pass: &mut impl Stages, layers: usize) -> Result<()> {
         }
         pass.feed_forward(layer)?;
     }
-    pass.logits()
+    match head {
+        Head::Logits => pass.logits(),
+        Head::HiddenStates => pass.hidden_states(),
+    }
 }

@@ -31,6 +31,9 @@ pub enum Wanted<'a> {
     /// The rows of logits after every token (`tokens × vocab` values,
     /// row-major).
     EveryRow,
+    /// The final norm's output at every token (`tokens × embedding_length`
+    /// values, row-major), the output head skipped: what an embedding pools.
+    HiddenStates,
 }
 
 /// What one sequence of a step got.
@@ -39,7 +42,8 @@ pub enum Picked {
     /// The token, picked on the device (or, for [`Wanted::Argmax`], on the
     /// host from the row).
     Token(u32),
-    /// Logits for the host to use or pick from: the rows [`Wanted::Logits`]
+    /// Logits for the host to use or pick from (or the hidden states
+    /// [`Wanted::HiddenStates`] asked for): the rows [`Wanted::Logits`]
     /// or [`Wanted::EveryRow`] asked for, or the last row when the backend
     /// cannot pick the wanted token itself (a CPU backend samples nothing;
     /// a GPU whose selection overflowed on ties; no usable logit for an
@@ -48,8 +52,9 @@ pub enum Picked {
 }
 
 impl Picked {
-    /// The logits of a step that asked for them ([`Wanted::Logits`] or
-    /// [`Wanted::EveryRow`], which always give rows).
+    /// The rows of a step that asked for them ([`Wanted::Logits`],
+    /// [`Wanted::EveryRow`] or [`Wanted::HiddenStates`], which always give
+    /// rows).
     pub fn into_row(self) -> Result<Vec<f32>> {
         match self {
             Picked::Row(logits) => Ok(logits),

@@ -1,8 +1,10 @@
 //! The engine thread: it owns the loaded models and every sequence's KV cache,
 //! and runs the scheduler. HTTP tasks hand it [`Job`]s through an
 //! [`EngineHandle`] and read [`Event`]s back from the job's own channel; a
-//! closed channel (the client went away) cancels the job.
+//! closed channel (the client went away) cancels the job. Embedding
+//! requests ([`EmbedJob`]) come the same way and get one answer.
 
+mod embeddings;
 mod pool;
 mod scheduler;
 
@@ -19,11 +21,13 @@ use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::registry::{ModelEntry, Registry};
 
+pub use embeddings::{EmbedJob, Embedded};
 pub use pool::ModelPool;
 
 /// What reaches the engine thread: requests, and finished background loads.
 pub enum Message {
     Job(Job),
+    Embed(EmbedJob),
     /// Boxed: a loaded model is large and rare beside requests.
     Loaded(Box<pool::LoadResult>),
 }
@@ -143,8 +147,17 @@ impl EngineHandle {
 
     /// Queues a job (with its place from [`Self::reserve`]).
     pub fn submit(&self, job: Job) -> std::result::Result<(), Refusal> {
+        self.send(Message::Job(job))
+    }
+
+    /// Queues an embedding request (with its place from [`Self::reserve`]).
+    pub fn submit_embedding(&self, job: EmbedJob) -> std::result::Result<(), Refusal> {
+        self.send(Message::Embed(job))
+    }
+
+    fn send(&self, message: Message) -> std::result::Result<(), Refusal> {
         self.metrics.queued.fetch_add(1, Ordering::AcqRel);
-        self.jobs.send(Message::Job(job)).map_err(|_| {
+        self.jobs.send(message).map_err(|_| {
             self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
             Refusal::Stopped
         })

@@ -17,6 +17,9 @@
 //! The decoding sequences of a model step together in one batched pass (each
 //! weight read once per step for all of them; each sequence gets exactly what
 //! a lone step would give it); a sequence decoding alone takes the lone path.
+//!
+//! Embedding requests run one at a time beside the sequences, a prompt chunk
+//! a turn (see [`super::embeddings`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -27,6 +30,7 @@ use tl_engine::generate::{step_batch_sampled, step_sampled, TextOutput};
 use tl_engine::sampler::Sampler;
 use tl_engine::{Backend, Session, StopReason};
 
+use super::embeddings::Embeddings;
 use super::pool::{LoadResult, ModelPool, Room};
 use super::{Event, Job, Message, Scope, Summary};
 use crate::config::ServerConfig;
@@ -67,6 +71,7 @@ pub struct Scheduler {
     waiting: VecDeque<Job>,
     running: Vec<Sequence>,
     idle: Vec<IdleCache>,
+    embeddings: Embeddings,
     parallel: usize,
     prefill_chunk_tokens: usize,
     prompt_cache: bool,
@@ -104,6 +109,7 @@ impl Scheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             idle: Vec::new(),
+            embeddings: Embeddings::default(),
             parallel: config.parallel,
             prefill_chunk_tokens: config.prefill_chunk_tokens,
             prompt_cache: config.prompt_cache,
@@ -145,7 +151,8 @@ impl Scheduler {
             }
             self.drop_abandoned();
             self.admit();
-            if self.running.is_empty() {
+            self.admit_embedding();
+            if self.running.is_empty() && !self.embeddings.is_running() {
                 // Nothing to step: every waiting request (if any) waits for
                 // a model to load. Sleep until a request or a load arrives.
                 match messages.recv() {
@@ -155,6 +162,7 @@ impl Scheduler {
                 continue;
             }
             self.step_all();
+            self.step_embedding();
             self.update_metrics();
         }
     }
@@ -162,6 +170,7 @@ impl Scheduler {
     fn receive(&mut self, message: Message) {
         match message {
             Message::Job(job) => self.waiting.push_back(job),
+            Message::Embed(job) => self.embeddings.push(job),
             Message::Loaded(load) => self.finish_load(*load),
         }
     }
@@ -169,14 +178,18 @@ impl Scheduler {
     /// Takes a background load in; on failure, fails the requests that
     /// waited for the model.
     fn finish_load(&mut self, load: LoadResult) {
-        let running = &self.running;
-        let busy = |name: &str| running.iter().any(|s| s.job.model.name == name);
+        let (running, embedding) = (&self.running, self.embeddings.model_in_use());
+        let busy = |name: &str| {
+            embedding == Some(name) || running.iter().any(|s| s.job.model.name == name)
+        };
         match self.pool.finish_load(&load.name, load.result, &busy) {
             Ok(Room::Made(evicted)) => self.idle.retain(|c| !evicted.contains(&c.model)),
             // Its requests wait; `admit` loads it again once there is room.
             Ok(Room::Busy) => {}
             Err(message) => {
                 tracing::error!("{message}");
+                self.embeddings
+                    .fail_model(&load.name, &message, &self.metrics);
                 let (failed, waiting): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.waiting)
                     .into_iter()
                     .partition(|job| job.model.name == load.name);
@@ -199,6 +212,7 @@ impl Scheduler {
             self.metrics.queued.fetch_sub(1, Ordering::AcqRel);
             self.metrics.count(Outcome::Cancelled);
         }
+        self.embeddings.drop_abandoned(&self.metrics);
     }
 
     /// Starts waiting requests, oldest first, while fewer than `parallel`
@@ -235,8 +249,10 @@ impl Scheduler {
     /// Loads `model` in the background (see [`ModelPool::start_load`]); if it
     /// cannot even start, fails the requests waiting for it.
     fn start_load(&mut self, model: &Arc<ModelEntry>) -> LoadStart {
-        let running = &self.running;
-        let busy = |name: &str| running.iter().any(|s| s.job.model.name == name);
+        let (running, embedding) = (&self.running, self.embeddings.model_in_use());
+        let busy = |name: &str| {
+            embedding == Some(name) || running.iter().any(|s| s.job.model.name == name)
+        };
         let loads = self.loads.clone();
         let done = move |result| {
             let _ = loads.send(Message::Loaded(Box::new(result)));
@@ -255,6 +271,33 @@ impl Scheduler {
                 LoadStart::Failed
             }
         }
+    }
+
+    /// Starts the next embedding request when none runs and its model is
+    /// loaded; else starts its model's load (when no load is under way).
+    fn admit_embedding(&mut self) {
+        let Some(model) = self.embeddings.next_model() else {
+            return;
+        };
+        if self.pool.touch(&model.name) {
+            if let Some(backend) = self.pool.backend(&model.name) {
+                let load = self.pool.load_time(&model.name);
+                self.embeddings.start(backend, load, &self.metrics);
+            }
+        } else if !self.pool.is_loading() {
+            // A failed start fails the waiting requests for the model.
+            self.start_load(&model);
+        }
+    }
+
+    /// One chunk of the running embedding request.
+    fn step_embedding(&mut self) {
+        let Some(model) = self.embeddings.model_in_use() else {
+            return;
+        };
+        let backend = self.pool.backend(model);
+        let chunk = self.prefill_chunk_tokens;
+        self.embeddings.step(backend, chunk, &self.metrics);
     }
 
     /// Gives a job (whose model is loaded) a cache and starts its prompt.

@@ -282,7 +282,8 @@ pub fn submit(
     Ok(receiver)
 }
 
-fn refused(flavor: Flavor, refusal: Refusal) -> ApiError {
+/// The error a request the engine would not take gets.
+pub fn refused(flavor: Flavor, refusal: Refusal) -> ApiError {
     match refusal {
         Refusal::QueueFull => ApiError::queue_full(flavor),
         Refusal::Stopped => ApiError::internal(flavor, "the engine has stopped"),

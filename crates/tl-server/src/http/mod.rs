@@ -1,6 +1,7 @@
 //! The HTTP side: routes, shared state, the API-key check, and `serve`.
 
 mod connections;
+mod embeddings;
 mod error;
 mod generation;
 mod ollama;
@@ -47,6 +48,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/completions", post(openai::completions))
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
+        .route("/v1/embeddings", post(embeddings::openai))
+        .route("/api/embed", post(embeddings::ollama_embed))
+        .route("/api/embeddings", post(embeddings::ollama_legacy))
         .route_layer(api_key())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
