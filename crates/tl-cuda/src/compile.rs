@@ -268,6 +268,49 @@ fn store(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// The names of the `extern "C" __global__` kernels written out in
+    /// `source` (not those a macro pastes together with `##`).
+    fn kernel_names(source: &str) -> Vec<&str> {
+        source
+            .split("extern \"C\" __global__")
+            .skip(1)
+            .filter_map(|rest| {
+                let head = &rest[..rest.find('(')?];
+                // `void NAME`, or `void __launch_bounds__` before `(...) NAME`.
+                if head.trim_end().ends_with("__launch_bounds__") {
+                    let after = &rest[rest.find(')')? + 1..];
+                    after.split('(').next().map(str::trim)
+                } else {
+                    head.split_whitespace().last()
+                }
+            })
+            .filter(|name| !name.contains("##"))
+            .collect()
+    }
+
+    /// NVRTC rejects a unit defining one kernel twice, but only on a machine
+    /// with a GPU; this finds it anywhere.
+    #[test]
+    fn kernel_names_are_unique() {
+        let mut seen = std::collections::HashMap::new();
+        for (file, source) in COMMON {
+            for name in kernel_names(source) {
+                assert!(
+                    !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'),
+                    "{file}: cannot read a kernel name ({name:?})"
+                );
+                if let Some(first) = seen.insert(name, *file) {
+                    panic!("kernel {name} is defined in {first} and in {file}");
+                }
+            }
+        }
+        assert!(seen.len() >= 20, "found only {} kernels", seen.len());
+        assert_eq!(
+            kernel_names("extern \"C\" __global__ void a(int x) {} extern \"C\" __global__ void __launch_bounds__(64) b(int y) {}"),
+            ["a", "b"]
+        );
+    }
+
     #[test]
     fn every_source_file_is_in_a_unit() {
         let units = units("");
