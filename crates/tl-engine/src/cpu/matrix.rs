@@ -31,6 +31,11 @@ pub(crate) struct WeightRows<'a> {
     pub bytes: &'a [u8],
     pub blocks_per_row: usize,
     pub arithmetic: Arithmetic,
+    /// Whether the blocks lie in tiles of [`TILE_ROWS`] rows, block-major
+    /// (block `b` of row `r` at `((r / 8)·blocks_per_row + b)·8 + r % 8`),
+    /// rather than row after row as in GGUF (see
+    /// [`QuantizedMatrix::with_repacking`]).
+    pub tiled: bool,
     /// Whether batches may use the AVX-512 VNNI tiles (same results; a
     /// backend that lacks them ignores this).
     // Read only by the x86-64 kernels.
@@ -38,13 +43,39 @@ pub(crate) struct WeightRows<'a> {
     pub vnni: bool,
 }
 
+/// Rows per tile of a [`WeightRows::tiled`] matrix: those of llama.cpp's
+/// repacked Q4_0 kernels.
+pub(crate) const TILE_ROWS: usize = 8;
+
 impl WeightRows<'_> {
-    /// All blocks of the matrix, row after row, as `N`-byte arrays (`N` being the
-    /// block size of `weight_type`).
+    /// All blocks of the matrix as `N`-byte arrays (`N` being the block size
+    /// of `weight_type`), in GGUF or tiled order.
     pub fn blocks<const N: usize>(&self) -> &[[u8; N]] {
         debug_assert_eq!(N, self.weight_type.block_bytes());
         self.bytes.as_chunks::<N>().0
     }
+}
+
+/// `bytes` (blocks of `block_bytes`, rows of `blocks_per_row`) moved from
+/// GGUF order into tiles of [`TILE_ROWS`] rows, or back with `untile`.
+fn retile(bytes: &[u8], block_bytes: usize, blocks_per_row: usize, untile: bool) -> Vec<u8> {
+    let mut moved = vec![0; bytes.len()];
+    let row_bytes = block_bytes * blocks_per_row;
+    let tile_bytes = row_bytes * TILE_ROWS;
+    for (from, to) in bytes
+        .chunks_exact(tile_bytes)
+        .zip(moved.chunks_exact_mut(tile_bytes))
+    {
+        for r in 0..TILE_ROWS {
+            for b in 0..blocks_per_row {
+                let gguf = (r * blocks_per_row + b) * block_bytes;
+                let tiled = (b * TILE_ROWS + r) * block_bytes;
+                let (src, dst) = if untile { (tiled, gguf) } else { (gguf, tiled) };
+                to[dst..dst + block_bytes].copy_from_slice(&from[src..src + block_bytes]);
+            }
+        }
+    }
+    moved
 }
 
 /// A quantized weight matrix: `rows` output features by `cols` input features,
@@ -55,6 +86,8 @@ pub struct QuantizedMatrix {
     cols: usize,
     bytes: Vec<u8>,
     repacking: bool,
+    /// Whether `bytes` are in tiles ([`WeightRows::tiled`]).
+    tiled: bool,
     vnni: bool,
 }
 
@@ -124,8 +157,24 @@ impl QuantizedMatrix {
             cols,
             bytes,
             repacking: true,
+            tiled: false,
             vnni: true,
-        })
+        }
+        .with_layout())
+    }
+
+    /// The matrix with its blocks in the order the backend's kernels for its
+    /// arithmetic read: the repacked Q4_0 kernels read tiles of 8 rows as one
+    /// stream from memory (llama.cpp repacks those matrices at load too).
+    fn with_layout(mut self) -> Self {
+        let tiled = backend::READS_TILES && self.arithmetic() == Arithmetic::RepackedQ4_0;
+        if tiled != self.tiled {
+            let blocks_per_row = self.cols / self.weight_type.block_values();
+            let block_bytes = self.weight_type.block_bytes();
+            self.bytes = retile(&self.bytes, block_bytes, blocks_per_row, self.tiled);
+            self.tiled = tiled;
+        }
+        self
     }
 
     /// Whether a Q4_0 or Q4_K matrix with a multiple of 8 rows follows the
@@ -134,7 +183,7 @@ impl QuantizedMatrix {
     /// with `--no-repack`).
     pub fn with_repacking(mut self, enabled: bool) -> Self {
         self.repacking = enabled;
-        self
+        self.with_layout()
     }
 
     /// Whether batched products may use AVX-512 VNNI where the CPU has it (the
@@ -233,6 +282,7 @@ impl QuantizedMatrix {
             bytes: &self.bytes,
             blocks_per_row: self.cols / self.weight_type.block_values(),
             arithmetic: self.arithmetic(),
+            tiled: self.tiled,
             vnni: self.vnni,
         }
     }
@@ -336,4 +386,26 @@ fn multiply(
             _ => backend::compute_rows(&weights, &acts.blocks, m, &mut share),
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_hold_each_rows_blocks_and_untile_back() {
+        // 16 rows of 3 blocks of 2 bytes: byte pairs name (row, block).
+        let (rows, blocks, block_bytes) = (16, 3, 2);
+        let gguf: Vec<u8> = (0..rows)
+            .flat_map(|r| (0..blocks).flat_map(move |b| [r as u8, b as u8]))
+            .collect();
+        let tiled = retile(&gguf, block_bytes, blocks, false);
+        for r in 0..rows {
+            for b in 0..blocks {
+                let at = ((r / TILE_ROWS * blocks + b) * TILE_ROWS + r % TILE_ROWS) * block_bytes;
+                assert_eq!(tiled[at..at + 2], [r as u8, b as u8]);
+            }
+        }
+        assert_eq!(retile(&tiled, block_bytes, blocks, true), gguf);
+    }
 }

@@ -5,7 +5,7 @@
 
 use super::activations::{ActivationRow, QuantizedActivations, QuantizedBlock};
 use super::blocks::{f16_to_f32, WeightBlock};
-use super::matrix::{Arithmetic, WeightRows};
+use super::matrix::{Arithmetic, WeightRows, TILE_ROWS};
 use super::parallel::OutputColumns;
 use super::weight_type::{WeightType, BLOCK_VALUES};
 
@@ -39,6 +39,10 @@ fn convert_to_i32(rounded: f32) -> i32 {
     }
 }
 
+/// Whether this backend wants repacked Q4_0 matrices in tiles
+/// ([`WeightRows::tiled`]); it reads either order.
+pub(crate) const READS_TILES: bool = false;
+
 /// Computes the output columns of `out` for all `m` activation rows.
 pub(crate) fn compute_rows(
     weights: &WeightRows<'_>,
@@ -56,7 +60,7 @@ pub(crate) fn compute_rows(
     }
 }
 
-fn typed_rows<B: WeightBlock>(
+fn typed_rows<B: WeightBlock + Clone>(
     blocks: &[B],
     weights: &WeightRows<'_>,
     acts: &QuantizedActivations,
@@ -65,7 +69,20 @@ fn typed_rows<B: WeightBlock>(
 ) {
     let per_row = weights.blocks_per_row;
     for column in out.columns() {
-        let row = &blocks[column * per_row..(column + 1) * per_row];
+        let gathered: Vec<B>;
+        let row = if weights.tiled {
+            let (tile, r) = (column / TILE_ROWS, column % TILE_ROWS);
+            let tile_blocks = &blocks[tile * per_row * TILE_ROWS..(tile + 1) * per_row * TILE_ROWS];
+            gathered = tile_blocks
+                .iter()
+                .skip(r)
+                .step_by(TILE_ROWS)
+                .cloned()
+                .collect();
+            &gathered[..]
+        } else {
+            &blocks[column * per_row..(column + 1) * per_row]
+        };
         for a in 0..m {
             let value = match weights.arithmetic {
                 Arithmetic::VecDot => vec_dot(row, acts.row(a)),

@@ -45,6 +45,7 @@ fn scalar_matmul(
         bytes,
         blocks_per_row: cols / BLOCK_VALUES,
         arithmetic,
+        tiled: false,
         vnni: false,
     };
     let mut out = poisoned(m * rows);

@@ -25,7 +25,7 @@ use self::prepared::{Layout, PreparedRows};
 use self::vec_dot::{GroupBatch, TileScratch, BATCH_GROUPS};
 use super::activations::{QuantizedActivations, QuantizedBlock, GROUP_ROWS};
 use super::blocks::WeightBlock;
-use super::matrix::{Arithmetic, WeightRows};
+use super::matrix::{Arithmetic, WeightRows, TILE_ROWS};
 use super::parallel::OutputColumns;
 use super::weight_type::{WeightType, BLOCK_VALUES};
 
@@ -90,6 +90,9 @@ pub(crate) fn kquant_row<const N: usize>(
         }
     })
 }
+
+/// Repacked Q4_0 matrices are read in tiles ([`WeightRows::tiled`]).
+pub(crate) const READS_TILES: bool = true;
 
 /// Computes the output columns of `out` for all `m` activation rows.
 pub(crate) fn compute_rows(
@@ -202,6 +205,13 @@ impl<B> Clone for Rows<'_, B> {
 impl<B> Copy for Rows<'_, B> {}
 
 impl<'a, B> Rows<'a, B> {
+    /// The tile of [`TILE_ROWS`] rows from row `first` of a tiled matrix,
+    /// block-major.
+    fn tile(&self, first: usize) -> &'a [[B; TILE_ROWS]] {
+        let blocks = &self.blocks[first * self.per_row..(first + TILE_ROWS) * self.per_row];
+        blocks.as_chunks::<TILE_ROWS>().0
+    }
+
     fn get<const R: usize>(&self, first: usize) -> [&'a [B]; R] {
         std::array::from_fn(|i| {
             let row = first + i;
@@ -223,7 +233,7 @@ fn decode<B: WeightBlock>(
     let mut row = columns.start;
     if kernels == Kernels::Repacked {
         while row + repacked::ROWS <= columns.end {
-            let values = repacked::row_tile(rows.get(row), act);
+            let values = repacked::row_tile(rows.tile(row), act);
             write(out, row, 0..1, [values]);
             row += repacked::ROWS;
         }
@@ -255,7 +265,7 @@ fn prefill<B: WeightBlock>(
     let mut row = columns.start;
     if kernels == Kernels::Repacked {
         while row + repacked::ROWS <= columns.end {
-            buffer.fill(&rows.get::<{ repacked::ROWS }>(row), Layout::RawNibbles);
+            buffer.fill_tile(rows.tile(row), Layout::RawNibbles);
             prefetch_rows(rows, row + repacked::ROWS..row + 2 * repacked::ROWS);
             for g in chunk.clone() {
                 let (group, act_rows) = acts.group(g);

@@ -46,13 +46,37 @@ impl PreparedRows {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn fill<B: WeightBlock>(&mut self, rows: &[&[B]], layout: Layout) {
         let blocks = rows.first().map_or(0, |row| row.len());
-        let len = blocks * rows.len();
-        self.rows = rows.len();
+        self.fill_with(rows.len(), blocks, |r, b| &rows[r][b], layout);
+    }
+
+    /// Prepares the rows of a tile (block-major, as [`Self::weights`]).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn fill_tile<B: WeightBlock, const R: usize>(
+        &mut self,
+        tile: &[[B; R]],
+        layout: Layout,
+    ) {
+        self.fill_with(R, tile.len(), |r, b| &tile[b][r], layout);
+    }
+
+    /// Prepares `rows` rows of `blocks` blocks, block `b` of row `r` being
+    /// `block_at(r, b)`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn fill_with<'a, B: WeightBlock + 'a>(
+        &mut self,
+        rows: usize,
+        blocks: usize,
+        block_at: impl Fn(usize, usize) -> &'a B,
+        layout: Layout,
+    ) {
+        let len = blocks * rows;
+        self.rows = rows;
         self.weights.resize(len, [[0; BLOCK_VALUES]; 2]);
         self.scales.resize(len, 0.0);
         self.mins.resize(len, 0.0);
-        for (r, row) in rows.iter().enumerate() {
-            for (b, block) in row[..blocks].iter().enumerate() {
+        for r in 0..rows {
+            for b in 0..blocks {
+                let block = block_at(r, b);
                 let at = b * self.rows + r;
                 let raw = raw_quants(block);
                 let signed_type = !B::HAS_MIN && layout == Layout::VecDot;
