@@ -54,6 +54,16 @@ impl WeightRows<'_> {
         debug_assert_eq!(N, self.weight_type.block_bytes());
         self.bytes.as_chunks::<N>().0
     }
+
+    /// Where block `block` of row `row` is in [`Self::blocks`].
+    pub fn block_index(&self, row: usize, block: usize) -> usize {
+        let per_row = self.blocks_per_row;
+        if self.tiled {
+            ((row / TILE_ROWS) * per_row + block) * TILE_ROWS + row % TILE_ROWS
+        } else {
+            row * per_row + block
+        }
+    }
 }
 
 /// `bytes` (blocks of `block_bytes`, rows of `blocks_per_row`) moved from
@@ -164,10 +174,15 @@ impl QuantizedMatrix {
     }
 
     /// The matrix with its blocks in the order the backend's kernels for its
-    /// arithmetic read: the repacked Q4_0 kernels read tiles of 8 rows as one
-    /// stream from memory (llama.cpp repacks those matrices at load too).
+    /// arithmetic read: the repacked Q4_0 and Q4_K kernels read tiles of 8
+    /// rows as one stream from memory (llama.cpp repacks those matrices at
+    /// load too).
     fn with_layout(mut self) -> Self {
-        let tiled = backend::READS_TILES && self.arithmetic() == Arithmetic::RepackedQ4_0;
+        let repacked = matches!(
+            self.arithmetic(),
+            Arithmetic::RepackedQ4_0 | Arithmetic::KQuant(KArithmetic::Q4KRepacked)
+        );
+        let tiled = backend::READS_TILES && repacked;
         if tiled != self.tiled {
             let blocks_per_row = self.cols / self.weight_type.block_values();
             let block_bytes = self.weight_type.block_bytes();

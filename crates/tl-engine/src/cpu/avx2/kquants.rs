@@ -9,6 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::repacked::sum_each;
+use super::simd::f16x8_to_f32;
 use crate::cpu::kquants::{
     single_finish, single_step, step, GroupSums, KArithmetic, Lanes, Q8KBlock, RowState,
     SuperBlock, Unpacked,
@@ -599,6 +600,56 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
         }
     }
     single_finish(kind, &row_state(acc, acc_min))
+}
+
+/// A tile of eight Q4_K weight rows (block-major: `tile[b][r]`) against one
+/// activation row, with the repacked gemv's arithmetic (`Q4KGemv`): each
+/// row's integer lanes as in [`q4_k_row`], one transposing reduction to the
+/// eight rows' totals, then `acc = fma(S, d·d_a, acc)` and
+/// `acc_min = fma(M, dmin·d_a, acc_min)` in the eight lanes, the operations
+/// [`q4_k_row`] does one row at a time; the result is `acc − acc_min`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q4_k_tile(tile: &[[[u8; 144]; 8]], acts: &[Q8KBlock]) -> [f32; 8] {
+    let nibbles = _mm256_set1_epi8(0x0f);
+    let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    for (blocks, a) in tile.iter().zip(acts) {
+        let (a_chunks, _) = a.quants.as_chunks::<32>();
+        let mut lanes = [_mm256_setzero_si256(); 8];
+        let mut min_terms = [_mm256_setzero_si256(); 8];
+        let (mut d, mut dmin) = ([0u16; 8], [0u16; 8]);
+        for (r, block) in blocks.iter().enumerate() {
+            let (scales, mins) = q4_k_scales(&block[4..20]);
+            let scales = _mm256_broadcastsi128_si256(scales);
+            for p in 0..4 {
+                let bytes = load_32(&block[16 + 32 * p..]);
+                let low = _mm256_and_si256(bytes, nibbles);
+                let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles);
+                let low = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(low, load_i8x32(&a_chunks[2 * p])),
+                    shuffle_by(scales, &SPREAD_I16[2 * p]),
+                );
+                let high = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(high, load_i8x32(&a_chunks[2 * p + 1])),
+                    shuffle_by(scales, &SPREAD_I16[2 * p + 1]),
+                );
+                lanes[r] = _mm256_add_epi32(lanes[r], _mm256_add_epi32(low, high));
+            }
+            let widened = _mm256_cvtepu16_epi32(mins);
+            let doubled = _mm256_or_si256(widened, _mm256_slli_epi32::<16>(widened));
+            min_terms[r] = _mm256_madd_epi16(doubled, load_i16x16(&a.sums16));
+            d[r] = u16::from_le_bytes([block[0], block[1]]);
+            dmin[r] = u16::from_le_bytes([block[2], block[3]]);
+        }
+        let da = _mm256_set1_ps(a.d);
+        let sums = _mm256_cvtepi32_ps(sum_each(lanes));
+        let mins = _mm256_cvtepi32_ps(sum_each(min_terms));
+        acc = _mm256_fmadd_ps(sums, _mm256_mul_ps(f16x8_to_f32(d), da), acc);
+        acc_min = _mm256_fmadd_ps(mins, _mm256_mul_ps(f16x8_to_f32(dmin), da), acc_min);
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: `out` is 8 writable f32; `storeu` has no alignment requirement.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_sub_ps(acc, acc_min)) };
+    out
 }
 
 /// The state the lean kernels hold in registers, as [`single_finish`] reads it.

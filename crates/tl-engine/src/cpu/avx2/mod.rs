@@ -91,7 +91,25 @@ pub(crate) fn kquant_row<const N: usize>(
     })
 }
 
-/// Repacked Q4_0 matrices are read in tiles ([`WeightRows::tiled`]).
+/// The lean kernel of a tile of eight K-quant weight rows
+/// ([`WeightRows::tiled`]) for the arithmetic `kind`, as a function of the
+/// activation row; `None` where there is none (only Q4_K's `Q4KGemv` has one).
+pub(crate) fn kquant_tile<const N: usize>(
+    tile: &[[[u8; N]; TILE_ROWS]],
+    kind: super::kquants::KArithmetic,
+) -> Option<impl Fn(&[super::kquants::Q8KBlock]) -> [f32; TILE_ROWS] + '_> {
+    if N != 144 || kind != super::kquants::KArithmetic::Q4KGemv {
+        return None;
+    }
+    let (q4_k, _) = tile.as_flattened().as_flattened().as_chunks::<144>();
+    let (q4_k, _) = q4_k.as_chunks::<TILE_ROWS>();
+    Some(move |acts: &[super::kquants::Q8KBlock]| {
+        // SAFETY: as for `quantize_block`, the features are enabled at build time.
+        unsafe { kquants::q4_k_tile(q4_k, acts) }
+    })
+}
+
+/// Repacked Q4_0 and Q4_K matrices are read in tiles ([`WeightRows::tiled`]).
 pub(crate) const READS_TILES: bool = true;
 
 /// Computes the output columns of `out` for all `m` activation rows.

@@ -27,7 +27,7 @@ pub(crate) use dot::{
     KArithmetic, Lanes, RowState,
 };
 
-use super::matrix::WeightRows;
+use super::matrix::{WeightRows, TILE_ROWS};
 use super::parallel::OutputColumns;
 use super::weight_type::WeightType;
 
@@ -148,13 +148,12 @@ fn typed_rows<const N: usize>(
         return;
     }
     if kind.is_single_row() {
-        let per_row = weights.blocks_per_row;
-        // Few rows (decode) stream each weight row through the lean
-        // kernels; more share each unpacked super-block.
-        if all_rows.len() < LEAN_ROWS && lean_columns(blocks, per_row, kind, acts, &all_rows, out) {
+        // Few rows (decode) stream each weight row (or tile) through the
+        // lean kernels; more share each unpacked super-block.
+        if all_rows.len() < LEAN_ROWS && lean_columns(blocks, weights, kind, acts, &all_rows, out) {
             return;
         }
-        return single_rows(blocks, unpack, per_row, kind, acts, all_rows, out);
+        return single_rows(blocks, unpack, weights, kind, acts, all_rows, out);
     }
     let per_row = weights.blocks_per_row;
     let mut unpacked = Unpacked::default();
@@ -173,7 +172,7 @@ fn typed_rows<const N: usize>(
                 acc_min.resize(tile.len() * rows, 0.0);
                 for b in 0..per_row {
                     for (c, column) in tile.clone().enumerate() {
-                        let block = &blocks[column * per_row + b];
+                        let block = &blocks[weights.block_index(column, b)];
                         let super_block = SuperBlock {
                             bytes: block,
                             unpack,
@@ -202,7 +201,7 @@ fn typed_rows<const N: usize>(
 fn single_rows<const N: usize>(
     blocks: &[[u8; N]],
     unpack: fn(&[u8; N], &mut Unpacked),
-    per_row: usize,
+    weights: &WeightRows<'_>,
     kind: KArithmetic,
     acts: &SuperBlockActivations,
     rows: Range<usize>,
@@ -213,8 +212,8 @@ fn single_rows<const N: usize>(
         for column in out.columns() {
             states.clear();
             states.resize(rows.len(), RowState::default());
-            for b in 0..per_row {
-                let block = &blocks[column * per_row + b];
+            for b in 0..weights.blocks_per_row {
+                let block = &blocks[weights.block_index(column, b)];
                 let super_block = SuperBlock {
                     bytes: block,
                     unpack,
@@ -234,12 +233,16 @@ fn single_rows<const N: usize>(
 /// one for the type; false when it has none.
 fn lean_columns<const N: usize>(
     blocks: &[[u8; N]],
-    per_row: usize,
+    weights: &WeightRows<'_>,
     kind: KArithmetic,
     acts: &SuperBlockActivations,
     rows: &Range<usize>,
     out: &mut OutputColumns<'_>,
 ) -> bool {
+    let per_row = weights.blocks_per_row;
+    if weights.tiled {
+        return lean_tiles(blocks, per_row, kind, acts, rows, out);
+    }
     for column in out.columns() {
         let row = &blocks[column * per_row..(column + 1) * per_row];
         let Some(lean) = lean_rows(row, kind) else {
@@ -250,6 +253,50 @@ fn lean_columns<const N: usize>(
         }
     }
     true
+}
+
+/// [`lean_columns`] of a tiled matrix ([`WeightRows::tiled`]), whose shares
+/// are whole tiles.
+fn lean_tiles<const N: usize>(
+    blocks: &[[u8; N]],
+    per_row: usize,
+    kind: KArithmetic,
+    acts: &SuperBlockActivations,
+    rows: &Range<usize>,
+    out: &mut OutputColumns<'_>,
+) -> bool {
+    let columns = out.columns();
+    debug_assert!(
+        columns.start.is_multiple_of(TILE_ROWS) && columns.len().is_multiple_of(TILE_ROWS)
+    );
+    for first in columns.step_by(TILE_ROWS) {
+        let tile = &blocks[first * per_row..(first + TILE_ROWS) * per_row];
+        let Some(lean) = lean_tile(tile.as_chunks::<TILE_ROWS>().0, kind) else {
+            return false;
+        };
+        for a in rows.clone() {
+            out.set_run(a, first, &lean(acts.row(a)));
+        }
+    }
+    true
+}
+
+/// The lean kernel of a tile of weight rows for every activation row, where
+/// the backend has one for the type and arithmetic.
+#[cfg(x86_simd)]
+fn lean_tile<const N: usize>(
+    tile: &[[[u8; N]; TILE_ROWS]],
+    kind: KArithmetic,
+) -> Option<impl Fn(&[Q8KBlock]) -> [f32; TILE_ROWS] + '_> {
+    super::avx2::kquant_tile(tile, kind)
+}
+
+#[cfg(not(x86_simd))]
+fn lean_tile<const N: usize>(
+    _tile: &[[[u8; N]; TILE_ROWS]],
+    _kind: KArithmetic,
+) -> Option<fn(&[Q8KBlock]) -> [f32; TILE_ROWS]> {
+    None
 }
 
 /// The lean kernel of one weight row for every activation row, where the
@@ -422,6 +469,48 @@ mod tests {
                         assert_eq!(lean(&acts[a]).to_bits(), expected, "lean {N} {kind:?}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The Q4_K tile kernel gives each of its eight rows the portable
+    /// single-row result (`Q4KGemv`).
+    #[test]
+    fn lean_tiles_equal_portable_rows() {
+        let mut rng = Rng::new(13);
+        for _ in 0..10 {
+            let rows: Vec<Vec<[u8; 144]>> = (0..TILE_ROWS)
+                .map(|_| (0..3).map(|_| random_block(&mut rng)).collect())
+                .collect();
+            let acts = random_acts(&mut rng, 3);
+            let tile: Vec<[[u8; 144]; TILE_ROWS]> = (0..3)
+                .map(|b| std::array::from_fn(|r| rows[r][b]))
+                .collect();
+            let Some(lean) = lean_tile(&tile, KArithmetic::Q4KGemv) else {
+                eprintln!("skipped: this build has no Q4_K tile kernel");
+                return;
+            };
+            let got = lean(&acts);
+            for (r, row) in rows.iter().enumerate() {
+                let mut state = [RowState::default()];
+                let mut scratch = Unpacked::default();
+                for (b, bytes) in row.iter().enumerate() {
+                    let block = SuperBlock {
+                        bytes,
+                        unpack: blocks::unpack_q4_k,
+                        factors: blocks::factors(bytes),
+                    };
+                    let act = |_: usize| &acts[b];
+                    portable_single_accumulate(
+                        KArithmetic::Q4KGemv,
+                        &block,
+                        &mut scratch,
+                        act,
+                        &mut state,
+                    );
+                }
+                let expected = single_finish(KArithmetic::Q4KGemv, &state[0]);
+                assert_eq!(got[r].to_bits(), expected.to_bits(), "row {r}");
             }
         }
     }
