@@ -460,6 +460,9 @@ pub struct ChatArgs {
     /// Most tokens per reply.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 1024)]
     pub max_tokens: usize,
+    /// Answer this message and leave, without the interactive prompt.
+    #[arg(value_name = "MESSAGE")]
+    pub message: Option<String>,
 }
 
 /// `tl generate`.

@@ -246,6 +246,67 @@ fn stop_strings_end_the_output() {
 }
 
 #[test]
+fn chat_answers_one_message_and_leaves() {
+    let out = tl()
+        .args([
+            "chat",
+            "-m",
+            model(),
+            "--temperature",
+            "0",
+            "-n",
+            "8",
+            "What is 2 + 2?",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(!stdout(&out).trim().is_empty(), "{log}");
+    assert!(!log.contains("/help for commands"), "{log}");
+}
+
+#[test]
+fn chat_settings_show_and_history() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = tl()
+        .args([
+            "chat",
+            "-m",
+            model(),
+            "--temperature",
+            "0",
+            "--system",
+            "Be brief.",
+        ])
+        .env("TL_CACHE_DIR", cache.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script =
+        "/set max_tokens 3\n/set presence_penalty 0.5\n/show\n/system\n/show\nHello there\n/quit\n";
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("system: Be brief."), "{log}");
+    assert!(log.contains("system: (none)"), "{log}");
+    assert!(log.contains("presence_penalty 0.5"), "{log}");
+    assert!(log.contains("max_tokens 3"), "{log}");
+    assert!(log.contains("(reply cut at 3 tokens)"), "{log}");
+    let history = std::fs::read_to_string(cache.path().join("chat_history.txt")).unwrap();
+    assert!(history.contains("Hello there"), "{history}");
+}
+
+#[test]
 fn chat_repl_answers_and_handles_commands() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("conversation.json");

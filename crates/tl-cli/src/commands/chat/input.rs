@@ -2,9 +2,11 @@
 //! two ways to write several lines — a trailing `\` continues the line, and `"""`
 //! opens and closes a block.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 use rustyline::error::ReadlineError;
-use rustyline::DefaultEditor;
+use rustyline::{Config, DefaultEditor};
 
 const PROMPT: &str = ">>> ";
 const CONTINUATION: &str = "... ";
@@ -21,16 +23,44 @@ pub enum Input {
     End,
 }
 
-/// The prompt and its history.
+/// Messages kept in the history file.
+const HISTORY_ENTRIES: usize = 1000;
+
+/// The prompt and its history, kept in `history_file` when there is one.
 pub struct InputReader {
     editor: DefaultEditor,
+    history_file: Option<PathBuf>,
 }
 
 impl InputReader {
-    pub fn new() -> Result<Self> {
+    pub fn new(history_file: Option<PathBuf>) -> Result<Self> {
+        let config = Config::builder()
+            .max_history_size(HISTORY_ENTRIES)?
+            .auto_add_history(false)
+            .build();
+        let mut editor = DefaultEditor::with_config(config)?;
+        if let Some(path) = history_file.as_ref().filter(|p| p.exists()) {
+            if let Err(e) = editor.load_history(path) {
+                tracing::warn!("cannot read the chat history {}: {e}", path.display());
+            }
+        }
         Ok(InputReader {
-            editor: DefaultEditor::new()?,
+            editor,
+            history_file,
         })
+    }
+
+    /// Writes the history file (after each message, so a killed chat keeps it).
+    fn save_history(&mut self) {
+        let Some(path) = &self.history_file else {
+            return;
+        };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = self.editor.save_history(path) {
+            tracing::warn!("cannot write the chat history {}: {e}", path.display());
+        }
     }
 
     /// Reads one message (possibly spanning several lines).
@@ -47,6 +77,7 @@ impl InputReader {
         };
         if !text.trim().is_empty() {
             let _ = self.editor.add_history_entry(text.as_str());
+            self.save_history();
         }
         Ok(Input::Text(text))
     }

@@ -6,6 +6,8 @@
 mod conversation;
 mod input;
 mod slash;
+mod spinner;
+mod wrap;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +23,15 @@ use crate::loaded_model::{self, LoadedModel};
 use conversation::Conversation;
 use input::{Input, InputReader};
 use slash::SlashCommand;
+use spinner::Spinner;
+use wrap::Wrapper;
+
+/// The history of typed messages, in the cache folder.
+fn history_file() -> Option<std::path::PathBuf> {
+    crate::catalogue::cache_dir()
+        .ok()
+        .map(|dir| dir.join("chat_history.txt"))
+}
 
 pub fn run(args: &ChatArgs, verbose: bool) -> Result<()> {
     let sampler_config = args.sampling.to_config();
@@ -46,15 +57,15 @@ pub fn run(args: &ChatArgs, verbose: bool) -> Result<()> {
         last_stats: None,
         totals: GenerationStats::default(),
     };
+    if let Some(message) = &args.message {
+        return chat.reply(message.clone());
+    }
     eprintln!(
         "Chatting with {} (context {} tokens). /help for commands, Ctrl-D or /quit to leave.",
-        loaded.file.path.file_name().map_or_else(
-            || loaded.file.path.display().to_string(),
-            |n| n.to_string_lossy().into()
-        ),
+        chat.model_name(),
         loaded.context
     );
-    let mut reader = InputReader::new()?;
+    let mut reader = InputReader::new(history_file())?;
     loop {
         match reader.read()? {
             Input::End => break,
@@ -88,6 +99,14 @@ struct Chat<'a> {
 }
 
 impl Chat<'_> {
+    fn model_name(&self) -> String {
+        let path = &self.loaded.file.path;
+        path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        )
+    }
+
     fn command(&mut self, command: SlashCommand) {
         let outcome = match command {
             SlashCommand::Help => {
@@ -101,11 +120,20 @@ impl Chat<'_> {
                 Ok(())
             }
             SlashCommand::System(text) => {
+                let set = text.is_some();
                 self.conversation = Conversation {
-                    system: Some(text),
+                    system: text,
                     turns: Vec::new(),
                 };
-                eprintln!("(system prompt set; conversation cleared)");
+                if set {
+                    eprintln!("(system prompt set; conversation cleared)");
+                } else {
+                    eprintln!("(system prompt cleared; conversation cleared)");
+                }
+                Ok(())
+            }
+            SlashCommand::Show => {
+                self.show();
                 Ok(())
             }
             SlashCommand::Set { name, value } => self.set(&name, &value),
@@ -146,9 +174,22 @@ impl Chat<'_> {
             "top_k" => config.top_k = whole()? as usize,
             "min_p" => config.min_p = number()?,
             "repeat_penalty" => config.repeat_penalty = number()?,
+            "repeat_last_n" => config.repeat_last_n = whole()? as usize,
+            "presence_penalty" => config.presence_penalty = number()?,
+            "frequency_penalty" => config.frequency_penalty = number()?,
             "seed" => config.seed = whole()?,
+            "max_tokens" => {
+                let max = whole()? as usize;
+                if max == 0 {
+                    bail!("max_tokens must be at least 1");
+                }
+                self.generation.max_tokens = max;
+                eprintln!("({name} = {value})");
+                return Ok(());
+            }
             other => bail!(
-                "unknown setting {other} (temperature, top_p, top_k, min_p, repeat_penalty, seed)"
+                "unknown setting {other} (temperature, top_p, top_k, min_p, repeat_penalty, \
+                 repeat_last_n, presence_penalty, frequency_penalty, seed, max_tokens)"
             ),
         }
         config.validate()?;
@@ -157,7 +198,57 @@ impl Chat<'_> {
         Ok(())
     }
 
+    fn show(&self) {
+        let c = self.sampler.config();
+        eprintln!(
+            "model: {} (context {} tokens)",
+            self.model_name(),
+            self.loaded.context
+        );
+        match &self.conversation.system {
+            Some(system) => eprintln!("system: {system}"),
+            None => eprintln!("system: (none)"),
+        }
+        eprintln!(
+            "temperature {}, top_p {}, top_k {}, min_p {}, repeat_penalty {}, repeat_last_n {}, \
+             presence_penalty {}, frequency_penalty {}, seed {}, max_tokens {}",
+            c.temperature,
+            c.top_p,
+            c.top_k,
+            c.min_p,
+            c.repeat_penalty,
+            c.repeat_last_n,
+            c.presence_penalty,
+            c.frequency_penalty,
+            c.seed,
+            self.generation.max_tokens
+        );
+    }
+
+    /// Runs the whole chunks of the new part of `prompt` but the last, one
+    /// chunk at a time, checking for Ctrl-C between them; false if it came.
+    /// Generation then runs the last chunk, so the chunks are those it would
+    /// have cut itself, and the reply the same.
+    fn prefill_ahead(&mut self, prompt: &[u32]) -> Result<bool> {
+        let chunk = self.generation.prefill_chunk_tokens;
+        let reused = self.session.reusable_prefix(prompt);
+        let new = prompt.len() - reused;
+        if chunk == 0 || new <= chunk {
+            return Ok(true);
+        }
+        let ahead = reused + (new - 1) / chunk * chunk;
+        let interrupted = self.interrupted.clone();
+        let ran =
+            self.session
+                .prefill(&self.loaded.backend, &prompt[..ahead], chunk, &mut || {
+                    !interrupted.load(Ordering::SeqCst)
+                })?;
+        Ok(ran.is_some())
+    }
+
     /// Adds the user's message, generates and streams the reply, records it.
+    /// A reply stopped by Ctrl-C while the prompt is read leaves the
+    /// conversation as it was.
     fn reply(&mut self, text: String) -> Result<()> {
         self.conversation.turns.push(ChatMessage::user(text));
         let prompt = match self.fit_prompt() {
@@ -168,6 +259,20 @@ impl Chat<'_> {
             }
         };
         self.interrupted.store(false, Ordering::SeqCst);
+        let mut spinner = Some(Spinner::start());
+        match self.prefill_ahead(&prompt) {
+            Ok(true) => {}
+            Ok(false) => {
+                drop(spinner);
+                self.conversation.turns.pop();
+                eprintln!("(stopped)");
+                return Ok(());
+            }
+            Err(e) => {
+                self.conversation.turns.pop();
+                return Err(e);
+            }
+        }
         let generator = Generator {
             model: &self.loaded.backend,
             tokenizer: &self.loaded.file.tokenizer,
@@ -175,17 +280,22 @@ impl Chat<'_> {
         };
         let interrupted = self.interrupted.clone();
         let mut stdout = std::io::stdout();
+        let mut wrapper = Wrapper::for_stdout();
         let generation = generator.generate(
             &mut self.session,
             &prompt,
             &mut self.sampler,
             &mut |piece| {
-                let _ = stdout.write_all(piece.as_bytes());
+                if let Some(spinner) = spinner.take() {
+                    spinner.stop();
+                }
+                let _ = stdout.write_all(wrapper.push(piece).as_bytes());
                 let _ = stdout.flush();
                 !interrupted.load(Ordering::SeqCst)
             },
         );
-        println!();
+        drop(spinner);
+        println!("{}", wrapper.finish());
         let generation = match generation {
             Ok(generation) => generation,
             Err(e) => {

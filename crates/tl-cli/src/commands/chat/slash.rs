@@ -7,9 +7,11 @@ pub const HELP: &str = "\
 Commands:
   /help                 this help
   /reset                forget the conversation (keeps the system prompt)
-  /system TEXT          set the system prompt and start over
-  /set NAME VALUE       change a sampling setting: temperature, top_p, top_k, min_p,
-                        repeat_penalty, seed
+  /system TEXT          set the system prompt and start over (/system alone clears it)
+  /set NAME VALUE       change a setting: temperature, top_p, top_k, min_p,
+                        repeat_penalty, repeat_last_n, presence_penalty,
+                        frequency_penalty, seed, max_tokens
+  /show                 the model, the system prompt and the current settings
   /save FILE            save the conversation as JSON
   /load FILE            load a conversation saved with /save
   /stats                timings of the last reply and of the session
@@ -22,8 +24,13 @@ Ctrl-C stops a reply that is being written.";
 pub enum SlashCommand {
     Help,
     Reset,
-    System(String),
-    Set { name: String, value: String },
+    /// A new system prompt; `None` clears it.
+    System(Option<String>),
+    Set {
+        name: String,
+        value: String,
+    },
+    Show,
     Save(PathBuf),
     Load(PathBuf),
     Stats,
@@ -39,8 +46,8 @@ pub fn parse(line: &str) -> Result<SlashCommand, String> {
     match name {
         "/help" | "/?" => Ok(SlashCommand::Help),
         "/reset" | "/clear" => Ok(SlashCommand::Reset),
-        "/system" if rest.is_empty() => Err(needs("the system prompt text")),
-        "/system" => Ok(SlashCommand::System(rest.to_string())),
+        "/system" if rest.is_empty() => Ok(SlashCommand::System(None)),
+        "/system" => Ok(SlashCommand::System(Some(rest.to_string()))),
         "/set" => match rest.split_once(char::is_whitespace) {
             Some((name, value)) => Ok(SlashCommand::Set {
                 name: name.to_string(),
@@ -53,6 +60,7 @@ pub fn parse(line: &str) -> Result<SlashCommand, String> {
         "/load" if rest.is_empty() => Err(needs("a file name")),
         "/load" => Ok(SlashCommand::Load(PathBuf::from(rest))),
         "/stats" => Ok(SlashCommand::Stats),
+        "/show" => Ok(SlashCommand::Show),
         "/quit" | "/exit" | "/bye" => Ok(SlashCommand::Quit),
         other => Err(format!("unknown command {other} (see /help)")),
     }
@@ -66,8 +74,10 @@ mod tests {
     fn parses_commands_with_arguments() {
         assert_eq!(
             parse("/system be brief"),
-            Ok(SlashCommand::System("be brief".into()))
+            Ok(SlashCommand::System(Some("be brief".into())))
         );
+        assert_eq!(parse("/system"), Ok(SlashCommand::System(None)));
+        assert_eq!(parse("/show"), Ok(SlashCommand::Show));
         assert_eq!(
             parse("/set temperature 0.5"),
             Ok(SlashCommand::Set {
