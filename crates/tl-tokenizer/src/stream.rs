@@ -3,7 +3,8 @@
 //! A token can end in the middle of a UTF-8 character (byte-fallback tokens, or
 //! byte-level BPE splitting an emoji), so bytes are buffered until they form whole
 //! characters. Bytes that can never become valid UTF-8 are emitted as U+FFFD at
-//! once, so one bad byte does not hold back the rest of the stream.
+//! once, so one bad byte does not hold back the rest of the stream; a character
+//! still unfinished when the stream ends is dropped.
 
 use crate::Tokenizer;
 
@@ -31,9 +32,17 @@ impl StreamDecoder {
         self.take_complete()
     }
 
-    /// Flushes what is left, replacing an unfinished character with U+FFFD.
+    /// Ends the stream: what is left is the start of a character that never
+    /// finished (the stream was cut inside it, by a token limit say), so it
+    /// is dropped rather than sent as U+FFFD; invalid bytes were replaced
+    /// when they came. Returns the text still held back, which is none.
     pub fn finish(self) -> String {
-        String::from_utf8_lossy(&self.pending).into_owned()
+        // `take_complete` leaves only a trailing incomplete character.
+        debug_assert!(matches!(
+            std::str::from_utf8(&self.pending),
+            Err(e) if e.valid_up_to() == 0 && e.error_len().is_none()
+        ) || self.pending.is_empty());
+        String::new()
     }
 
     /// Removes and returns the longest prefix of the buffer that is decided:
