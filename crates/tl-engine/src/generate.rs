@@ -233,13 +233,42 @@ pub fn step_batch_sampled(
         })
         .collect();
     let token_lists: Vec<&[u32]> = tokens.iter().map(std::slice::from_ref).collect();
-    let picked = Session::advance(model, sessions, &token_lists, &wants)?;
+    let picked = if model.is_cpu() {
+        Session::advance(model, sessions, &token_lists, &wants)?
+    } else {
+        with_masks_ahead(samplers, || {
+            Session::advance(model, sessions, &token_lists, &wants)
+        })?
+    };
     Ok(picked
         .into_iter()
         .zip(sessions.iter())
         .zip(samplers.iter_mut())
         .map(|((picked, session), sampler)| finish_pick(sampler, picked, session.tokens()))
         .collect())
+}
+
+/// Runs `step` while another thread computes the constrained samplers'
+/// next masks, so that on a GPU the mask costs no time of its own: the
+/// host thread would only wait for the device meanwhile. (On the CPU the
+/// step takes every core, so there is nothing to overlap.)
+fn with_masks_ahead<T>(samplers: &mut [&mut Sampler], step: impl FnOnce() -> T) -> T {
+    let mut constrained: Vec<&mut Sampler> = samplers
+        .iter_mut()
+        .map(|sampler| &mut **sampler)
+        .filter(|sampler| sampler.is_constrained())
+        .collect();
+    if constrained.is_empty() {
+        return step();
+    }
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for sampler in constrained.iter_mut() {
+                sampler.prepare_constraint_mask();
+            }
+        });
+        step()
+    })
 }
 
 /// What a step asks the backend for on `sampler`'s behalf.

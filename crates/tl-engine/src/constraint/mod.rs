@@ -140,6 +140,7 @@ impl ConstraintCompiler {
         let mut constraint = Constraint {
             matcher,
             end_tokens: self.factory.tok_env().tok_trie().eos_tokens().to_vec(),
+            next_mask: None,
         };
         match constraint.matcher.compute_mask() {
             Ok(first) if !first.is_zero() => Ok(constraint),
@@ -205,6 +206,9 @@ pub struct Constraint {
     matcher: Box<Matcher>,
     /// Tokens that end the answer; the grammar allows them where it may end.
     end_tokens: Vec<u32>,
+    /// The next step's mask, when computed ahead ([`Constraint::prepare_mask`]);
+    /// boxed, like the matcher, to keep requests small.
+    next_mask: Option<Box<SimpleVob>>,
 }
 
 impl std::fmt::Debug for Constraint {
@@ -220,7 +224,10 @@ impl Constraint {
     /// (ids beyond the vocabulary included). Fails when the grammar's work
     /// limits are hit or it allows nothing here.
     pub fn mask_logits(&mut self, logits: &mut [f32]) -> Result<()> {
-        let allowed = self.allowed()?;
+        let allowed = match self.next_mask.take() {
+            Some(ready) => *ready,
+            None => self.allowed()?,
+        };
         let mut any = false;
         for (token, logit) in logits.iter_mut().enumerate() {
             if token < allowed.len() && allowed.get(token) {
@@ -240,12 +247,23 @@ impl Constraint {
     /// Moves past `token`, which the last mask allowed. An end token ends
     /// the constraint (the generation ends on it anyway).
     pub fn accept(&mut self, token: u32) -> Result<()> {
+        self.next_mask = None;
         if self.end_tokens.contains(&token) {
             return Ok(());
         }
         self.matcher
             .consume_token(token)
             .map_err(|e| Error::Grammar(format!("token {token} broke the grammar: {e}")))
+    }
+
+    /// Computes the next step's mask now, so that [`Constraint::mask_logits`]
+    /// finds it ready: called on another thread while a device runs the
+    /// step, it takes the mask off the token's critical path. A failure is
+    /// left for `mask_logits` to report.
+    pub fn prepare_mask(&mut self) {
+        if self.next_mask.is_none() {
+            self.next_mask = self.allowed().ok().map(Box::new);
+        }
     }
 
     /// Whether the output is complete: the grammar accepts it and nothing

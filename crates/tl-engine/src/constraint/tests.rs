@@ -223,3 +223,21 @@ fn vocabulary_without_end_token_is_refused() {
         Err(Error::Grammar(_))
     ));
 }
+
+#[test]
+fn a_mask_prepared_ahead_is_the_one_computed_on_demand() {
+    let mut fresh = compiler().compile(&object_schema()).unwrap();
+    let mut ahead = fresh.clone();
+    for token in [b"{".as_slice(), b"\"a\"", b": ", b"2"] {
+        ahead.prepare_mask();
+        assert_eq!(allowed(&mut ahead), allowed(&mut fresh));
+        let token = id(token);
+        ahead.accept(token).unwrap();
+        fresh.accept(token).unwrap();
+    }
+    // A mask prepared before a token was accepted is not used after it.
+    ahead.prepare_mask();
+    ahead.accept(id(b"}")).unwrap();
+    fresh.accept(id(b"}")).unwrap();
+    assert_eq!(allowed(&mut ahead), allowed(&mut fresh));
+}

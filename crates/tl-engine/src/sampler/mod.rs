@@ -81,6 +81,19 @@ impl Sampler {
         self.constraint.as_ref().is_some_and(|c| c.is_complete())
     }
 
+    /// Computes the constraint's next mask ahead of [`Sampler::sample`] (see
+    /// [`Constraint::prepare_mask`]); nothing without a constraint.
+    pub fn prepare_constraint_mask(&mut self) {
+        if let Some(constraint) = self.constraint.as_mut() {
+            constraint.prepare_mask();
+        }
+    }
+
+    /// Whether the sampler follows a constraint.
+    pub fn is_constrained(&self) -> bool {
+        self.constraint.is_some()
+    }
+
     /// Whether the next pick is the best logit as is, which a backend can
     /// take without the row (no penalty, no constraint).
     pub fn is_plain_argmax(&self) -> bool {
