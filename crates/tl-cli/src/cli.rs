@@ -488,6 +488,24 @@ pub struct GenerateArgs {
     /// Print timings and token counts on stderr when done.
     #[arg(long)]
     pub stats: bool,
+    #[command(flatten)]
+    pub format: OutputFormatArgs,
+}
+
+/// What the output must follow (constrained decoding); at most one.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct OutputFormatArgs {
+    /// Output only text the Lark grammar in FILE allows (llguidance's
+    /// dialect; at most 64 KiB).
+    #[arg(long, value_name = "FILE")]
+    pub grammar: Option<PathBuf>,
+    /// Output only JSON that follows the JSON schema in FILE (at most 64 KiB).
+    #[arg(long, value_name = "FILE")]
+    pub json_schema: Option<PathBuf>,
+    /// Output only a JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `tl bench`.

@@ -245,6 +245,87 @@ fn stop_strings_end_the_output() {
     assert!(!text.contains("population"), "{text}");
 }
 
+/// `--json-schema` gives JSON that follows the schema, sampled or not, and
+/// stops once it is complete; `--grammar` gives only what the grammar
+/// allows; a grammar that allows nothing is an error before generating.
+#[test]
+fn output_formats_constrain_generate() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+            "rank": {"type": "integer", "minimum": 1, "maximum": 9}},
+            "required": ["city", "rank"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    for temperature in ["0", "1.0"] {
+        let out = run(&[
+            "generate",
+            "-m",
+            model(),
+            "--temperature",
+            temperature,
+            "--seed",
+            "3",
+            "-n",
+            "128",
+            "--stats",
+            "--json-schema",
+            schema.to_str().unwrap(),
+            "-p",
+            "Name a big city.",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let object = value.as_object().unwrap();
+        assert_eq!(object.len(), 2, "{value}");
+        assert!(value["city"]
+            .as_str()
+            .is_some_and(|c| c.chars().count() <= 20));
+        assert!(value["rank"].as_u64().is_some_and(|r| (1..=9).contains(&r)));
+        assert!(
+            stderr(&out).contains("stop: GrammarComplete"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let grammar = dir.path().join("yes_no.lark");
+    std::fs::write(&grammar, "start: \"yes\" | \"no\"\n").unwrap();
+    let out = run(&[
+        "generate",
+        "-m",
+        model(),
+        "--grammar",
+        grammar.to_str().unwrap(),
+        "-p",
+        "Is the sky blue?",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        ["yes\n", "no\n"].contains(&stdout(&out).as_str()),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::write(&grammar, "start: a\na: a \"x\"\n").unwrap();
+    let out = run(&[
+        "generate",
+        "-m",
+        model(),
+        "--grammar",
+        grammar.to_str().unwrap(),
+        "-p",
+        "x",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the grammar allows no output"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+}
+
 #[test]
 fn chat_answers_one_message_and_leaves() {
     let out = tl()

@@ -1,8 +1,10 @@
 //! The official `openai` and `ollama` Python clients against `tl serve`:
 //! chat, streaming chat, completions and generate, embeddings (checked
 //! against llama.cpp's, LangChain's `OpenAIEmbeddings` too), model listing,
-//! and a missing model's error. The clients are installed from pip once into the
-//! cache folder (pinned versions, so the test means the same thing every run).
+//! a missing model's error, and structured output (JSON schemas through both
+//! clients and LangChain's `with_structured_output`, checked with
+//! `jsonschema`). The clients are installed from pip once into the cache
+//! folder (pinned versions, so the test means the same thing every run).
 
 mod common;
 
@@ -12,7 +14,16 @@ use std::process::Command;
 use common::server::Server;
 use serde_json::Value;
 
-const CLIENTS: [&str; 3] = ["openai==3.54.0", "ollama==0.6.3", "langchain-openai==1.6.6"];
+const CLIENTS: [&str; 4] = [
+    "openai==3.54.0",
+    "ollama==0.6.3",
+    "langchain-openai==1.6.6",
+    "jsonschema==4.26.0",
+];
+
+/// Sampled JSON-schema answers the structured-output test asks for (the
+/// full acceptance run of 100 is `scripts/json_mode_acceptance.py`).
+const SAMPLED_REQUESTS: &str = "10";
 
 /// Where the clients are installed: `$TL_CACHE_DIR/python-clients`, else the
 /// platform cache folder's `tensorlogic/python-clients`.
@@ -158,4 +169,49 @@ fn check_embeddings(results: &Value) {
     assert_eq!(short.len(), 64);
     close(&short, &hello[..64], "openai dimensions=64");
     assert_eq!(results["openai_empty_embedding"], "BadRequestError");
+}
+
+/// Every structured answer ends with "stop" and validates against its
+/// schema, sampled at temperature 1.0 too; bad formats are 400s.
+#[test]
+fn structured_output_through_official_clients_and_langchain() {
+    let clients = install_clients();
+    let server = Server::start(&["--ctx", "1024"]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/structured_output.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(server.url())
+        .arg("SmolLM2-135M-Instruct.Q4_1")
+        .arg(SAMPLED_REQUESTS)
+        .env("PYTHONPATH", &clients)
+        .output()
+        .expect("cannot run python3");
+    assert!(
+        out.status.success(),
+        "the structured-output script failed:\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+    let results: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    let sampled = results["openai_sampled"]
+        .as_array()
+        .expect("sampled results");
+    assert_eq!(sampled.len().to_string(), SAMPLED_REQUESTS);
+    for (seed, result) in sampled.iter().enumerate() {
+        assert_eq!(result[0], "stop", "seed {seed}: {result}");
+        assert_eq!(result[1], "valid", "seed {seed}: {result}");
+    }
+    assert_eq!(results["openai_stream"], "valid", "{results}");
+    for key in [
+        "openai_completion_json_object",
+        "ollama_chat_schema",
+        "ollama_generate_json",
+    ] {
+        assert_eq!(results[key][0], "stop", "{key}: {results}");
+        assert_eq!(results[key][1], "valid", "{key}: {results}");
+    }
+    assert_eq!(results["openai_bad_schema"], "BadRequestError");
+    assert_eq!(results["ollama_bad_format"], 400);
+    assert_eq!(results["langchain_structured"], "Owner");
+    assert_eq!(results["langchain_valid"], "valid");
 }

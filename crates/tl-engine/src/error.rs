@@ -40,6 +40,11 @@ pub enum Error {
     #[error("not enough memory: {0}")]
     Memory(String),
 
+    /// A grammar or JSON schema for constrained decoding is invalid, too
+    /// large or allows nothing, or a constrained step failed.
+    #[error("{0}")]
+    Grammar(String),
+
     /// A request asked for something impossible (e.g. more tokens than the context).
     #[error("{0}")]
     InvalidRequest(String),

@@ -1,6 +1,7 @@
 //! The generation loop: prefill the prompt, then sample, stream and feed back one
-//! token at a time until an end-of-generation token, a stop string, the token
-//! limit, a full context, or the caller says stop.
+//! token at a time until an end-of-generation token, a stop string, the end of
+//! the sampler's grammar, the token limit, a full context, or the caller says
+//! stop.
 //!
 //! The prefill's logits give the first token (the last prompt token is never run
 //! twice), and text is streamed through an incremental detokenizer so no broken
@@ -50,6 +51,9 @@ pub enum StopReason {
     ContextFull,
     /// The caller asked to stop.
     Cancelled,
+    /// The output is complete under the request's grammar or JSON schema:
+    /// nothing but the end may follow.
+    GrammarComplete,
 }
 
 /// Timings and counts of one generation.
@@ -150,6 +154,10 @@ impl Generator<'_> {
             emit(&accepted.text, &mut keep_going);
             let reason = match accepted.stop {
                 Some(StopReason::MaxTokens) | None if !keep_going => Some(StopReason::Cancelled),
+                // Complete on its last allowed token: the answer is whole.
+                Some(StopReason::MaxTokens) | None if sampler.constraint_complete() => {
+                    Some(StopReason::GrammarComplete)
+                }
                 None if session.tokens().len() >= session.capacity() => {
                     Some(StopReason::ContextFull)
                 }
@@ -225,13 +233,42 @@ pub fn step_batch_sampled(
         })
         .collect();
     let token_lists: Vec<&[u32]> = tokens.iter().map(std::slice::from_ref).collect();
-    let picked = Session::advance(model, sessions, &token_lists, &wants)?;
+    let picked = if model.is_cpu() {
+        Session::advance(model, sessions, &token_lists, &wants)?
+    } else {
+        with_masks_ahead(samplers, || {
+            Session::advance(model, sessions, &token_lists, &wants)
+        })?
+    };
     Ok(picked
         .into_iter()
         .zip(sessions.iter())
         .zip(samplers.iter_mut())
         .map(|((picked, session), sampler)| finish_pick(sampler, picked, session.tokens()))
         .collect())
+}
+
+/// Runs `step` while another thread computes the constrained samplers'
+/// next masks, so that on a GPU the mask costs no time of its own: the
+/// host thread would only wait for the device meanwhile. (On the CPU the
+/// step takes every core, so there is nothing to overlap.)
+fn with_masks_ahead<T>(samplers: &mut [&mut Sampler], step: impl FnOnce() -> T) -> T {
+    let mut constrained: Vec<&mut Sampler> = samplers
+        .iter_mut()
+        .map(|sampler| &mut **sampler)
+        .filter(|sampler| sampler.is_constrained())
+        .collect();
+    if constrained.is_empty() {
+        return step();
+    }
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for sampler in constrained.iter_mut() {
+                sampler.prepare_constraint_mask();
+            }
+        });
+        step()
+    })
 }
 
 /// What a step asks the backend for on `sampler`'s behalf.
@@ -242,7 +279,7 @@ enum WantedKind {
 }
 
 fn wanted_kind(sampler: &Sampler) -> WantedKind {
-    if sampler.config().is_plain_argmax() {
+    if sampler.is_plain_argmax() {
         WantedKind::Argmax
     } else if let Some(params) = sampler.device_sampling() {
         WantedKind::Sample(params)

@@ -1,11 +1,14 @@
 //! The TensorLogic engine: the loaded-model bundle (`loaded`), one step API
 //! over the CPU and CUDA backends (`backend`; the model schedule and the
-//! backends themselves are private), sessions, chat templates, sampling, the
-//! generation loop, embeddings (`embedding`), perplexity, host memory checks (`memory`), the arithmetic programs build on (`ops`), and
+//! backends themselves are private), sessions, chat templates, sampling,
+//! constrained decoding (`constraint`), the generation loop, embeddings
+//! (`embedding`), perplexity, host memory checks (`memory`), the arithmetic
+//! programs build on (`ops`), and
 //! random-weight models of real shapes for benchmarks (`synth`).
 
 pub mod backend;
 pub mod chat_template;
+pub mod constraint;
 mod cpu;
 mod cuda;
 pub mod embedding;

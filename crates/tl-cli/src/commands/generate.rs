@@ -1,14 +1,18 @@
 //! `tl generate`: one completion to stdout; logs and statistics go to stderr so
 //! stdout holds exactly the generated text.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::path::Path;
 
 use anyhow::Result;
 use tl_engine::chat_template::ChatMessage;
+use tl_engine::constraint::{
+    Constraint, ConstraintCompiler, ConstraintVocabulary, Grammar, MAX_GRAMMAR_BYTES,
+};
 use tl_engine::sampler::Sampler;
 use tl_engine::{GenerationConfig, Generator};
 
-use crate::cli::GenerateArgs;
+use crate::cli::{GenerateArgs, OutputFormatArgs};
 use crate::loaded_model::{self, LoadedModel};
 
 pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
@@ -27,7 +31,8 @@ pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
         config: &config,
     };
     let mut session = loaded.new_session()?;
-    let mut sampler = Sampler::new(sampler_config);
+    let constraint = output_constraint(&args.format, &loaded)?;
+    let mut sampler = Sampler::new(sampler_config).with_constraint(constraint);
     let mut stdout = std::io::stdout().lock();
     let mut write_error = None;
     let generation = generator.generate(&mut session, &prompt, &mut sampler, &mut |text| {
@@ -88,4 +93,44 @@ fn prompt_tokens(loaded: &LoadedModel, prompt: &str, raw: bool) -> Result<Vec<u3
             .template
             .encode(&loaded.file.tokenizer, &[ChatMessage::user(prompt)], true)?;
     Ok(prompt.tokens)
+}
+
+/// The constraint `--grammar`, `--json-schema` or `--json` asks for, compiled
+/// for the model's vocabulary.
+fn output_constraint(
+    format: &OutputFormatArgs,
+    loaded: &LoadedModel,
+) -> Result<Option<Constraint>> {
+    let grammar = if let Some(path) = &format.grammar {
+        Grammar::Lark(read_grammar_file(path)?)
+    } else if let Some(path) = &format.json_schema {
+        let text = read_grammar_file(path)?;
+        let schema = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", path.display()))?;
+        Grammar::JsonSchema(schema)
+    } else if format.json {
+        Grammar::any_json_object()
+    } else {
+        return Ok(None);
+    };
+    let vocabulary = ConstraintVocabulary::from_tokenizer(&loaded.file.tokenizer);
+    let constraint = ConstraintCompiler::new(&vocabulary)?.compile(&grammar)?;
+    Ok(Some(constraint))
+}
+
+/// A grammar or schema file's text, refused past [`MAX_GRAMMAR_BYTES`]
+/// before it is read whole.
+fn read_grammar_file(path: &Path) -> Result<String> {
+    let cannot = |e: std::io::Error| anyhow::anyhow!("cannot read {}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut text = String::new();
+    let limit = MAX_GRAMMAR_BYTES as u64 + 1;
+    file.take(limit).read_to_string(&mut text).map_err(cannot)?;
+    if text.len() > MAX_GRAMMAR_BYTES {
+        anyhow::bail!(
+            "{} is larger than the {MAX_GRAMMAR_BYTES} bytes a grammar or schema may have",
+            path.display()
+        );
+    }
+    Ok(text)
 }

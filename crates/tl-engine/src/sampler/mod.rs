@@ -14,6 +14,11 @@
 //! stream comes from our own xoshiro256** ([`rng`]): a seed gives the same
 //! tokens on every run, platform and crate version.
 //!
+//! A [`Constraint`] (a grammar or JSON schema) masks the logits after the
+//! penalties and before the rest of the chain, and moves on with each pick;
+//! a constrained sampler always takes the whole row to the host, since the
+//! mask is computed there.
+//!
 //! A GPU runs the same chain itself (`tl_cuda::ops::sample`, given
 //! [`Sampler::device_sampling`]), following this code operation for
 //! operation, so both pick the same token from the same logits.
@@ -31,6 +36,7 @@ pub use config::SamplerConfig;
 pub use device::{SamplingParams, MAX_DEVICE_TOP_K};
 pub use penalties::{apply_penalties, penalize_logit, penalty_window, Penalties};
 
+use crate::constraint::Constraint;
 use crate::{Error, Result};
 use rng::Xoshiro256StarStar;
 
@@ -46,6 +52,8 @@ pub struct Sampler {
     penalized_logits: Vec<f32>,
     /// Reused by the penalties to count the tokens of the window.
     penalty_scratch: Vec<u32>,
+    /// What the output must follow, if anything.
+    constraint: Option<Constraint>,
 }
 
 impl Sampler {
@@ -57,7 +65,39 @@ impl Sampler {
             candidates: Vec::new(),
             penalized_logits: Vec::new(),
             penalty_scratch: Vec::new(),
+            constraint: None,
         }
+    }
+
+    /// This sampler, picking only tokens `constraint` allows.
+    pub fn with_constraint(mut self, constraint: Option<Constraint>) -> Self {
+        self.constraint = constraint;
+        self
+    }
+
+    /// Whether the output is complete under the sampler's constraint:
+    /// generation should stop (never true without a constraint).
+    pub fn constraint_complete(&self) -> bool {
+        self.constraint.as_ref().is_some_and(|c| c.is_complete())
+    }
+
+    /// Computes the constraint's next mask ahead of [`Sampler::sample`] (see
+    /// [`Constraint::prepare_mask`]); nothing without a constraint.
+    pub fn prepare_constraint_mask(&mut self) {
+        if let Some(constraint) = self.constraint.as_mut() {
+            constraint.prepare_mask();
+        }
+    }
+
+    /// Whether the sampler follows a constraint.
+    pub fn is_constrained(&self) -> bool {
+        self.constraint.is_some()
+    }
+
+    /// Whether the next pick is the best logit as is, which a backend can
+    /// take without the row (no penalty, no constraint).
+    pub fn is_plain_argmax(&self) -> bool {
+        self.config.is_plain_argmax() && self.constraint.is_none()
     }
 
     pub fn config(&self) -> &SamplerConfig {
@@ -73,7 +113,8 @@ impl Sampler {
     /// Picks the next token. `history` is every token so far in the sequence
     /// (prompt + generated); penalties look at its last `repeat_last_n`
     /// entries. Never panics: an invalid config, empty `logits` or logits that
-    /// are all NaN / `-inf` give [`Error::InvalidRequest`].
+    /// are all NaN / `-inf` give [`Error::InvalidRequest`]; a constraint that
+    /// fails or allows nothing gives [`Error::Grammar`].
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32> {
         self.config.validate()?;
         check_vocabulary_size(logits)?;
@@ -83,26 +124,43 @@ impl Sampler {
             candidates,
             penalized_logits,
             penalty_scratch,
+            constraint,
         } = self;
-        let logits = penalize(logits, history, config, penalized_logits, penalty_scratch);
+        let logits = match constraint.as_mut() {
+            Some(constraint) => {
+                let masked =
+                    penalized_copy(logits, history, config, penalized_logits, penalty_scratch);
+                constraint.mask_logits(masked)?;
+                masked
+            }
+            None => penalize(logits, history, config, penalized_logits, penalty_scratch),
+        };
         let token = if config.is_greedy() {
             candidates::argmax(logits)
         } else {
             truncate_and_draw(logits, config, candidates, rng)
         };
-        token.ok_or_else(no_usable_logits)
+        let token = token.ok_or_else(no_usable_logits)?;
+        if let Some(constraint) = constraint.as_mut() {
+            constraint.accept(token)?;
+        }
+        Ok(token)
     }
 }
 
 impl Sampler {
     /// The settings a GPU needs to make this sampler's next pick itself
-    /// (`tl_cuda::ops::sample`), when it can: valid settings, and either
+    /// (`tl_cuda::ops::sample`), when it can: valid settings, no constraint
+    /// (its mask is the host's), and either
     /// greedy (the best token after the penalties) or a draw with top-k in
     /// `1..=MAX_DEVICE_TOP_K`. Its `draw` is the one [`Sampler::sample`] would
     /// use next; once the device has picked, call
     /// [`Sampler::accept_device_token`]. The device also needs the tokens of
     /// [`Sampler::penalized_tokens`].
     pub fn device_sampling(&self) -> Option<SamplingParams> {
+        if self.constraint.is_some() {
+            return None;
+        }
         let config = &self.config;
         config.validate().ok()?;
         let greedy = config.is_greedy();
@@ -179,6 +237,25 @@ fn penalize<'a>(
     buffer.clear();
     buffer.extend_from_slice(logits);
     apply_penalties(buffer, window, &penalties, scratch);
+    buffer
+}
+
+/// A copy of the logits in `buffer`, penalised when a penalty applies: the
+/// row a constraint may then mask.
+fn penalized_copy<'a>(
+    logits: &[f32],
+    history: &[u32],
+    config: &SamplerConfig,
+    buffer: &'a mut Vec<f32>,
+    scratch: &mut Vec<u32>,
+) -> &'a mut [f32] {
+    buffer.clear();
+    buffer.extend_from_slice(logits);
+    let penalties = Penalties::from_config(config);
+    let window = penalty_window(history, config.repeat_last_n);
+    if !penalties.is_off() && !window.is_empty() {
+        apply_penalties(buffer, window, &penalties, scratch);
+    }
     buffer
 }
 

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use tl_engine::constraint::Constraint;
 use tl_engine::sampler::SamplerConfig;
 use tl_engine::{GenerationConfig, StopReason};
 use tokio::sync::mpsc::UnboundedSender;
@@ -37,6 +38,8 @@ pub struct Job {
     pub model: Arc<ModelEntry>,
     pub prompt: Vec<u32>,
     pub sampler: SamplerConfig,
+    /// The grammar or JSON schema the output must follow, compiled.
+    pub constraint: Option<Constraint>,
     /// Token limit and stop strings (the server sets the prefill chunk).
     pub generation: GenerationConfig,
     /// Where the job's events go; dropping the receiver cancels the job.

@@ -301,7 +301,7 @@ impl Scheduler {
     }
 
     /// Gives a job (whose model is loaded) a cache and starts its prompt.
-    fn start(&mut self, job: Job) -> Result<(), String> {
+    fn start(&mut self, mut job: Job) -> Result<(), String> {
         let Some(backend) = self.pool.backend(&job.model.name) else {
             return Err(self.fail_job(job, "the model is not loaded".into()));
         };
@@ -331,7 +331,7 @@ impl Scheduler {
             .prompt_tokens
             .fetch_add(job.prompt.len() as u64, Ordering::Relaxed);
         self.running.push(Sequence {
-            sampler: Sampler::new(job.sampler.clone()),
+            sampler: Sampler::new(job.sampler.clone()).with_constraint(job.constraint.take()),
             output: TextOutput::new(&job.generation),
             phase: Phase::Prompt {
                 next: cached_tokens,
@@ -592,8 +592,13 @@ fn take_token(sequence: &mut Sequence, picked: Result<u32, String>, metrics: &Me
     {
         return Step::Cancelled;
     }
-    if let Some(reason) = accepted.stop {
-        return Step::Finished(reason);
+    match accepted.stop {
+        // Complete on its last allowed token: the answer is whole.
+        Some(StopReason::MaxTokens) | None if sequence.sampler.constraint_complete() => {
+            return Step::Finished(StopReason::GrammarComplete)
+        }
+        Some(reason) => return Step::Finished(reason),
+        None => {}
     }
     if sequence.session.tokens().len() >= sequence.session.capacity() {
         return Step::Finished(StopReason::ContextFull);

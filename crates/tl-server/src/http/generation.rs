@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tl_engine::chat_template::ChatMessage;
+use tl_engine::constraint::{Constraint, Grammar};
 use tl_engine::sampler::SamplerConfig;
 use tl_engine::{GenerationConfig, StopReason};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -44,6 +45,9 @@ pub struct Options {
     pub stop: Vec<String>,
     /// A smaller context than the server's for this request (Ollama's `num_ctx`).
     pub context: Option<usize>,
+    /// What the output must follow (OpenAI's `response_format`, Ollama's
+    /// `format`).
+    pub grammar: Option<Grammar>,
 }
 
 /// A request ready for the engine.
@@ -51,6 +55,7 @@ pub struct Prepared {
     pub model: Arc<ModelEntry>,
     pub prompt: Vec<u32>,
     pub sampler: SamplerConfig,
+    pub constraint: Option<Constraint>,
     pub generation: GenerationConfig,
     admitted: Admitted,
 }
@@ -172,10 +177,15 @@ fn prepare(
     };
     let sampler = sampler_config(options);
     sampler.validate().map_err(|e| bad(e.to_string()))?;
+    let constraint = match &options.grammar {
+        Some(grammar) => Some(compile_grammar(&model, grammar).map_err(bad)?),
+        None => None,
+    };
     Ok(Prepared {
         model,
         prompt,
         sampler,
+        constraint,
         generation: GenerationConfig {
             max_tokens,
             stop_strings: options.stop.clone(),
@@ -183,6 +193,15 @@ fn prepare(
         },
         admitted,
     })
+}
+
+/// The request's grammar or schema, compiled for `model`; the error is the
+/// client's to fix (a 400).
+fn compile_grammar(model: &ModelEntry, grammar: &Grammar) -> Result<Constraint, String> {
+    let compiler = model.constraint_compiler()?;
+    compiler
+        .compile(grammar)
+        .map_err(|e| format!("invalid response format: {e}"))
 }
 
 /// Most stop strings a request may give: OpenAI's limit, and more for Ollama's
@@ -272,6 +291,7 @@ pub fn submit(
         model: prepared.model,
         prompt: prepared.prompt,
         sampler: prepared.sampler,
+        constraint: prepared.constraint,
         generation: prepared.generation,
         events,
         arrived,
@@ -310,7 +330,10 @@ pub async fn collect(
 pub fn finish_reason(reason: StopReason) -> &'static str {
     match reason {
         StopReason::MaxTokens | StopReason::ContextFull => "length",
-        StopReason::EndOfGeneration | StopReason::StopString | StopReason::Cancelled => "stop",
+        StopReason::EndOfGeneration
+        | StopReason::StopString
+        | StopReason::Cancelled
+        | StopReason::GrammarComplete => "stop",
     }
 }
 

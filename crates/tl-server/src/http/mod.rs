@@ -6,6 +6,7 @@ mod error;
 mod generation;
 mod ollama;
 mod openai;
+mod response_format;
 mod utility;
 
 use std::net::SocketAddr;

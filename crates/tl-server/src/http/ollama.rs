@@ -15,9 +15,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tl_engine::chat_template::date::{strftime, CivilDateTime};
 use tl_engine::chat_template::ChatMessage;
+use tl_engine::constraint::Grammar;
 
 use super::error::{parse_json, ApiError, Flavor};
 use super::generation::{self, finish_reason, Options, PromptSource};
+use super::response_format::ollama_format;
 use super::AppState;
 use crate::engine::{Event, Scope, Summary};
 use crate::registry::ModelEntry;
@@ -59,6 +61,7 @@ impl ModelOptions {
             max_tokens: self.num_predict,
             stop: self.stop.unwrap_or_default(),
             context: self.num_ctx,
+            grammar: None,
         }
     }
 }
@@ -76,6 +79,8 @@ struct ChatRequest {
     #[serde(default)]
     messages: Vec<Message>,
     stream: Option<bool>,
+    /// `"json"` or a JSON schema (see `response_format::ollama_format`).
+    format: Option<Value>,
     #[serde(default)]
     options: ModelOptions,
 }
@@ -89,6 +94,8 @@ struct GenerateRequest {
     #[serde(default)]
     raw: bool,
     stream: Option<bool>,
+    /// `"json"` or a JSON schema (see `response_format::ollama_format`).
+    format: Option<Value>,
     #[serde(default)]
     options: ModelOptions,
 }
@@ -133,6 +140,7 @@ pub async fn chat(
             kind: Kind::Chat,
             model: &model,
             stream,
+            grammar: grammar(request.format.as_ref())?,
             arrived,
             scope,
         };
@@ -170,6 +178,7 @@ pub async fn generate(
             kind: Kind::Generate,
             model: &model,
             stream,
+            grammar: grammar(request.format.as_ref())?,
             arrived,
             scope,
         };
@@ -183,8 +192,14 @@ struct Run<'a> {
     kind: Kind,
     model: &'a ModelEntry,
     stream: bool,
+    grammar: Option<Grammar>,
     arrived: Instant,
     scope: Scope,
+}
+
+/// The request's `format`, or a 400.
+fn grammar(format: Option<&Value>) -> Result<Option<Grammar>, ApiError> {
+    ollama_format(format).map_err(|message| ApiError::bad_request(FLAVOR, message))
 }
 
 impl Run<'_> {
@@ -195,7 +210,10 @@ impl Run<'_> {
         source: PromptSource,
         options: ModelOptions,
     ) -> Result<Response, ApiError> {
-        let options = options.into_options(self.model.context);
+        let options = Options {
+            grammar: self.grammar,
+            ..options.into_options(self.model.context)
+        };
         let (name, scope) = (&self.model.name, self.scope);
         let prepared =
             generation::prepare_blocking(state, FLAVOR, name, source, options, scope).await?;

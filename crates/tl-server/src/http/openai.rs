@@ -19,6 +19,7 @@ use tl_engine::chat_template::ChatMessage;
 
 use super::error::{parse_json, ApiError, Flavor};
 use super::generation::{self, find_model, finish_reason, unix_now, Options, PromptSource};
+use super::response_format::openai_response_format;
 use super::AppState;
 use crate::engine::{Event, Scope, Summary};
 use crate::registry::ModelEntry;
@@ -98,6 +99,9 @@ struct Sampling {
     #[serde(default)]
     stream: bool,
     stream_options: Option<StreamOptions>,
+    /// Free text, JSON, or JSON following a schema (see
+    /// `response_format::openai_response_format`).
+    response_format: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -122,6 +126,8 @@ impl Sampling {
             return Err(ApiError::bad_request(FLAVOR, "only n = 1 is supported"));
         }
         let include_usage = self.stream_options.is_some_and(|o| o.include_usage);
+        let grammar = openai_response_format(self.response_format.as_ref())
+            .map_err(|message| ApiError::bad_request(FLAVOR, message))?;
         let options = Options {
             temperature: self.temperature,
             top_k: self.top_k,
@@ -133,6 +139,7 @@ impl Sampling {
             seed: self.seed,
             max_tokens: self.max_completion_tokens.or(self.max_tokens),
             stop: self.stop.map(OneOrMany::into_vec).unwrap_or_default(),
+            grammar,
             ..Options::default()
         };
         Ok((options, self.stream, include_usage))
