@@ -472,9 +472,18 @@ pub struct GenerateArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
-    /// The prompt.
-    #[arg(short, long, value_name = "TEXT")]
-    pub prompt: String,
+    /// The prompt; `-` reads it from standard input.
+    #[arg(
+        short,
+        long,
+        value_name = "TEXT",
+        required_unless_present = "file",
+        conflicts_with = "file"
+    )]
+    pub prompt: Option<String>,
+    /// Read the prompt from FILE.
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
     /// Most tokens to generate.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 256)]
     pub max_tokens: usize,

@@ -327,6 +327,67 @@ fn output_formats_constrain_generate() {
 }
 
 #[test]
+fn generate_reads_the_prompt_from_stdin_or_a_file() {
+    let args = [
+        "generate",
+        "-m",
+        model(),
+        "--raw",
+        "--temperature",
+        "0",
+        "-n",
+        "12",
+    ];
+    let direct = tl()
+        .args(args)
+        .args(["-p", "The capital of France is"])
+        .output()
+        .unwrap();
+    assert!(direct.status.success(), "{}", stderr(&direct));
+    let mut child = tl()
+        .args(args)
+        .args(["-p", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"The capital of France is\n")
+        .unwrap();
+    let piped = child.wait_with_output().unwrap();
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert_eq!(stdout(&piped), stdout(&direct));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prompt.txt");
+    std::fs::write(&file, "The capital of France is\n").unwrap();
+    let from_file = tl().args(args).arg("--file").arg(&file).output().unwrap();
+    assert!(from_file.status.success(), "{}", stderr(&from_file));
+    assert_eq!(stdout(&from_file), stdout(&direct));
+    let missing = tl()
+        .args(args)
+        .args(["--file", "/nonexistent/prompt.txt"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("cannot read the prompt from /nonexistent/prompt.txt"),
+        "{}",
+        stderr(&missing)
+    );
+    let both = tl()
+        .args(args)
+        .args(["-p", "x", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!both.status.success());
+}
+
+#[test]
 fn chat_answers_one_message_and_leaves() {
     let out = tl()
         .args([

@@ -38,10 +38,12 @@ impl StreamDecoder {
     /// when they came. Returns the text still held back, which is none.
     pub fn finish(self) -> String {
         // `take_complete` leaves only a trailing incomplete character.
-        debug_assert!(matches!(
-            std::str::from_utf8(&self.pending),
-            Err(e) if e.valid_up_to() == 0 && e.error_len().is_none()
-        ) || self.pending.is_empty());
+        debug_assert!(
+            matches!(
+                std::str::from_utf8(&self.pending),
+                Err(e) if e.valid_up_to() == 0 && e.error_len().is_none()
+            ) || self.pending.is_empty()
+        );
         String::new()
     }
 

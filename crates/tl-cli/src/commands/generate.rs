@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use tl_engine::chat_template::ChatMessage;
 use tl_engine::constraint::{
     Constraint, ConstraintCompiler, ConstraintVocabulary, Grammar, MAX_GRAMMAR_BYTES,
@@ -15,11 +15,44 @@ use tl_engine::{GenerationConfig, Generator};
 use crate::cli::{GenerateArgs, OutputFormatArgs};
 use crate::loaded_model::{self, LoadedModel};
 
+/// The prompt: `-p TEXT`, standard input for `-p -`, or `--file FILE`; read
+/// text loses one final line break, as llama.cpp's `-f` does (an editor or
+/// `echo` adds it).
+fn prompt_text(args: &GenerateArgs) -> Result<String> {
+    let without_final_newline = |mut text: String| {
+        if text.ends_with('\n') {
+            text.pop();
+            if text.ends_with('\r') {
+                text.pop();
+            }
+        }
+        text
+    };
+    if let Some(path) = &args.file {
+        return std::fs::read_to_string(path)
+            .map(without_final_newline)
+            .with_context(|| format!("cannot read the prompt from {}", path.display()));
+    }
+    match args.prompt.as_deref() {
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the prompt from standard input")?;
+            Ok(without_final_newline(text))
+        }
+        Some(text) => Ok(text.to_string()),
+        None => anyhow::bail!("give a prompt with -p TEXT, -p - (standard input) or --file FILE"),
+    }
+}
+
 pub fn run(args: &GenerateArgs, verbose: bool) -> Result<()> {
     let sampler_config = args.sampling.to_config();
     sampler_config.validate()?;
+    // Before the model is loaded: a missing file should not wait for it.
+    let text = prompt_text(args)?;
     let loaded = loaded_model::load(&args.model, verbose)?;
-    let prompt = prompt_tokens(&loaded, &args.prompt, args.raw)?;
+    let prompt = prompt_tokens(&loaded, &text, args.raw)?;
     let config = GenerationConfig {
         max_tokens: args.max_tokens,
         stop_strings: args.stop.clone(),
