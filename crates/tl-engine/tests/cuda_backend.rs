@@ -260,13 +260,17 @@ fn hidden_states(backend: &Backend, tokens: &[u32]) -> Vec<f32> {
 /// The final hidden states an embedding pools: the GPU's are the CPU's bits
 /// for a short prompt of quantized weights (the decode kernels, row by row)
 /// and its embedding points the same way for a long one (GEMMs, summed in
-/// another order), and for one token (a prompt pass, not a decode step).
+/// another order: within 1e-4, or twice what the CPU itself moves when one
+/// norm vector is nudged by 1e-6, where random weights amplify more), and
+/// for one token (a prompt pass, not a decode step).
 #[test]
 fn gpu_hidden_states_match_the_cpu() {
     for path in gpu_models() {
         let Some((cpu, cuda)) = load_both(&path) else {
             return;
         };
+        let dir = tempfile::tempdir().unwrap();
+        let nudged = nudged_cpu(&path, dir.path());
         let name = path.display();
         let vocab = cpu.config().vocab_size;
         let quantized = quantized_blocks(&path);
@@ -281,10 +285,16 @@ fn gpu_hidden_states_match_the_cpu() {
                 let mut session = Session::new(backend, CONTEXT).unwrap();
                 tl_engine::embedding::embed(backend, &mut session, &tokens, 0, None).unwrap()
             };
-            let distance =
-                tl_engine::embedding::cosine_distance(&embedding(&cuda), &embedding(&cpu));
-            eprintln!("{name}, {length} tokens: GPU vs CPU embedding {distance:.2e}");
-            assert!(distance < 1e-4, "{name}, {length} tokens: {distance:e}");
+            let on_cpu = embedding(&cpu);
+            let distance = tl_engine::embedding::cosine_distance(&embedding(&cuda), &on_cpu);
+            let floor = tl_engine::embedding::cosine_distance(&embedding(&nudged), &on_cpu);
+            eprintln!(
+                "{name}, {length} tokens: GPU vs CPU embedding {distance:.2e} (CPU floor {floor:.2e})"
+            );
+            assert!(
+                distance < (2.0 * floor).max(1e-4),
+                "{name}, {length} tokens: {distance:e} (CPU floor {floor:e})"
+            );
         }
     }
 }
