@@ -14,6 +14,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use super::error::{ApiError, Flavor};
 use super::AppState;
 use crate::engine::{Event, Job, Place, Refusal, Scope, Summary};
+use crate::presets::Parameters;
 use crate::registry::ModelEntry;
 
 /// What the model is asked to continue.
@@ -44,6 +45,47 @@ pub struct Options {
     pub stop: Vec<String>,
     /// A smaller context than the server's for this request (Ollama's `num_ctx`).
     pub context: Option<usize>,
+    /// How long the model stays loaded once idle after this request
+    /// (Ollama's `keep_alive`); `None`: until evicted.
+    pub keep_alive: Option<std::time::Duration>,
+}
+
+impl Options {
+    /// The request's values, and a preset's where the request gave none.
+    fn with_defaults(mut self, defaults: &Parameters, context: usize) -> Options {
+        let d = defaults;
+        self.temperature = self.temperature.or(d.temperature);
+        self.top_k = self.top_k.or(d.top_k);
+        self.top_p = self.top_p.or(d.top_p);
+        self.min_p = self.min_p.or(d.min_p);
+        self.repeat_penalty = self.repeat_penalty.or(d.repeat_penalty);
+        self.repeat_last_n =
+            self.repeat_last_n.or(d
+                .repeat_last_n
+                .map(|n| if n < 0 { context } else { n as usize }));
+        self.presence_penalty = self.presence_penalty.or(d.presence_penalty);
+        self.frequency_penalty = self.frequency_penalty.or(d.frequency_penalty);
+        self.seed = self.seed.or(d.seed);
+        self.max_tokens = self.max_tokens.or(d.num_predict);
+        self.context = self.context.or(d.num_ctx);
+        if self.stop.is_empty() {
+            self.stop = d.stop.clone().unwrap_or_default();
+        }
+        self
+    }
+}
+
+/// A preset's system prompt goes first, unless the request has its own.
+fn with_system(source: PromptSource, system: Option<&str>) -> PromptSource {
+    match (source, system) {
+        (PromptSource::Chat(mut messages), Some(system))
+            if !messages.iter().any(|m| m.role == "system") =>
+        {
+            messages.insert(0, ChatMessage::system(system.to_owned()));
+            PromptSource::Chat(messages)
+        }
+        (source, _) => source,
+    }
 }
 
 /// A request ready for the engine.
@@ -52,6 +94,7 @@ pub struct Prepared {
     pub prompt: Vec<u32>,
     pub sampler: SamplerConfig,
     pub generation: GenerationConfig,
+    pub keep_alive: Option<std::time::Duration>,
     admitted: Admitted,
 }
 
@@ -71,7 +114,6 @@ pub fn find_model(
     state
         .registry
         .find(name)
-        .cloned()
         .ok_or_else(|| ApiError::unknown_model(flavor, name))
 }
 
@@ -91,7 +133,7 @@ pub async fn prepare_blocking(
     let place = state.engine.reserve().map_err(|r| refused(flavor, r))?;
     let (state, model) = (state.clone(), model.to_owned());
     let admitted = Admitted { place, scope };
-    tokio::task::spawn_blocking(move || prepare(&state, flavor, &model, source, &options, admitted))
+    tokio::task::spawn_blocking(move || prepare(&state, flavor, &model, source, options, admitted))
         .await
         .unwrap_or_else(|e| {
             Err(ApiError::internal(
@@ -107,10 +149,19 @@ fn prepare(
     flavor: Flavor,
     model: &str,
     source: PromptSource,
-    options: &Options,
+    options: Options,
     admitted: Admitted,
 ) -> Result<Prepared, ApiError> {
+    let preset = state.registry.preset(model);
     let model = find_model(state, flavor, model)?;
+    let (options, source) = match &preset {
+        Some(preset) => (
+            options.with_defaults(&preset.parameters, model.context),
+            with_system(source, preset.system.as_deref()),
+        ),
+        None => (options, source),
+    };
+    let options = &options;
     let bad = |message: String| ApiError::bad_request(flavor, message);
     check_stop_strings(&options.stop, flavor).map_err(bad)?;
     let context = options
@@ -181,6 +232,7 @@ fn prepare(
             stop_strings: options.stop.clone(),
             prefill_chunk_tokens: 0,
         },
+        keep_alive: options.keep_alive,
         admitted,
     })
 }
@@ -277,6 +329,7 @@ pub fn submit(
         arrived,
         place: prepared.admitted.place,
         scope: prepared.admitted.scope,
+        keep_alive: prepared.keep_alive,
     };
     state.engine.submit(job).map_err(|r| refused(flavor, r))?;
     Ok(receiver)
@@ -289,6 +342,31 @@ pub fn refused(flavor: Flavor, refusal: Refusal) -> ApiError {
         Refusal::Stopped => ApiError::internal(flavor, "the engine has stopped"),
     }
 }
+
+/// What a streaming response sends next.
+pub enum Next {
+    Event(Event),
+    /// The engine dropped the request without a last event.
+    Dropped,
+    /// The server is stopping and the grace period is over: the stream
+    /// gets its final event now rather than a cut connection.
+    ShuttingDown,
+}
+
+/// The next event of a stream, or word that the server is shutting down.
+pub async fn next_event(
+    events: &mut UnboundedReceiver<Event>,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> Next {
+    tokio::select! {
+        biased;
+        event = events.recv() => event.map_or(Next::Dropped, Next::Event),
+        _ = shutdown.wait_for(|stopping| *stopping) => Next::ShuttingDown,
+    }
+}
+
+/// What a stream cut short by shutdown says.
+pub const SHUTTING_DOWN: &str = "the server is shutting down";
 
 /// Waits for the whole generation (non-streaming responses).
 pub async fn collect(
