@@ -316,7 +316,7 @@ fn drain(mut reader: Box<dyn BufRead + Send>) -> std::thread::JoinHandle<Vec<Str
 }
 
 #[test]
-fn streams_open_at_shutdown_get_a_last_event() {
+fn requests_open_at_shutdown_get_a_last_event() {
     let mut server = Server::start(&["--ctx", "4096"]);
     // Greedy counting goes on for thousands of tokens.
     let long = |extra: Value| {
@@ -330,13 +330,26 @@ fn streams_open_at_shutdown_get_a_last_event() {
     let (status, mut openai) = open_stream(&server.address, "/v1/completions", &sse);
     assert_eq!(status, 200);
     let options = json!({"num_predict": 4000, "temperature": 0});
-    let ndjson = long(json!({"prompt": COUNTING, "raw": true, "options": options}));
+    let ndjson = long(json!({"prompt": COUNTING, "raw": true, "options": options.clone()}));
     let (status, mut ollama) = open_stream(&server.address, "/api/generate", &ndjson);
     assert_eq!(status, 200);
     let mut line = String::new();
     openai.read_line(&mut line).unwrap();
     ollama.read_line(&mut line).unwrap();
     let (openai, ollama) = (drain(openai), drain(ollama));
+    // A request answered whole gets an error rather than a cut connection.
+    let address = server.address.clone();
+    let whole = json!({"model": MODEL, "prompt": COUNTING, "raw": true, "stream": false, "options": options});
+    let whole = std::thread::spawn(move || {
+        request(
+            &address,
+            "POST",
+            "/api/generate",
+            Some(&whole.to_string()),
+            &[],
+        )
+    });
+    server.wait_for_metric("tl_active_sequences", 3.0, Duration::from_secs(30));
     server.signal("TERM");
     assert!(
         server.exits_within(Duration::from_secs(10)),
@@ -362,6 +375,9 @@ fn streams_open_at_shutdown_get_a_last_event() {
     let last: Value = serde_json::from_str(ollama.last().unwrap()).unwrap();
     assert_eq!(last["done"], true, "{last}");
     assert_eq!(last["done_reason"], "shutdown");
+    let whole = whole.join().unwrap();
+    assert_eq!(whole.status, 503, "{}", whole.body);
+    assert!(whole.body.contains("shutting down"), "{}", whole.body);
 }
 
 /// A create request's status and error text.

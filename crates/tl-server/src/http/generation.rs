@@ -368,20 +368,28 @@ pub async fn next_event(
 /// What a stream cut short by shutdown says.
 pub const SHUTTING_DOWN: &str = "the server is shutting down";
 
-/// Waits for the whole generation (non-streaming responses).
+/// Waits for the whole generation (non-streaming responses); one still
+/// running when the shutdown grace ends is answered 503.
 pub async fn collect(
     flavor: Flavor,
     mut events: UnboundedReceiver<Event>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(String, Summary), ApiError> {
     let mut text = String::new();
-    while let Some(event) = events.recv().await {
-        match event {
-            Event::Text(piece) => text.push_str(&piece),
-            Event::Done(summary) => return Ok((text, summary)),
-            Event::Failed(message) => return Err(ApiError::internal(flavor, message)),
+    loop {
+        match next_event(&mut events, &mut shutdown).await {
+            Next::Event(Event::Text(piece)) => text.push_str(&piece),
+            Next::Event(Event::Done(summary)) => return Ok((text, summary)),
+            Next::Event(Event::Failed(message)) => return Err(ApiError::internal(flavor, message)),
+            Next::Dropped => {
+                return Err(ApiError::internal(flavor, "the engine dropped the request"))
+            }
+            Next::ShuttingDown => {
+                let status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                return Err(ApiError::new(flavor, status, SHUTTING_DOWN));
+            }
         }
     }
-    Err(ApiError::internal(flavor, "the engine dropped the request"))
 }
 
 /// OpenAI's and Ollama's name for why generation ended.

@@ -320,7 +320,7 @@ async fn respond(
     stream: bool,
 ) -> Result<Response, ApiError> {
     if !stream {
-        let (text, summary) = generation::collect(FLAVOR, events).await?;
+        let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
         return Ok(Json(line(kind, &model, &text, Some(&summary))).into_response());
     }
     let start = Some((events, shutdown, model));

@@ -354,7 +354,7 @@ async fn respond(
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    let (text, summary) = generation::collect(FLAVOR, events).await?;
+    let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
     Ok(Json(identity.whole(text, &summary)).into_response())
 }
 
