@@ -94,6 +94,7 @@ fn official_python_clients_work_unchanged() {
         "ollama_chat_stream",
         "ollama_generate",
         "ollama_generate_stream",
+        "openai_without_v1",
     ] {
         assert_eq!(text(key), answer, "{key}");
     }
@@ -103,6 +104,10 @@ fn official_python_clients_work_unchanged() {
     let usage = results["openai_chat_usage"].as_array().unwrap();
     assert!(usage[0].as_u64() > Some(0) && usage[1].as_u64() <= Some(8));
     assert_eq!(results["openai_models"][0], "SmolLM2-135M-Instruct.Q4_1");
+    assert_eq!(
+        results["openai_models_without_v1"],
+        results["openai_models"]
+    );
     assert_eq!(results["ollama_list"][0], "SmolLM2-135M-Instruct.Q4_1");
     assert_eq!(results["ollama_show_family"], "llama");
     assert_eq!(results["openai_missing_model"], "NotFoundError");
