@@ -126,6 +126,9 @@ impl Parameters {
                 other => lines.push(format!("{key} {other}")),
             }
         }
+        // In name order, whatever order serde_json's maps keep (insertion
+        // order when another crate turns on `preserve_order`).
+        lines.sort();
         lines
     }
 }
