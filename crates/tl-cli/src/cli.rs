@@ -72,9 +72,14 @@ pub struct ServeArgs {
     /// Address to listen on. The default accepts only this machine.
     #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1")]
     pub host: String,
-    /// Port to listen on (0: any free port; the address is printed).
+    /// Port to listen on (0: any free port; the address is printed). Ollama's
+    /// clients expect 11434: give `--port 11434` to stand in for Ollama.
     #[arg(long, value_name = "PORT", default_value_t = 8080)]
     pub port: u16,
+    /// Let web pages from ORIGIN (`http://localhost:3000`, or `*` for any)
+    /// call the server from a browser; repeat for several. Off by default.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors: Vec<String>,
     /// Requests generated at once; each has its own KV cache of --ctx tokens.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub parallel: usize,

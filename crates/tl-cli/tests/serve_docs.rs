@@ -126,7 +126,19 @@ fn every_api_example_runs() {
         "expected the endpoint examples, found {}",
         examples.len()
     );
-    let server = Server::start(&["--ctx", "512"]);
+    // A models folder of the test's own, so the examples' presets and
+    // deletions stay in it; it holds a link to the default model, which
+    // the `/api/pull` example then finds without fetching.
+    let cache = tempfile::tempdir().unwrap();
+    let model = common::default_model();
+    let cached = cache.path().join(model.file_name().unwrap());
+    if std::fs::hard_link(model, &cached).is_err() {
+        std::fs::copy(model, &cached).unwrap();
+    }
+    let server = Server::start_with_env(
+        &["--ctx", "512"],
+        &[("TL_CACHE_DIR", cache.path().to_str().unwrap())],
+    );
     let with_curl = curl_available();
     if !with_curl {
         eprintln!("curl is not installed: sending each example's request from the test instead");

@@ -1,10 +1,12 @@
 //! The official `openai` and `ollama` Python clients against `tl serve`:
 //! chat, streaming chat, completions and generate, embeddings (checked
 //! against llama.cpp's, LangChain's `OpenAIEmbeddings` too), model listing,
-//! a missing model's error, and structured output (JSON schemas through both
+//! a missing model's error, structured output (JSON schemas through both
 //! clients and LangChain's `with_structured_output`, checked with
-//! `jsonschema`). The clients are installed from pip once into the cache
-//! folder (pinned versions, so the test means the same thing every run).
+//! `jsonschema`), and Ollama's model management (`ps`, `pull`, `create`,
+//! `copy`, `delete`, `keep_alive`). The clients are installed from pip once
+//! into the cache folder (pinned versions, so the test means the same thing
+//! every run).
 
 mod common;
 
@@ -104,6 +106,7 @@ fn official_python_clients_work_unchanged() {
         "ollama_chat_stream",
         "ollama_generate",
         "ollama_generate_stream",
+        "openai_without_v1",
     ] {
         assert_eq!(text(key), answer, "{key}");
     }
@@ -113,11 +116,99 @@ fn official_python_clients_work_unchanged() {
     let usage = results["openai_chat_usage"].as_array().unwrap();
     assert!(usage[0].as_u64() > Some(0) && usage[1].as_u64() <= Some(8));
     assert_eq!(results["openai_models"][0], "SmolLM2-135M-Instruct.Q4_1");
+    assert_eq!(
+        results["openai_models_without_v1"],
+        results["openai_models"]
+    );
     assert_eq!(results["ollama_list"][0], "SmolLM2-135M-Instruct.Q4_1");
     assert_eq!(results["ollama_show_family"], "llama");
     assert_eq!(results["openai_missing_model"], "NotFoundError");
     assert_eq!(results["ollama_missing_model"], 404);
     check_embeddings(&results);
+}
+
+/// Runs `script` (in `tests/data`) against `server`, returning what it printed.
+fn run_script(script: &str, server: &Server, clients: &std::path::Path) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(script);
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(server.url())
+        .arg("SmolLM2-135M-Instruct.Q4_1")
+        .env("PYTHONPATH", clients)
+        .output()
+        .expect("cannot run python3");
+    assert!(
+        out.status.success(),
+        "the client script failed:\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
+#[test]
+fn ollama_client_manages_models() {
+    let clients = install_clients();
+    // A models folder of the test's own, holding the default model (a link,
+    // so `pull` finds it and fetches nothing) and a copy it may delete.
+    let cache = tempfile::tempdir().unwrap();
+    let default = common::default_model();
+    let cached = cache.path().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if std::fs::hard_link(default, &cached).is_err() {
+        std::fs::copy(default, &cached).unwrap();
+    }
+    let spare = cache.path().join("spare.gguf");
+    std::fs::copy(default, &spare).unwrap();
+    let server = Server::start_with_env(
+        &["--ctx", "256", "-m", spare.to_str().unwrap()],
+        &[("TL_CACHE_DIR", cache.path().to_str().unwrap())],
+    );
+    let results = run_script("ollama_manage.py", &server, &clients);
+    let model = "SmolLM2-135M-Instruct.Q4_1";
+    assert_eq!(results["ps"], serde_json::json!([[model, 0, true, 64]]));
+    let statuses = results["pull_stream"].as_array().unwrap();
+    assert!(
+        statuses.iter().any(|s| s == "verifying sha256 digest"),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses.last().unwrap(), "success");
+    assert_eq!(results["pull"], "success");
+    assert_eq!(results["pull_unknown"], 404);
+    assert_eq!(results["create"], "success");
+    assert_eq!(results["create_bad_name"], 400);
+    let modelfile = results["show_modelfile"].as_str().unwrap();
+    assert!(
+        modelfile.contains("SYSTEM \"\"\"You are Mario.\"\"\""),
+        "{modelfile}"
+    );
+    assert!(results["show_parameters"]
+        .as_str()
+        .unwrap()
+        .contains("num_predict 6"));
+    assert_eq!(results["mario_eval_count"], 6);
+    assert_eq!(results["mario_model"], "mario");
+    assert_eq!(results["copy"], "success");
+    assert_eq!(
+        results["tags"],
+        serde_json::json!([model, "spare", "mario", "luigi"])
+    );
+    let digests = &results["digests"];
+    assert_eq!(digests[model], common::DEFAULT_MODEL_SHA256);
+    assert_eq!(digests["mario"], digests[model]);
+    assert_eq!(results["delete_luigi"], "success");
+    assert_eq!(results["delete_default"], 409);
+    assert_eq!(results["delete_spare"], "success");
+    assert!(!spare.exists());
+    assert_eq!(results["tags_after"], serde_json::json!([model, "mario"]));
+    assert_eq!(results["unload"], "unload");
+    assert_eq!(results["ps_after_unload"], serde_json::json!([]));
+    let kept = std::fs::read_to_string(cache.path().join("presets.json")).unwrap();
+    assert!(
+        kept.contains("\"mario\"") && !kept.contains("luigi"),
+        "{kept}"
+    );
 }
 
 /// The vectors every embedding route gave for "Hello world" and "The

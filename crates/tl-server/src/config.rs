@@ -1,6 +1,7 @@
 //! The server's settings, filled by the CLI (`tl serve`) or by tests.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tl_engine::{DeviceChoice, GpuOptions};
 
@@ -13,6 +14,17 @@ pub struct ServerConfig {
     /// Other names requests may use for a model: (name, path of one of
     /// `models`), such as the catalogue name it was given by (`gemma3`).
     pub aliases: Vec<(String, PathBuf)>,
+    /// The folder the server manages: `/api/pull` fetches into it,
+    /// `/api/delete` deletes files only from it, and the names made by
+    /// `/api/create` and `/api/copy` are kept in its `presets.json`. `None`:
+    /// none of that is kept, and no file may be deleted.
+    pub models_dir: Option<PathBuf>,
+    /// Where `/api/pull` gets models by name; `None`: pulling is refused.
+    pub model_source: Option<Arc<dyn ModelSource>>,
+    /// Web origins (`https://app.example`, or `*` for any) whose pages may
+    /// call the server: answered preflight requests and CORS headers. None
+    /// by default, so browsers keep other sites' pages from using it.
+    pub cors_origins: Vec<String>,
     /// Address to bind (loopback unless told otherwise).
     pub host: String,
     /// Port to bind; 0 picks a free one (printed at start).
@@ -56,6 +68,9 @@ impl Default for ServerConfig {
         ServerConfig {
             models: Vec::new(),
             aliases: Vec::new(),
+            models_dir: None,
+            model_source: None,
+            cors_origins: Vec::new(),
             host: "127.0.0.1".into(),
             port: 8080,
             parallel: 4,
@@ -100,9 +115,105 @@ impl ServerConfig {
         if self.context == Some(0) {
             return Err(crate::Error::Config("--ctx must be at least 1".into()));
         }
+        if let Some(bad) = self.cors_origins.iter().find(|o| !is_origin(o)) {
+            return Err(crate::Error::Config(format!(
+                "--cors takes an origin such as http://localhost:3000 (scheme, host, optional port, no path) or *, not '{bad}'"
+            )));
+        }
         self.gpu_options
             .validate()
             .map_err(|e| crate::Error::Config(e.to_string()))?;
         Ok(())
+    }
+}
+
+/// Whether `origin` is `*` or how browsers write an origin:
+/// `scheme://host[:port]`, nothing after.
+fn is_origin(origin: &str) -> bool {
+    if origin == "*" {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    let scheme_ok = !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric());
+    let host_ok = !rest.is_empty()
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+    scheme_ok && host_ok
+}
+
+/// Fetches models by name for `/api/pull`: the CLI's catalogue, which knows
+/// where each model comes from and where it is kept.
+pub trait ModelSource: Send + Sync {
+    /// Whether `name` can be pulled; if not, an error naming what can.
+    fn check(&self, name: &str) -> std::result::Result<(), String>;
+    /// The file of `name`, checked in the models folder or fetched into it,
+    /// telling `progress` how far it got.
+    fn pull(
+        &self,
+        name: &str,
+        progress: &mut dyn FnMut(PullProgress),
+    ) -> std::result::Result<Pulled, String>;
+}
+
+impl std::fmt::Debug for dyn ModelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelSource")
+    }
+}
+
+/// A pulled model's file.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    pub path: PathBuf,
+    /// Its sha256, as hex.
+    pub sha256: String,
+}
+
+/// One step of a pull, as Ollama reports them: a status, and for steps
+/// that move bytes, how many of how many.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PullProgress {
+    pub status: String,
+    pub completed: Option<u64>,
+    pub total: Option<u64>,
+}
+
+impl PullProgress {
+    pub fn status(status: impl Into<String>) -> Self {
+        PullProgress {
+            status: status.into(),
+            completed: None,
+            total: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_origin;
+
+    #[test]
+    fn origins_are_checked() {
+        for good in [
+            "*",
+            "http://localhost:3000",
+            "https://app.example",
+            "http://[::1]:8000",
+        ] {
+            assert!(is_origin(good), "{good}");
+        }
+        for bad in [
+            "",
+            "localhost:3000",
+            "http://a/b",
+            "http://",
+            "http://a b",
+            "https://x/",
+        ] {
+            assert!(!is_origin(bad), "{bad}");
+        }
     }
 }

@@ -9,7 +9,8 @@
 //!   cache and runs the scheduler (admission between decode steps, chunked
 //!   prefill, a sampler per sequence, cancellation when a client goes away);
 //! - [`registry`]: the models the server knows (tokenizer and template are
-//!   loaded at start; weights only when a request needs them);
+//!   loaded at start; weights only when a request needs them), and the
+//!   [`presets`] made for them by Ollama's `/api/create` and `/api/copy`;
 //! - [`metrics`]: counters and histograms for `GET /metrics`.
 
 pub mod config;
@@ -17,8 +18,9 @@ pub mod engine;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod presets;
 pub mod registry;
 
-pub use config::ServerConfig;
+pub use config::{ModelSource, PullProgress, Pulled, ServerConfig};
 pub use error::{Error, Result};
-pub use http::serve;
+pub use http::{serve, ServeEvent};

@@ -20,7 +20,7 @@ use axum::http::{Method, Request, StatusCode};
 use tl_engine::DeviceChoice;
 use tl_server::http::{router, AppState};
 use tl_server::metrics::Metrics;
-use tl_server::registry::Registry;
+use tl_server::registry::{Registry, Store};
 use tl_server::{engine, ServerConfig};
 use tower::ServiceExt;
 
@@ -66,6 +66,11 @@ const FIELDS: &[&str] = &[
     "add_special",
     "parse_special",
     "name",
+    "keep_alive",
+    "from",
+    "parameters",
+    "source",
+    "destination",
 ];
 
 const STRINGS: &[&str] = &[
@@ -103,6 +108,13 @@ const ROUTES: &[&str] = &[
     "GET /v1/models/tiny-qwen3-q8_0",
     "GET /api/tags",
     "GET /api/version",
+    "GET /api/ps",
+    "POST /api/create",
+    "POST /api/copy",
+    "DELETE /api/delete",
+    "POST /api/pull",
+    "POST /chat/completions",
+    "GET /",
     "GET /metrics",
     "GET /health",
 ];
@@ -134,6 +146,8 @@ pub fn dictionary() -> (Shape, Dictionary) {
 pub struct HttpRunner {
     runtime: tokio::runtime::Runtime,
     router: axum::Router,
+    /// Kept so streams are never told the server is shutting down.
+    _shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl HttpRunner {
@@ -145,26 +159,25 @@ impl HttpRunner {
             device: DeviceChoice::Cpu,
             ..ServerConfig::default()
         };
+        // No models folder: nothing is kept or deleted, and pulls are refused.
         let registry = Arc::new(Registry::open(
             &config.models,
             &config.aliases,
             config.context,
+            Store::default(),
         )?);
         let metrics = Arc::new(Metrics::default());
         let engine = engine::start(registry.clone(), &config, metrics.clone())
             .context("starting the engine")?;
-        let state = AppState {
-            registry,
-            engine,
-            metrics,
-            api_keys: Arc::from([]),
-        };
+        let (shutdown_sender, shutdown) = tokio::sync::watch::channel(false);
+        let state = AppState::new(&config, registry, engine, metrics, shutdown);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         Ok(Self {
             runtime,
             router: router(state),
+            _shutdown: shutdown_sender,
         })
     }
 }

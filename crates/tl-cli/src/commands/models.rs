@@ -15,7 +15,8 @@ pub fn pull(args: &PullArgs) -> Result<()> {
         .map(|name| catalogue::find(name))
         .collect::<Result<Vec<_>>>()?;
     for entry in entries {
-        println!("{}", catalogue::pull(entry)?.display());
+        let path = catalogue::pull(entry, &mut catalogue::Terminal::default())?;
+        println!("{}", path.display());
     }
     Ok(())
 }

@@ -1,11 +1,12 @@
 //! `tl serve`: the HTTP server (see the `tl-server` crate and docs/api.md).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
-use tl_server::ServerConfig;
+use tl_server::{ModelSource, PullProgress, Pulled, ServeEvent, ServerConfig};
 
-use crate::catalogue;
+use crate::catalogue::{self, Progress};
 use crate::cli::ServeArgs;
 
 /// Other names of served files: (name, path).
@@ -37,6 +38,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let config = ServerConfig {
         models,
         aliases,
+        models_dir: catalogue::cache_dir().ok(),
+        model_source: Some(Arc::new(Catalogue)),
+        cors_origins: args.cors.clone(),
         host: args.host.clone(),
         port: args.port,
         parallel: args.parallel,
@@ -57,12 +61,61 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             config.host
         );
     }
-    eprintln!("loading {} ...", config.models[0].display());
-    tl_server::serve(&config, &mut |address| {
+    let first = config.models[0].display().to_string();
+    tl_server::serve(&config, &mut |event| match event {
+        ServeEvent::Bound(_) => eprintln!("loading {first} ..."),
         // Tests and scripts wait for this line to learn the port.
-        eprintln!("listening on http://{address}");
+        ServeEvent::Listening(address) => eprintln!("listening on http://{address}"),
     })?;
     Ok(())
+}
+
+/// `/api/pull`'s source: the catalogue, into the cache folder, as `tl model
+/// pull` does.
+struct Catalogue;
+
+impl ModelSource for Catalogue {
+    fn check(&self, name: &str) -> std::result::Result<(), String> {
+        catalogue::find(name)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    fn pull(
+        &self,
+        name: &str,
+        progress: &mut dyn FnMut(PullProgress),
+    ) -> std::result::Result<Pulled, String> {
+        let entry = catalogue::find(name).map_err(|e| format!("{e:#}"))?;
+        progress(PullProgress::status(format!("pulling {}", entry.file_name)));
+        let path =
+            catalogue::pull(entry, &mut Reporter { progress }).map_err(|e| format!("{e:#}"))?;
+        Ok(Pulled {
+            path,
+            sha256: entry.sha256.to_owned(),
+        })
+    }
+}
+
+/// Hands the catalogue's progress to the server's stream.
+struct Reporter<'a> {
+    progress: &'a mut dyn FnMut(PullProgress),
+}
+
+impl Progress for Reporter<'_> {
+    fn step(&mut self, status: &str) {
+        (self.progress)(PullProgress::status(status));
+    }
+
+    fn bytes(&mut self, status: &str, done: u64, total: u64) {
+        (self.progress)(PullProgress {
+            status: status.to_owned(),
+            completed: Some(done),
+            total: Some(total),
+        });
+    }
+
+    fn finish(&mut self) {}
 }
 
 /// Whether `host` only accepts connections from this machine.

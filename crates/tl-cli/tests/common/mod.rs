@@ -65,6 +65,10 @@ pub fn greedy_of(model: &Path, prompt: &str, tokens: usize) -> String {
     text.strip_suffix('\n').unwrap_or(&text).to_string()
 }
 
+/// The default model's sha256 (the catalogue's).
+pub const DEFAULT_MODEL_SHA256: &str =
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
 /// Runs `tl` with `args` and returns its output.
 pub fn run(args: &[&str]) -> Output {
     tl().args(args)

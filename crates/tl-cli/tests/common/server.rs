@@ -217,7 +217,7 @@ pub fn request(
 
 /// Sends a request and returns the status and a reader over the (chunked)
 /// body's lines, for reading a stream part way and then hanging up.
-pub fn open_stream(address: &str, path: &str, body: &str) -> (u16, Box<dyn BufRead>) {
+pub fn open_stream(address: &str, path: &str, body: &str) -> (u16, Box<dyn BufRead + Send>) {
     let stream = open(address, "POST", path, Some(body), &[]);
     let mut reader = BufReader::new(stream);
     let (status, headers) = read_head(&mut reader);

@@ -33,6 +33,11 @@ stream = client.completions.create(
     model=model, prompt="1, 2, 3, 4,", max_tokens=4, temperature=0, stream=True)
 out["openai_completion_stream"] = "".join(c.choices[0].text for c in stream if c.choices)
 out["openai_models"] = [m.id for m in client.models.list()]
+# A base URL without /v1, as some tools are configured.
+bare = OpenAI(base_url=url, api_key="not-needed")
+out["openai_without_v1"] = bare.chat.completions.create(
+    model=model, messages=question, max_tokens=8, temperature=0).choices[0].message.content
+out["openai_models_without_v1"] = [m.id for m in bare.models.list()]
 try:
     client.chat.completions.create(model="no-such-model", messages=question)
     out["openai_missing_model"] = "no error"

@@ -78,6 +78,11 @@ impl Embeddings {
         self.running.as_ref().map(|r| r.job.model.name.as_str())
     }
 
+    /// Whether a running or waiting request needs `model`.
+    pub fn uses(&self, model: &str) -> bool {
+        self.model_in_use() == Some(model) || self.waiting.iter().any(|j| j.model.name == model)
+    }
+
     /// The model the next waiting request needs, when none runs.
     pub fn next_model(&self) -> Option<Arc<ModelEntry>> {
         match self.running {

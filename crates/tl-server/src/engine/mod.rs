@@ -16,6 +16,7 @@ use tl_engine::constraint::Constraint;
 use tl_engine::sampler::SamplerConfig;
 use tl_engine::{GenerationConfig, StopReason};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::oneshot;
 
 use crate::config::ServerConfig;
 use crate::error::Result;
@@ -23,14 +24,33 @@ use crate::metrics::Metrics;
 use crate::registry::{ModelEntry, Registry};
 
 pub use embeddings::{EmbedJob, Embedded};
-pub use pool::ModelPool;
+pub use pool::{LoadedStatus, ModelPool};
 
-/// What reaches the engine thread: requests, and finished background loads.
+/// What reaches the engine thread: requests, finished background loads,
+/// and questions and orders about the loaded models.
 pub enum Message {
     Job(Job),
     Embed(EmbedJob),
     /// Boxed: a loaded model is large and rare beside requests.
     Loaded(Box<pool::LoadResult>),
+    /// `/api/ps`: the loaded models, and which models requests use.
+    Status(oneshot::Sender<Status>),
+    /// A request without a prompt set the model's keep-alive (`Some(0)`
+    /// unloads it once idle).
+    KeepAlive {
+        model: String,
+        keep_alive: Option<Duration>,
+    },
+    /// The model was deleted: unload it (once idle) and forget its caches.
+    Unload(String),
+}
+
+/// What the engine holds, as `/api/ps` and `/api/delete` need it.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub loaded: Vec<LoadedStatus>,
+    /// Models that running or waiting requests use.
+    pub in_use: Vec<String>,
 }
 
 /// One generation request, parsed, templated and tokenized.
@@ -51,6 +71,9 @@ pub struct Job {
     pub place: Place,
     /// Whose KV caches the job may reuse (with `--prompt-cache`).
     pub scope: Scope,
+    /// How long the model stays loaded once idle after this job (Ollama's
+    /// `keep_alive`; zero unloads it at once); `None`: until evicted.
+    pub keep_alive: Option<Duration>,
 }
 
 /// Who may reuse whose KV caches: one scope per API key (the same number
@@ -158,6 +181,27 @@ impl EngineHandle {
         self.send(Message::Embed(job))
     }
 
+    /// The loaded models and the models in use (none when the engine has
+    /// stopped).
+    pub async fn status(&self) -> Status {
+        let (reply, answer) = oneshot::channel();
+        if self.jobs.send(Message::Status(reply)).is_err() {
+            return Status::default();
+        }
+        answer.await.unwrap_or_default()
+    }
+
+    /// Sets how long `model` stays loaded once idle (`Some(0)`: unload it).
+    pub fn keep_alive(&self, model: &str, keep_alive: Option<Duration>) {
+        let model = model.to_owned();
+        let _ = self.jobs.send(Message::KeepAlive { model, keep_alive });
+    }
+
+    /// Unloads a deleted model once no request uses it.
+    pub fn unload(&self, model: &str) {
+        let _ = self.jobs.send(Message::Unload(model.to_owned()));
+    }
+
     fn send(&self, message: Message) -> std::result::Result<(), Refusal> {
         self.metrics.queued.fetch_add(1, Ordering::AcqRel);
         self.jobs.send(message).map_err(|_| {
@@ -189,10 +233,11 @@ pub fn start(
                 engine_config.model_memory_budget,
                 engine_metrics.clone(),
             );
-            let Some(default) = registry.entries().first() else {
+            let Some(default) = registry.default_model() else {
                 let _ = ready_tx.send(Err(crate::Error::NoModel));
                 return;
             };
+            let default = &default;
             let model_error = |e: String| crate::Error::Model {
                 path: default.path.clone(),
                 message: e,

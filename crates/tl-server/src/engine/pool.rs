@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tl_engine::{Backend, DeviceChoice, GpuOptions};
 
@@ -23,6 +23,28 @@ struct LoadedModel {
     last_used: u64,
     load_time: Duration,
     loaded_at: Instant,
+    /// When it is unloaded if idle (the last request's `keep_alive`);
+    /// `None`: only when evicted for room.
+    expires: Option<Expiry>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Expiry {
+    at: Instant,
+    /// The same moment on the wall clock, for `/api/ps`.
+    wall: SystemTime,
+}
+
+/// A loaded model, as `/api/ps` shows it.
+#[derive(Debug, Clone)]
+pub struct LoadedStatus {
+    pub name: String,
+    /// Bytes of weights.
+    pub bytes: u64,
+    /// Bytes of them in GPU memory.
+    pub device_bytes: u64,
+    /// When it will be unloaded if idle; `None`: not on a timer.
+    pub expires_at: Option<SystemTime>,
 }
 
 /// Loaded weights by model name.
@@ -182,6 +204,7 @@ impl ModelPool {
             last_used: self.clock,
             load_time,
             loaded_at: Instant::now(),
+            expires: None,
         });
         let room = self.make_room(name, 0, &|other| other == name || busy(other));
         if !matches!(room, Ok(Room::Made(_))) {
@@ -232,6 +255,59 @@ impl ModelPool {
         self.loaded.retain(|m| !victims.contains(&m.name));
         self.update_metrics();
         Ok(Room::Made(victims))
+    }
+
+    /// Sets how long `name` stays loaded once idle, from now (`None`: until
+    /// evicted for room).
+    pub fn set_keep_alive(&mut self, name: &str, keep_alive: Option<Duration>) {
+        if let Some(model) = self.loaded.iter_mut().find(|m| m.name == name) {
+            model.expires = keep_alive.map(|d| Expiry {
+                at: Instant::now() + d,
+                wall: SystemTime::now() + d,
+            });
+        }
+    }
+
+    /// The models whose keep-alive has run out by `now`.
+    pub fn expired(&self, now: Instant) -> Vec<String> {
+        self.loaded
+            .iter()
+            .filter(|m| m.expires.is_some_and(|e| e.at <= now))
+            .map(|m| m.name.clone())
+            .collect()
+    }
+
+    /// The soonest moment a keep-alive runs out.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.loaded
+            .iter()
+            .filter_map(|m| m.expires)
+            .map(|e| e.at)
+            .min()
+    }
+
+    /// Drops `name`'s weights; whether it was loaded.
+    pub fn unload(&mut self, name: &str) -> bool {
+        let before = self.loaded.len();
+        self.loaded.retain(|m| m.name != name);
+        self.known_bytes.remove(name);
+        self.update_metrics();
+        before != self.loaded.len()
+    }
+
+    /// Every loaded model, most recently used first.
+    pub fn status(&self) -> Vec<LoadedStatus> {
+        let mut loaded: Vec<&LoadedModel> = self.loaded.iter().collect();
+        loaded.sort_by_key(|m| std::cmp::Reverse(m.last_used));
+        loaded
+            .into_iter()
+            .map(|m| LoadedStatus {
+                name: m.name.clone(),
+                bytes: m.bytes,
+                device_bytes: if m.backend.is_cpu() { 0 } else { m.bytes },
+                expires_at: m.expires.map(|e| e.wall),
+            })
+            .collect()
     }
 
     fn bytes_of(&self, name: &str) -> u64 {

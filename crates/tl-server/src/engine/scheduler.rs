@@ -32,7 +32,7 @@ use tl_engine::{Backend, Session, StopReason};
 
 use super::embeddings::Embeddings;
 use super::pool::{LoadResult, ModelPool, Room};
-use super::{Event, Job, Message, Scope, Summary};
+use super::{Event, Job, Message, Scope, Status, Summary};
 use crate::config::ServerConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::registry::ModelEntry;
@@ -150,19 +150,31 @@ impl Scheduler {
                 self.receive(message);
             }
             self.drop_abandoned();
+            self.unload_expired();
             self.admit();
             self.admit_embedding();
             if self.running.is_empty() && !self.embeddings.is_running() {
                 // Nothing to step: every waiting request (if any) waits for
-                // a model to load. Sleep until a request or a load arrives.
-                match messages.recv() {
+                // a model to load. Sleep until a request or a load arrives,
+                // or a model's keep-alive runs out.
+                let received = match self.pool.next_expiry() {
+                    Some(at) => messages.recv_timeout(at.saturating_duration_since(Instant::now())),
+                    None => messages
+                        .recv()
+                        .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                };
+                match received {
                     Ok(message) => self.receive(message),
-                    Err(_) => return,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
                 continue;
             }
             self.step_all();
             self.step_embedding();
+            // Before any status question is read: a client told its request
+            // is done finds a `keep_alive: 0` model already unloaded.
+            self.unload_expired();
             self.update_metrics();
         }
     }
@@ -172,6 +184,53 @@ impl Scheduler {
             Message::Job(job) => self.waiting.push_back(job),
             Message::Embed(job) => self.embeddings.push(job),
             Message::Loaded(load) => self.finish_load(*load),
+            Message::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            Message::KeepAlive { model, keep_alive } => {
+                self.pool.set_keep_alive(&model, keep_alive);
+                // Before a status question sent after it is answered.
+                self.unload_expired();
+            }
+            Message::Unload(model) => {
+                self.pool.set_keep_alive(&model, Some(Duration::ZERO));
+                self.unload_expired();
+            }
+        }
+    }
+
+    /// Whether a running or waiting request needs `model`.
+    fn in_use(&self, model: &str) -> bool {
+        self.running.iter().any(|s| s.job.model.name == model)
+            || self.waiting.iter().any(|j| j.model.name == model)
+            || self.embeddings.uses(model)
+    }
+
+    fn status(&self) -> Status {
+        let loaded = self.pool.status();
+        let mut in_use: Vec<String> = Vec::new();
+        let names = self.running.iter().map(|s| &s.job.model.name);
+        for name in names.chain(self.waiting.iter().map(|j| &j.model.name)) {
+            if !in_use.contains(name) {
+                in_use.push(name.clone());
+            }
+        }
+        if let Some(name) = self.embeddings.model_in_use() {
+            in_use.push(name.to_owned());
+        }
+        Status { loaded, in_use }
+    }
+
+    /// Unloads the idle models whose keep-alive has run out, with their
+    /// idle caches.
+    fn unload_expired(&mut self) {
+        for name in self.pool.expired(Instant::now()) {
+            if self.in_use(&name) {
+                continue;
+            }
+            self.pool.unload(&name);
+            self.idle.retain(|c| c.model != name);
+            tracing::info!("unloaded {name} (its keep_alive ran out)");
         }
     }
 
@@ -441,6 +500,8 @@ impl Scheduler {
         // As in `fail_job`: the place is free before the last event is sent.
         sequence.job.place.give_back();
         log_request(&sequence, &step);
+        self.pool
+            .set_keep_alive(&sequence.job.model.name, sequence.job.keep_alive);
         match step {
             Step::Finished(reason) => {
                 let rest = sequence.output.finish(reason);

@@ -141,7 +141,7 @@ pub struct Connections {
 
 impl Connections {
     /// Resolves when every connection has closed.
-    pub async fn closed(self) {
+    pub async fn closed(&self) {
         let all = u32::try_from(self.max).unwrap_or(u32::MAX);
         let _ = self.slots.acquire_many(all).await;
     }

@@ -120,6 +120,18 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(
         .map_err(|e| ApiError::bad_request(flavor, format!("invalid request body: {e}")))
 }
 
+/// For `#[serde(default, deserialize_with = "or_default")]`: a field a
+/// client may leave out or send as `null` (OpenAI's clients send `null` for
+/// every optional field they were not given), both meaning its default.
+pub fn or_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    use serde::Deserialize;
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

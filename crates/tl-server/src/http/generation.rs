@@ -15,6 +15,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use super::error::{ApiError, Flavor};
 use super::AppState;
 use crate::engine::{Event, Job, Place, Refusal, Scope, Summary};
+use crate::presets::Parameters;
 use crate::registry::ModelEntry;
 
 /// What the model is asked to continue.
@@ -48,6 +49,47 @@ pub struct Options {
     /// What the output must follow (OpenAI's `response_format`, Ollama's
     /// `format`).
     pub grammar: Option<Grammar>,
+    /// How long the model stays loaded once idle after this request
+    /// (Ollama's `keep_alive`); `None`: until evicted.
+    pub keep_alive: Option<std::time::Duration>,
+}
+
+impl Options {
+    /// The request's values, and a preset's where the request gave none.
+    fn with_defaults(mut self, defaults: &Parameters, context: usize) -> Options {
+        let d = defaults;
+        self.temperature = self.temperature.or(d.temperature);
+        self.top_k = self.top_k.or(d.top_k);
+        self.top_p = self.top_p.or(d.top_p);
+        self.min_p = self.min_p.or(d.min_p);
+        self.repeat_penalty = self.repeat_penalty.or(d.repeat_penalty);
+        self.repeat_last_n =
+            self.repeat_last_n.or(d
+                .repeat_last_n
+                .map(|n| if n < 0 { context } else { n as usize }));
+        self.presence_penalty = self.presence_penalty.or(d.presence_penalty);
+        self.frequency_penalty = self.frequency_penalty.or(d.frequency_penalty);
+        self.seed = self.seed.or(d.seed);
+        self.max_tokens = self.max_tokens.or(d.num_predict);
+        self.context = self.context.or(d.num_ctx);
+        if self.stop.is_empty() {
+            self.stop = d.stop.clone().unwrap_or_default();
+        }
+        self
+    }
+}
+
+/// A preset's system prompt goes first, unless the request has its own.
+fn with_system(source: PromptSource, system: Option<&str>) -> PromptSource {
+    match (source, system) {
+        (PromptSource::Chat(mut messages), Some(system))
+            if !messages.iter().any(|m| m.role == "system") =>
+        {
+            messages.insert(0, ChatMessage::system(system.to_owned()));
+            PromptSource::Chat(messages)
+        }
+        (source, _) => source,
+    }
 }
 
 /// A request ready for the engine.
@@ -57,6 +99,7 @@ pub struct Prepared {
     pub sampler: SamplerConfig,
     pub constraint: Option<Constraint>,
     pub generation: GenerationConfig,
+    pub keep_alive: Option<std::time::Duration>,
     admitted: Admitted,
 }
 
@@ -76,7 +119,6 @@ pub fn find_model(
     state
         .registry
         .find(name)
-        .cloned()
         .ok_or_else(|| ApiError::unknown_model(flavor, name))
 }
 
@@ -96,7 +138,7 @@ pub async fn prepare_blocking(
     let place = state.engine.reserve().map_err(|r| refused(flavor, r))?;
     let (state, model) = (state.clone(), model.to_owned());
     let admitted = Admitted { place, scope };
-    tokio::task::spawn_blocking(move || prepare(&state, flavor, &model, source, &options, admitted))
+    tokio::task::spawn_blocking(move || prepare(&state, flavor, &model, source, options, admitted))
         .await
         .unwrap_or_else(|e| {
             Err(ApiError::internal(
@@ -112,10 +154,19 @@ fn prepare(
     flavor: Flavor,
     model: &str,
     source: PromptSource,
-    options: &Options,
+    options: Options,
     admitted: Admitted,
 ) -> Result<Prepared, ApiError> {
+    let preset = state.registry.preset(model);
     let model = find_model(state, flavor, model)?;
+    let (options, source) = match &preset {
+        Some(preset) => (
+            options.with_defaults(&preset.parameters, model.context),
+            with_system(source, preset.system.as_deref()),
+        ),
+        None => (options, source),
+    };
+    let options = &options;
     let bad = |message: String| ApiError::bad_request(flavor, message);
     check_stop_strings(&options.stop, flavor).map_err(bad)?;
     let context = options
@@ -191,6 +242,7 @@ fn prepare(
             stop_strings: options.stop.clone(),
             prefill_chunk_tokens: 0,
         },
+        keep_alive: options.keep_alive,
         admitted,
     })
 }
@@ -297,6 +349,7 @@ pub fn submit(
         arrived,
         place: prepared.admitted.place,
         scope: prepared.admitted.scope,
+        keep_alive: prepared.keep_alive,
     };
     state.engine.submit(job).map_err(|r| refused(flavor, r))?;
     Ok(receiver)
@@ -310,20 +363,53 @@ pub fn refused(flavor: Flavor, refusal: Refusal) -> ApiError {
     }
 }
 
-/// Waits for the whole generation (non-streaming responses).
+/// What a streaming response sends next.
+pub enum Next {
+    Event(Event),
+    /// The engine dropped the request without a last event.
+    Dropped,
+    /// The server is stopping and the grace period is over: the stream
+    /// gets its final event now rather than a cut connection.
+    ShuttingDown,
+}
+
+/// The next event of a stream, or word that the server is shutting down.
+pub async fn next_event(
+    events: &mut UnboundedReceiver<Event>,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> Next {
+    tokio::select! {
+        biased;
+        event = events.recv() => event.map_or(Next::Dropped, Next::Event),
+        _ = shutdown.wait_for(|stopping| *stopping) => Next::ShuttingDown,
+    }
+}
+
+/// What a stream cut short by shutdown says.
+pub const SHUTTING_DOWN: &str = "the server is shutting down";
+
+/// Waits for the whole generation (non-streaming responses); one still
+/// running when the shutdown grace ends is answered 503.
 pub async fn collect(
     flavor: Flavor,
     mut events: UnboundedReceiver<Event>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(String, Summary), ApiError> {
     let mut text = String::new();
-    while let Some(event) = events.recv().await {
-        match event {
-            Event::Text(piece) => text.push_str(&piece),
-            Event::Done(summary) => return Ok((text, summary)),
-            Event::Failed(message) => return Err(ApiError::internal(flavor, message)),
+    loop {
+        match next_event(&mut events, &mut shutdown).await {
+            Next::Event(Event::Text(piece)) => text.push_str(&piece),
+            Next::Event(Event::Done(summary)) => return Ok((text, summary)),
+            Next::Event(Event::Failed(message)) => return Err(ApiError::internal(flavor, message)),
+            Next::Dropped => {
+                return Err(ApiError::internal(flavor, "the engine dropped the request"))
+            }
+            Next::ShuttingDown => {
+                let status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                return Err(ApiError::new(flavor, status, SHUTTING_DOWN));
+            }
         }
     }
-    Err(ApiError::internal(flavor, "the engine dropped the request"))
 }
 
 /// OpenAI's and Ollama's name for why generation ended.

@@ -1,16 +1,19 @@
 //! The HTTP side: routes, shared state, the API-key check, and `serve`.
 
 mod connections;
+mod cors;
 mod embeddings;
 mod error;
 mod generation;
+mod keep_alive;
+mod manage;
 mod ollama;
 mod openai;
 mod response_format;
 mod utility;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
@@ -18,14 +21,16 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use tokio::sync::watch;
 
 pub use error::{ApiError, Flavor};
 
-use crate::config::ServerConfig;
+use crate::config::{ModelSource, ServerConfig};
 use crate::engine::{self, EngineHandle, Scope};
 use crate::error::{Error, Result};
 use crate::metrics::{Metrics, Outcome};
-use crate::registry::Registry;
+use crate::presets::PresetFile;
+use crate::registry::{Registry, Store};
 
 /// Largest request body accepted (long prompts fit easily).
 const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -38,18 +43,54 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The accepted API keys (none: no key needed).
     pub api_keys: Arc<[Box<str>]>,
+    /// Where `/api/pull` fetches models from.
+    pub model_source: Option<Arc<dyn ModelSource>>,
+    /// Held by the pull under way, so two never write one file.
+    pub pulls: Arc<Mutex<()>>,
+    /// Becomes true when the server stops and streams still open must send
+    /// their last event.
+    pub shutdown: watch::Receiver<bool>,
+    pub cors: cors::CorsPolicy,
+}
+
+impl AppState {
+    /// The state of a server told `config`, serving `registry`'s models on
+    /// `engine`; `shutdown` turns true when open streams must end.
+    pub fn new(
+        config: &ServerConfig,
+        registry: Arc<Registry>,
+        engine: EngineHandle,
+        metrics: Arc<Metrics>,
+        shutdown: watch::Receiver<bool>,
+    ) -> AppState {
+        AppState {
+            registry,
+            engine,
+            metrics,
+            api_keys: config.api_keys.iter().map(|k| k.as_str().into()).collect(),
+            model_source: config.model_source.clone(),
+            pulls: Arc::new(Mutex::new(())),
+            shutdown,
+            cors: cors::CorsPolicy::new(&config.cors_origins),
+        }
+    }
 }
 
 /// Every route.
 pub fn router(state: AppState) -> Router {
     let api_key = || middleware::from_fn_with_state(state.clone(), require_api_key);
     // The key is checked inside the refusal count, so a wrong key counts too.
+    // OpenAI's routes answer without the `/v1` too, for clients given the
+    // server's address as their base URL.
     let generation = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
+        .route("/completions", post(openai::completions))
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
         .route("/v1/embeddings", post(embeddings::openai))
+        .route("/embeddings", post(embeddings::openai))
         .route("/api/embed", post(embeddings::ollama_embed))
         .route("/api/embeddings", post(embeddings::ollama_legacy))
         .route_layer(api_key())
@@ -59,22 +100,37 @@ pub fn router(state: AppState) -> Router {
         ));
     let others = Router::new()
         .route("/v1/models", get(openai::models))
+        .route("/models", get(openai::models))
         .route("/v1/models/{model}", get(openai::model))
+        .route("/models/{model}", get(openai::model))
         .route("/api/tags", get(ollama::tags))
         .route("/api/show", post(ollama::show))
         .route("/api/version", get(ollama::version))
+        .route("/api/ps", get(manage::ps))
+        .route("/api/pull", post(manage::pull))
+        .route("/api/delete", post(manage::delete).delete(manage::delete))
+        .route("/api/copy", post(manage::copy))
+        .route("/api/create", post(manage::create))
         .route("/tokenize", post(utility::tokenize))
         .route("/detokenize", post(utility::detokenize))
         .route("/metrics", get(utility::metrics))
         .route_layer(api_key());
-    Router::new()
+    let router = Router::new()
         .merge(generation)
         .merge(others)
         .route("/health", get(utility::health))
+        .route("/", get(manage::root))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn(json_errors))
-        .with_state(state)
+        .layer(middleware::from_fn(json_errors));
+    let router = match state.cors.is_on() {
+        true => router.layer(middleware::from_fn_with_state(
+            state.cors.clone(),
+            cors::cors,
+        )),
+        false => router,
+    };
+    router.with_state(state)
 }
 
 /// Errors axum writes itself (a body over the size limit: 413; a wrong
@@ -174,41 +230,67 @@ async fn not_found(request: Request) -> Response {
     .into_response()
 }
 
-/// Loads the models, starts the engine and serves until Ctrl-C or SIGTERM. `on_listening`
-/// gets the bound address (the port is real even when 0 was asked for).
-pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) -> Result<()> {
+/// How far `serve` got, for the caller to tell its user.
+#[derive(Debug, Clone, Copy)]
+pub enum ServeEvent {
+    /// The port is bound (the real one even when 0 was asked for); the
+    /// default model loads next.
+    Bound(SocketAddr),
+    /// The model is loaded and requests are served.
+    Listening(SocketAddr),
+}
+
+/// Binds the port, loads the models, starts the engine and serves until
+/// Ctrl-C or SIGTERM. The port comes first, so a port in use is reported
+/// at once rather than after the model has loaded.
+pub fn serve(config: &ServerConfig, on_event: &mut dyn FnMut(ServeEvent)) -> Result<()> {
     config.validate()?;
+    let address = format!("{}:{}", config.host, config.port);
+    let listener = std::net::TcpListener::bind(&address)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|reason| Error::Bind { address, reason })?;
+    let bound = listener.local_addr()?;
+    on_event(ServeEvent::Bound(bound));
+    let store = Store {
+        models_dir: config.models_dir.clone(),
+        presets: config
+            .models_dir
+            .as_ref()
+            .map(|dir| PresetFile::new(dir.join(PRESETS_FILE))),
+    };
     let registry = Arc::new(Registry::open(
         &config.models,
         &config.aliases,
         config.context,
+        store,
     )?);
     let metrics = Arc::new(Metrics::default());
     let engine = engine::start(registry.clone(), config, metrics.clone())?;
-    let state = AppState {
-        registry,
-        engine,
-        metrics,
-        api_keys: config.api_keys.iter().map(|k| k.as_str().into()).collect(),
-    };
+    let (streams_end, shutdown) = watch::channel(false);
+    let state = AppState::new(config, registry, engine, metrics, shutdown);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let stop = stop_signal();
-        let address = format!("{}:{}", config.host, config.port);
-        let listener = tokio::net::TcpListener::bind(&address)
-            .await
-            .map_err(|reason| Error::Bind { address, reason })?;
-        on_listening(listener.local_addr()?);
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        on_event(ServeEvent::Listening(bound));
         let timeout = std::time::Duration::from_secs(config.request_timeout_seconds);
         let limits = connections::Limits::new(config.max_connections, timeout, MAX_BODY_BYTES);
         let open = connections::serve(listener, router(state), limits, stop).await;
         tracing::info!("shutting down: no new requests; running ones get {SHUTDOWN_GRACE:?}");
-        // Streams can run for minutes: after the grace period, returning
-        // drops their connections (the runtime ends their tasks), which
-        // cancels them.
         if tokio::time::timeout(SHUTDOWN_GRACE, open.closed())
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        // Streams can run for minutes: those still open get their last
+        // event (Ollama's `done`, OpenAI's error and `[DONE]`) rather than
+        // a cut connection. Returning then drops what is left, which
+        // cancels it.
+        let _ = streams_end.send(true);
+        if tokio::time::timeout(FINAL_EVENT_GRACE, open.closed())
             .await
             .is_err()
         {
@@ -217,6 +299,10 @@ pub fn serve(config: &ServerConfig, on_listening: &mut dyn FnMut(SocketAddr)) ->
         Ok(())
     })
 }
+
+/// The file in the models folder that keeps the names `/api/create` and
+/// `/api/copy` made.
+pub const PRESETS_FILE: &str = "presets.json";
 
 /// Resolves at Ctrl-C (SIGINT) or, on Unix, SIGTERM (what `kill`, service
 /// managers and container runtimes send), so both get the graceful stop.
@@ -253,6 +339,8 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
 
 /// How long requests still running at Ctrl-C or SIGTERM may take to finish.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long streams then have to send their last event.
+const FINAL_EVENT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,7 @@
 //! Ollama's API: `POST /api/chat` and `POST /api/generate` (streamed as
 //! newline-delimited JSON by default, or whole with `"stream": false`),
-//! `GET /api/tags`, `POST /api/show`, `GET /api/version`.
+//! `GET /api/tags`, `POST /api/show`, `GET /api/version`. The routes that
+//! manage models are in [`super::manage`].
 
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
@@ -17,12 +18,15 @@ use tl_engine::chat_template::date::{strftime, CivilDateTime};
 use tl_engine::chat_template::ChatMessage;
 use tl_engine::constraint::Grammar;
 
-use super::error::{parse_json, ApiError, Flavor};
-use super::generation::{self, finish_reason, Options, PromptSource};
+use super::error::{or_default, parse_json, ApiError, Flavor};
+use super::generation::{self, finish_reason, Next, Options, PromptSource};
+use super::keep_alive::{keep_alive, KeepAlive};
 use super::response_format::ollama_format;
 use super::AppState;
 use crate::engine::{Event, Scope, Summary};
-use crate::registry::ModelEntry;
+use crate::presets::Preset;
+use crate::registry::{file_name, ModelEntry};
+use tokio::sync::watch;
 
 const FLAVOR: Flavor = Flavor::Ollama;
 
@@ -62,6 +66,7 @@ impl ModelOptions {
             stop: self.stop.unwrap_or_default(),
             context: self.num_ctx,
             grammar: None,
+            keep_alive: None,
         }
     }
 }
@@ -69,35 +74,39 @@ impl ModelOptions {
 #[derive(Debug, Deserialize)]
 struct Message {
     role: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     content: String,
 }
 
 #[derive(Debug, Deserialize)]
 struct ChatRequest {
     model: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     messages: Vec<Message>,
     stream: Option<bool>,
     /// `"json"` or a JSON schema (see `response_format::ollama_format`).
     format: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     options: ModelOptions,
+    #[serde(default, deserialize_with = "keep_alive")]
+    keep_alive: Option<KeepAlive>,
 }
 
 #[derive(Debug, Deserialize)]
 struct GenerateRequest {
     model: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     prompt: String,
     system: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     raw: bool,
     stream: Option<bool>,
     /// `"json"` or a JSON schema (see `response_format::ollama_format`).
     format: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     options: ModelOptions,
+    #[serde(default, deserialize_with = "keep_alive")]
+    keep_alive: Option<KeepAlive>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,7 +137,13 @@ pub async fn chat(
         if request.messages.is_empty() {
             // Ollama loads the model for an empty chat; here weights load on
             // the first generating request, so the answer comes at once.
-            return Ok(loaded_reply(Kind::Chat, &model, stream));
+            return Ok(loaded_reply(
+                &state,
+                Kind::Chat,
+                &model,
+                request.keep_alive,
+                stream,
+            ));
         }
         let messages = request
             .messages
@@ -138,11 +153,13 @@ pub async fn chat(
         let source = PromptSource::Chat(messages);
         let run = Run {
             kind: Kind::Chat,
+            name: response_name(&state, &request.model, &model),
             model: &model,
             stream,
             grammar: grammar(request.format.as_ref())?,
             arrived,
             scope,
+            keep_alive: request.keep_alive,
         };
         run.generate(&state, source, request.options).await
     };
@@ -162,7 +179,13 @@ pub async fn generate(
         let model = generation::find_model(&state, FLAVOR, &request.model)?;
         let stream = request.stream.unwrap_or(true);
         if request.prompt.is_empty() {
-            return Ok(loaded_reply(Kind::Generate, &model, stream));
+            return Ok(loaded_reply(
+                &state,
+                Kind::Generate,
+                &model,
+                request.keep_alive,
+                stream,
+            ));
         }
         let source = if request.raw {
             PromptSource::Raw(request.prompt)
@@ -176,11 +199,13 @@ pub async fn generate(
         };
         let run = Run {
             kind: Kind::Generate,
+            name: response_name(&state, &request.model, &model),
             model: &model,
             stream,
             grammar: grammar(request.format.as_ref())?,
             arrived,
             scope,
+            keep_alive: request.keep_alive,
         };
         run.generate(&state, source, request.options).await
     };
@@ -190,11 +215,22 @@ pub async fn generate(
 /// One request of either endpoint, once its prompt is known.
 struct Run<'a> {
     kind: Kind,
+    /// The name the response gives: the model's, or the preset's asked for.
+    name: String,
     model: &'a ModelEntry,
     stream: bool,
     grammar: Option<Grammar>,
     arrived: Instant,
     scope: Scope,
+    keep_alive: Option<KeepAlive>,
+}
+
+/// A preset's name when the request named one, else the model's own.
+fn response_name(state: &AppState, requested: &str, model: &ModelEntry) -> String {
+    match state.registry.preset(requested) {
+        Some(preset) => preset.name.clone(),
+        None => model.name.clone(),
+    }
 }
 
 /// The request's `format`, or a 400.
@@ -210,15 +246,17 @@ impl Run<'_> {
         source: PromptSource,
         options: ModelOptions,
     ) -> Result<Response, ApiError> {
-        let options = Options {
+        let mut options = Options {
             grammar: self.grammar,
             ..options.into_options(self.model.context)
         };
-        let (name, scope) = (&self.model.name, self.scope);
+        options.keep_alive = self.keep_alive.and_then(KeepAlive::duration);
+        let (name, scope) = (&self.name, self.scope);
         let prepared =
             generation::prepare_blocking(state, FLAVOR, name, source, options, scope).await?;
         let events = generation::submit(state, FLAVOR, prepared, self.arrived)?;
-        respond(self.kind, self.model.name.clone(), events, self.stream).await
+        let shutdown = state.shutdown.clone();
+        respond(self.kind, self.name, events, shutdown, self.stream).await
     }
 }
 
@@ -254,10 +292,25 @@ fn line(kind: Kind, model: &str, text: &str, summary: Option<&Summary>) -> Value
     body
 }
 
-fn loaded_reply(kind: Kind, model: &ModelEntry, stream: bool) -> Response {
+/// The answer to a request without a prompt, which Ollama's clients send to
+/// load a model or, with `keep_alive: 0`, to unload it.
+fn loaded_reply(
+    state: &AppState,
+    kind: Kind,
+    model: &ModelEntry,
+    keep_alive: Option<KeepAlive>,
+    stream: bool,
+) -> Response {
+    let mut reason = "load";
+    if let Some(keep_alive) = keep_alive {
+        state.engine.keep_alive(&model.name, keep_alive.duration());
+        if keep_alive == KeepAlive::For(Duration::ZERO) {
+            reason = "unload";
+        }
+    }
     let mut body = line(kind, &model.name, "", None);
     body["done"] = json!(true);
-    body["done_reason"] = json!("load");
+    body["done_reason"] = json!(reason);
     if stream {
         ndjson(stream::iter([Ok::<_, Infallible>(format!("{body}\n"))]))
     } else {
@@ -265,7 +318,7 @@ fn loaded_reply(kind: Kind, model: &ModelEntry, stream: bool) -> Response {
     }
 }
 
-fn ndjson<S>(lines: S) -> Response
+pub fn ndjson<S>(lines: S) -> Response
 where
     S: futures_util::Stream<Item = Result<String, Infallible>> + Send + 'static,
 {
@@ -281,32 +334,45 @@ async fn respond(
     kind: Kind,
     model: String,
     events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    shutdown: watch::Receiver<bool>,
     stream: bool,
 ) -> Result<Response, ApiError> {
     if !stream {
-        let (text, summary) = generation::collect(FLAVOR, events).await?;
+        let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
         return Ok(Json(line(kind, &model, &text, Some(&summary))).into_response());
     }
-    let lines = stream::unfold(Some((events, model)), move |state| async move {
-        let (mut events, model) = state?;
-        let (value, more) = match events.recv().await {
-            Some(Event::Text(text)) => (line(kind, &model, &text, None), true),
-            Some(Event::Done(summary)) => (line(kind, &model, "", Some(&summary)), false),
-            Some(Event::Failed(message)) => (ApiError::internal(FLAVOR, message).body(), false),
-            None => (
+    let start = Some((events, shutdown, model));
+    let lines = stream::unfold(start, move |state| async move {
+        let (mut events, mut shutdown, model) = state?;
+        let (value, more) = match generation::next_event(&mut events, &mut shutdown).await {
+            Next::Event(Event::Text(text)) => (line(kind, &model, &text, None), true),
+            Next::Event(Event::Done(summary)) => (line(kind, &model, "", Some(&summary)), false),
+            Next::Event(Event::Failed(message)) => {
+                (ApiError::internal(FLAVOR, message).body(), false)
+            }
+            Next::Dropped => (
                 ApiError::internal(FLAVOR, "the engine dropped the request").body(),
                 false,
             ),
+            Next::ShuttingDown => (shutdown_line(kind, &model), false),
         };
-        let next = more.then_some((events, model));
+        let next = more.then_some((events, shutdown, model));
         Some((Ok::<_, Infallible>(format!("{value}\n")), next))
     });
     Ok(ndjson(lines.boxed()))
 }
 
-fn details(model: &ModelEntry) -> Value {
+/// The last line of a stream the server stopped: done, with the reason.
+fn shutdown_line(kind: Kind, model: &str) -> Value {
+    let mut body = line(kind, model, "", None);
+    body["done"] = json!(true);
+    body["done_reason"] = json!("shutdown");
+    body
+}
+
+pub fn details(model: &ModelEntry, preset: Option<&Preset>) -> Value {
     json!({
-        "parent_model": "",
+        "parent_model": preset.map_or("", |p| p.from.as_str()),
         "format": "gguf",
         "family": model.summary.architecture,
         "families": [model.summary.architecture],
@@ -315,25 +381,34 @@ fn details(model: &ModelEntry) -> Value {
     })
 }
 
-/// `GET /api/tags`.
-pub async fn tags(State(state): State<AppState>) -> Json<Value> {
-    let models: Vec<Value> = state
-        .registry
-        .entries()
-        .iter()
-        .map(|m| {
-            let modified = m.summary.modified_unix_seconds();
-            let date = CivilDateTime::from_unix_seconds(modified);
-            json!({
-                "name": m.name,
-                "model": m.name,
-                "modified_at": strftime("%Y-%m-%dT%H:%M:%SZ", &date),
-                "size": m.summary.file_bytes,
-                "details": details(m),
+/// `GET /api/tags`: every served file and preset. The first listing
+/// hashes the files for their `digest` (on a blocking thread; seconds for
+/// large files), later ones reuse it.
+pub async fn tags(State(state): State<AppState>) -> Response {
+    let listed = state.registry.listed();
+    let models = tokio::task::spawn_blocking(move || {
+        listed
+            .iter()
+            .map(|listed| {
+                let m = &listed.entry;
+                let modified = m.summary.modified_unix_seconds();
+                let date = CivilDateTime::from_unix_seconds(modified);
+                json!({
+                    "name": listed.name,
+                    "model": listed.name,
+                    "modified_at": strftime("%Y-%m-%dT%H:%M:%SZ", &date),
+                    "size": m.summary.file_bytes,
+                    "digest": m.digest(),
+                    "details": details(m, listed.preset.as_deref()),
+                })
             })
-        })
-        .collect();
-    Json(json!({ "models": models }))
+            .collect::<Vec<Value>>()
+    })
+    .await;
+    match models {
+        Ok(models) => Json(json!({ "models": models })).into_response(),
+        Err(e) => ApiError::internal(FLAVOR, format!("listing failed: {e}")).into_response(),
+    }
 }
 
 /// `POST /api/show`.
@@ -341,6 +416,7 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Response {
     let result = (|| {
         let request: ShowRequest = parse_json(FLAVOR, &body)?;
         let model = generation::find_model(&state, FLAVOR, &request.model)?;
+        let preset = state.registry.preset(&request.model);
         let s = &model.summary;
         let arch = &s.architecture;
         let mut info = serde_json::Map::new();
@@ -356,24 +432,43 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Response {
         ] {
             info.insert(format!("{arch}.{key}"), json!(value));
         }
-        Ok::<_, ApiError>(Json(json!({
+        let mut parameters = vec![format!("num_ctx {}", model.context)];
+        let mut answer = json!({
             // The file's name, not its path: where the server keeps its
             // files is not the client's business.
             "modelfile": format!("FROM {}\n", file_name(&model.path)),
-            "parameters": format!("num_ctx {}", model.context),
             "template": model.file.template.source(),
-            "details": details(&model),
+            "details": details(&model, preset.as_deref()),
             "model_info": info,
             "capabilities": ["completion"],
-        })))
+        });
+        if let Some(preset) = &preset {
+            let own = preset.parameters.lines();
+            if preset.parameters.num_ctx.is_some() {
+                parameters.clear();
+            }
+            parameters.extend(own);
+            answer["modelfile"] = json!(preset_modelfile(&model, preset));
+            if let Some(system) = &preset.system {
+                answer["system"] = json!(system);
+            }
+        }
+        answer["parameters"] = json!(parameters.join("\n"));
+        Ok::<_, ApiError>(Json(answer))
     })();
     result.map_or_else(IntoResponse::into_response, IntoResponse::into_response)
 }
 
-/// The last part of `path` (a file's name).
-fn file_name(path: &std::path::Path) -> String {
-    path.file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+/// A preset as an Ollama Modelfile: its model, parameters and system prompt.
+fn preset_modelfile(model: &ModelEntry, preset: &Preset) -> String {
+    let mut text = format!("FROM {}\n", file_name(&model.path));
+    for line in preset.parameters.lines() {
+        text.push_str(&format!("PARAMETER {line}\n"));
+    }
+    if let Some(system) = &preset.system {
+        text.push_str(&format!("SYSTEM \"\"\"{system}\"\"\"\n"));
+    }
+    text
 }
 
 /// `GET /api/version`.

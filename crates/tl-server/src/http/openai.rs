@@ -16,9 +16,13 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tl_engine::chat_template::ChatMessage;
+use tokio::sync::watch;
 
-use super::error::{parse_json, ApiError, Flavor};
-use super::generation::{self, find_model, finish_reason, unix_now, Options, PromptSource};
+use super::error::{or_default, parse_json, ApiError, Flavor};
+use super::generation::{
+    self, find_model, finish_reason, next_event, unix_now, Next, Options, PromptSource,
+    SHUTTING_DOWN,
+};
 use super::response_format::openai_response_format;
 use super::AppState;
 use crate::engine::{Event, Scope, Summary};
@@ -63,20 +67,20 @@ enum Content {
 struct ContentPart {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     text: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Message {
     role: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     content: Option<Content>,
 }
 
 #[derive(Debug, Deserialize)]
 struct StreamOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     include_usage: bool,
 }
 
@@ -96,7 +100,7 @@ struct Sampling {
     seed: Option<i64>,
     stop: Option<OneOrMany>,
     n: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     stream: bool,
     stream_options: Option<StreamOptions>,
     /// Free text, JSON, or JSON following a schema (see
@@ -334,38 +338,47 @@ async fn generate(
     let (options, stream, include_usage) = sampling.options()?;
     let prepared =
         generation::prepare_blocking(state, FLAVOR, model, source, options, scope).await?;
-    let identity = Identity::new(kind, &prepared.model.name);
+    let name = match state.registry.preset(model) {
+        Some(preset) => preset.name.clone(),
+        None => prepared.model.name.clone(),
+    };
+    let identity = Identity::new(kind, &name);
     let events = generation::submit(state, FLAVOR, prepared, arrived)?;
-    respond(identity, events, stream, include_usage).await
+    let shutdown = state.shutdown.clone();
+    respond(identity, events, shutdown, stream, include_usage).await
 }
 
 async fn respond(
     identity: Identity,
     events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    shutdown: watch::Receiver<bool>,
     stream: bool,
     include_usage: bool,
 ) -> Result<Response, ApiError> {
     if stream {
-        let events = sse_events(identity, events, include_usage);
+        let events = sse_events(identity, events, shutdown, include_usage);
         return Ok(Sse::new(events)
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    let (text, summary) = generation::collect(FLAVOR, events).await?;
+    let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
     Ok(Json(identity.whole(text, &summary)).into_response())
 }
 
 /// The SSE stream of one response: a chunk per piece of text, a last chunk with
 /// the finish reason, the usage when asked, then `[DONE]`. A failure after the
-/// stream started is sent as an `error` object.
+/// stream started, or the server shutting down, is sent as an `error`
+/// object before the `[DONE]`.
 fn sse_events(
     identity: Identity,
     events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    shutdown: watch::Receiver<bool>,
     include_usage: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     struct StreamState {
         identity: Identity,
         events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+        shutdown: watch::Receiver<bool>,
         first: bool,
         done: bool,
         include_usage: bool,
@@ -373,6 +386,7 @@ fn sse_events(
     let start = StreamState {
         identity,
         events,
+        shutdown,
         first: true,
         done: false,
         include_usage,
@@ -381,13 +395,13 @@ fn sse_events(
         if st.done {
             return None;
         }
-        let data: Vec<Value> = match st.events.recv().await {
-            Some(Event::Text(text)) => {
+        let data: Vec<Value> = match next_event(&mut st.events, &mut st.shutdown).await {
+            Next::Event(Event::Text(text)) => {
                 let chunk = st.identity.chunk(Some(&text), st.first, None);
                 st.first = false;
                 vec![chunk]
             }
-            Some(Event::Done(summary)) => {
+            Next::Event(Event::Done(summary)) => {
                 st.done = true;
                 let mut out = Vec::new();
                 if st.first && st.identity.kind == Kind::Chat {
@@ -405,13 +419,18 @@ fn sse_events(
                 }
                 out
             }
-            Some(Event::Failed(message)) => {
+            Next::Event(Event::Failed(message)) => {
                 st.done = true;
                 vec![ApiError::internal(FLAVOR, message).body()]
             }
-            None => {
+            Next::Dropped => {
                 st.done = true;
                 vec![ApiError::internal(FLAVOR, "the engine dropped the request").body()]
+            }
+            Next::ShuttingDown => {
+                st.done = true;
+                let status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                vec![ApiError::new(FLAVOR, status, SHUTTING_DOWN).body()]
             }
         };
         let mut items: Vec<Result<SseEvent, Infallible>> = data
@@ -426,13 +445,13 @@ fn sse_events(
     .flatten()
 }
 
-/// `GET /v1/models`.
+/// `GET /v1/models`: the served files and the presets made of them.
 pub async fn models(State(state): State<AppState>) -> Json<Value> {
     let data: Vec<Value> = state
         .registry
-        .entries()
+        .listed()
         .iter()
-        .map(|m| model_object(m))
+        .map(|listed| model_object(&listed.name, &listed.entry))
         .collect();
     Json(json!({"object": "list", "data": data}))
 }
@@ -443,13 +462,17 @@ pub async fn model(
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let model = find_model(&state, Flavor::OpenAi, &name)?;
-    Ok(Json(model_object(&model)))
+    let id = match state.registry.preset(&name) {
+        Some(preset) => preset.name.clone(),
+        None => model.name.clone(),
+    };
+    Ok(Json(model_object(&id, &model)))
 }
 
 /// A model as OpenAI's API describes one.
-fn model_object(model: &ModelEntry) -> Value {
+fn model_object(id: &str, model: &ModelEntry) -> Value {
     let created = model.summary.modified_unix_seconds();
-    json!({"id": model.name, "object": "model", "created": created, "owned_by": "tensorlogic"})
+    json!({"id": id, "object": "model", "created": created, "owned_by": "tensorlogic"})
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::{parse_json, ApiError, Flavor};
+use super::error::{or_default, parse_json, ApiError, Flavor};
 use super::generation::{check_fits, find_model};
 use super::AppState;
 use crate::registry::ModelEntry;
@@ -22,15 +22,20 @@ struct TokenizeRequest {
     content: String,
     model: Option<String>,
     /// Add the model's BOS (and EOS) tokens as a prompt would have them.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "or_default")]
     add_special: bool,
     /// Turn special-token text (`<|im_start|>`) into the special token.
-    #[serde(default = "yes")]
+    #[serde(default = "yes", deserialize_with = "or_yes")]
     parse_special: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// `parse_special`'s default for a `null` as for a missing field.
+fn or_yes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(true))
 }
 
 #[derive(Debug, Deserialize)]
