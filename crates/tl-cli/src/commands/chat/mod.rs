@@ -5,6 +5,7 @@
 
 mod conversation;
 mod input;
+mod quiet_input;
 mod slash;
 mod spinner;
 mod wrap;
@@ -22,6 +23,7 @@ use crate::cli::ChatArgs;
 use crate::loaded_model::{self, LoadedModel};
 use conversation::Conversation;
 use input::{Input, InputReader};
+use quiet_input::QuietInput;
 use slash::SlashCommand;
 use spinner::Spinner;
 use wrap::Wrapper;
@@ -259,6 +261,7 @@ impl Chat<'_> {
             }
         };
         self.interrupted.store(false, Ordering::SeqCst);
+        let _quiet = QuietInput::start();
         let mut spinner = Some(Spinner::start());
         match self.prefill_ahead(&prompt) {
             Ok(true) => {}
