@@ -557,32 +557,9 @@ fn q4_k_scales(bytes: &[u8]) -> (__m128i, __m128i) {
 /// vector lanes, so the result equals the general path's.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBlock]) -> f32 {
-    let nibbles = _mm256_set1_epi8(0x0f);
     let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm_setzero_ps());
     for (block, a) in weights.iter().zip(acts) {
-        let (scales, mins) = q4_k_scales(&block[4..20]);
-        let scales = _mm256_broadcastsi128_si256(scales);
-        let (a_chunks, _) = a.quants.as_chunks::<32>();
-        let mut lanes = _mm256_setzero_si256();
-        for p in 0..4 {
-            let bytes = load_32(&block[16 + 32 * p..]);
-            let low = _mm256_and_si256(bytes, nibbles);
-            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles);
-            let low = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(low, load_i8x32(&a_chunks[2 * p])),
-                shuffle_by(scales, &SPREAD_I16[2 * p]),
-            );
-            let high = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(high, load_i8x32(&a_chunks[2 * p + 1])),
-                shuffle_by(scales, &SPREAD_I16[2 * p + 1]),
-            );
-            lanes = _mm256_add_epi32(lanes, _mm256_add_epi32(low, high));
-        }
-        // Lane j: min_j · (Σ of sub-block j's activations), i.e. lane j of
-        // each pair of runs.
-        let widened = _mm256_cvtepu16_epi32(mins);
-        let doubled = _mm256_or_si256(widened, _mm256_slli_epi32::<16>(widened));
-        let min_terms = _mm256_madd_epi16(doubled, load_i16x16(&a.sums16));
+        let (lanes, min_terms) = q4_k_lanes(block, a);
         let (d, dmin) = (half_at(block, 0), half_at(block, 2));
         if kind == KArithmetic::Q4KGemv {
             let sums = _mm_cvtepi32_ps(_mm_cvtsi32_si128(total(lanes)));
@@ -602,6 +579,37 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
     single_finish(kind, &row_state(acc, acc_min))
 }
 
+/// One Q4_K super-block's integer lanes with one activation super-block:
+/// the scaled sums (per 64 values one load of 32 nibble bytes, two
+/// `maddubs` and two `madd` with the sub-block scales), and in lane `j`
+/// `min_j · (Σ of sub-block j's activations)` (lane j of each pair of runs).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q4_k_lanes(block: &[u8; 144], a: &Q8KBlock) -> (__m256i, __m256i) {
+    let nibbles = _mm256_set1_epi8(0x0f);
+    let (scales, mins) = q4_k_scales(&block[4..20]);
+    let scales = _mm256_broadcastsi128_si256(scales);
+    let (a_chunks, _) = a.quants.as_chunks::<32>();
+    let mut lanes = _mm256_setzero_si256();
+    for p in 0..4 {
+        let bytes = load_32(&block[16 + 32 * p..]);
+        let low = _mm256_and_si256(bytes, nibbles);
+        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles);
+        let low = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(low, load_i8x32(&a_chunks[2 * p])),
+            shuffle_by(scales, &SPREAD_I16[2 * p]),
+        );
+        let high = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(high, load_i8x32(&a_chunks[2 * p + 1])),
+            shuffle_by(scales, &SPREAD_I16[2 * p + 1]),
+        );
+        lanes = _mm256_add_epi32(lanes, _mm256_add_epi32(low, high));
+    }
+    let widened = _mm256_cvtepu16_epi32(mins);
+    let doubled = _mm256_or_si256(widened, _mm256_slli_epi32::<16>(widened));
+    (lanes, _mm256_madd_epi16(doubled, load_i16x16(&a.sums16)))
+}
+
 /// A tile of eight Q4_K weight rows (block-major: `tile[b][r]`) against one
 /// activation row, with the repacked gemv's arithmetic (`Q4KGemv`): each
 /// row's integer lanes as in [`q4_k_row`], one transposing reduction to the
@@ -610,33 +618,13 @@ pub(super) fn q4_k_row(kind: KArithmetic, weights: &[[u8; 144]], acts: &[Q8KBloc
 /// [`q4_k_row`] does one row at a time; the result is `acc − acc_min`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn q4_k_tile(tile: &[[[u8; 144]; 8]], acts: &[Q8KBlock]) -> [f32; 8] {
-    let nibbles = _mm256_set1_epi8(0x0f);
     let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
     for (blocks, a) in tile.iter().zip(acts) {
-        let (a_chunks, _) = a.quants.as_chunks::<32>();
         let mut lanes = [_mm256_setzero_si256(); 8];
         let mut min_terms = [_mm256_setzero_si256(); 8];
         let (mut d, mut dmin) = ([0u16; 8], [0u16; 8]);
         for (r, block) in blocks.iter().enumerate() {
-            let (scales, mins) = q4_k_scales(&block[4..20]);
-            let scales = _mm256_broadcastsi128_si256(scales);
-            for p in 0..4 {
-                let bytes = load_32(&block[16 + 32 * p..]);
-                let low = _mm256_and_si256(bytes, nibbles);
-                let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles);
-                let low = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(low, load_i8x32(&a_chunks[2 * p])),
-                    shuffle_by(scales, &SPREAD_I16[2 * p]),
-                );
-                let high = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(high, load_i8x32(&a_chunks[2 * p + 1])),
-                    shuffle_by(scales, &SPREAD_I16[2 * p + 1]),
-                );
-                lanes[r] = _mm256_add_epi32(lanes[r], _mm256_add_epi32(low, high));
-            }
-            let widened = _mm256_cvtepu16_epi32(mins);
-            let doubled = _mm256_or_si256(widened, _mm256_slli_epi32::<16>(widened));
-            min_terms[r] = _mm256_madd_epi16(doubled, load_i16x16(&a.sums16));
+            (lanes[r], min_terms[r]) = q4_k_lanes(block, a);
             d[r] = u16::from_le_bytes([block[0], block[1]]);
             dmin[r] = u16::from_le_bytes([block[2], block[3]]);
         }
