@@ -106,6 +106,9 @@ struct Sampling {
     /// Free text, JSON, or JSON following a schema (see
     /// `response_format::openai_response_format`).
     response_format: Option<Value>,
+    /// Chat's `true`/`false`, or completions' count of alternatives.
+    logprobs: Option<Value>,
+    top_logprobs: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,9 +128,29 @@ struct CompletionRequest {
 }
 
 impl Sampling {
+    /// Whether the request asks for log probabilities (`false`, `0` and
+    /// `null` do not).
+    fn asks_for_logprobs(&self) -> bool {
+        let asked = match &self.logprobs {
+            Some(Value::Bool(on)) => *on,
+            Some(Value::Number(count)) => count.as_f64() != Some(0.0),
+            Some(Value::Null) | None => false,
+            Some(_) => true,
+        };
+        asked || self.top_logprobs.is_some_and(|n| n > 0)
+    }
+
     fn options(self) -> Result<(Options, bool, bool), ApiError> {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::bad_request(FLAVOR, "only n = 1 is supported"));
+        }
+        if self.asks_for_logprobs() {
+            // Refused rather than answered with `"logprobs": null`, which a
+            // client could take for an answer.
+            return Err(ApiError::bad_request(
+                FLAVOR,
+                "logprobs and top_logprobs are not supported yet",
+            ));
         }
         let include_usage = self.stream_options.is_some_and(|o| o.include_usage);
         let grammar = openai_response_format(self.response_format.as_ref())
@@ -478,6 +501,26 @@ fn model_object(id: &str, model: &ModelEntry) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logprobs_are_refused_not_ignored() {
+        let asks = |body: &[u8]| {
+            parse_json::<ChatRequest>(FLAVOR, body)
+                .unwrap()
+                .sampling
+                .asks_for_logprobs()
+        };
+        let chat = |extra: &str| format!(r#"{{"model": "m", "messages": [], {extra}}}"#);
+        assert!(asks(chat(r#""logprobs": true"#).as_bytes()));
+        assert!(asks(chat(r#""logprobs": 3"#).as_bytes()));
+        assert!(asks(chat(r#""top_logprobs": 2"#).as_bytes()));
+        assert!(!asks(
+            chat(r#""logprobs": false, "top_logprobs": 0"#).as_bytes()
+        ));
+        assert!(!asks(
+            chat(r#""logprobs": null, "top_logprobs": null"#).as_bytes()
+        ));
+    }
 
     /// A `prompt`, `stop` or `content` of the wrong shape is named in the
     /// client's terms, never as one of our Rust types.
