@@ -158,12 +158,7 @@ impl Model {
         cache: &mut KvCache,
         which: Logits,
     ) -> Result<Vec<f32>> {
-        check_tokens(tokens, self.config.vocab_size)?;
-        cache.check_room(index_pos, tokens.len())?;
-        let rows = Rows::Sequence {
-            start: index_pos,
-            cache,
-        };
+        let rows = self.sequence_rows(tokens, index_pos, cache)?;
         let logit_rows = match which {
             Logits::Last => tokens.len() - 1..tokens.len(),
             Logits::All => 0..tokens.len(),
@@ -180,13 +175,24 @@ impl Model {
         index_pos: usize,
         cache: &mut KvCache,
     ) -> Result<Vec<f32>> {
+        let rows = self.sequence_rows(tokens, index_pos, cache)?;
+        self.run_pass(tokens, rows, 0..tokens.len(), Head::HiddenStates)
+    }
+
+    /// The rows of one sequence's pass over `tokens` from `index_pos`, once
+    /// the tokens and the cache's room are checked.
+    fn sequence_rows<'c>(
+        &self,
+        tokens: &[u32],
+        index_pos: usize,
+        cache: &'c mut KvCache,
+    ) -> Result<Rows<'c, 'c>> {
         check_tokens(tokens, self.config.vocab_size)?;
         cache.check_room(index_pos, tokens.len())?;
-        let rows = Rows::Sequence {
+        Ok(Rows::Sequence {
             start: index_pos,
             cache,
-        };
-        self.run_pass(tokens, rows, 0..tokens.len(), Head::HiddenStates)
+        })
     }
 
     /// One decode step for several sequences at once: row `i` is token
