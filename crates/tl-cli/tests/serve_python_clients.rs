@@ -75,21 +75,7 @@ fn install_clients() -> PathBuf {
 fn official_python_clients_work_unchanged() {
     let clients = install_clients();
     let server = Server::start(&["--ctx", "512"]);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/python_clients.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(server.url())
-        .arg("SmolLM2-135M-Instruct.Q4_1")
-        .env("PYTHONPATH", &clients)
-        .output()
-        .expect("cannot run python3");
-    assert!(
-        out.status.success(),
-        "the client script failed:\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
-    );
-    let results: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    let results = run_script("python_clients.py", &server, &clients, &[]);
     let text = |key: &str| {
         results[key]
             .as_str()
@@ -127,8 +113,9 @@ fn official_python_clients_work_unchanged() {
     check_embeddings(&results);
 }
 
-/// Runs `script` (in `tests/data`) against `server`, returning what it printed.
-fn run_script(script: &str, server: &Server, clients: &std::path::Path) -> Value {
+/// Runs `script` (in `tests/data`) against `server` with `extra` arguments
+/// after the URL and model name, returning the JSON it printed.
+fn run_script(script: &str, server: &Server, clients: &std::path::Path, extra: &[&str]) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(script);
@@ -136,12 +123,14 @@ fn run_script(script: &str, server: &Server, clients: &std::path::Path) -> Value
         .arg(&script)
         .arg(server.url())
         .arg("SmolLM2-135M-Instruct.Q4_1")
+        .args(extra)
         .env("PYTHONPATH", clients)
         .output()
         .expect("cannot run python3");
     assert!(
         out.status.success(),
-        "the client script failed:\n{}\nserver log:\n{}",
+        "{} failed:\n{}\nserver log:\n{}",
+        script.display(),
         String::from_utf8_lossy(&out.stderr),
         server.log()
     );
@@ -165,7 +154,7 @@ fn ollama_client_manages_models() {
         &["--ctx", "256", "-m", spare.to_str().unwrap()],
         &[("TL_CACHE_DIR", cache.path().to_str().unwrap())],
     );
-    let results = run_script("ollama_manage.py", &server, &clients);
+    let results = run_script("ollama_manage.py", &server, &clients, &[]);
     let model = "SmolLM2-135M-Instruct.Q4_1";
     assert_eq!(results["ps"], serde_json::json!([[model, 0, true, 64]]));
     let statuses = results["pull_stream"].as_array().unwrap();
@@ -268,22 +257,12 @@ fn check_embeddings(results: &Value) {
 fn structured_output_through_official_clients_and_langchain() {
     let clients = install_clients();
     let server = Server::start(&["--ctx", "1024"]);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/structured_output.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(server.url())
-        .arg("SmolLM2-135M-Instruct.Q4_1")
-        .arg(SAMPLED_REQUESTS)
-        .env("PYTHONPATH", &clients)
-        .output()
-        .expect("cannot run python3");
-    assert!(
-        out.status.success(),
-        "the structured-output script failed:\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
+    let results = run_script(
+        "structured_output.py",
+        &server,
+        &clients,
+        &[SAMPLED_REQUESTS],
     );
-    let results: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
     let sampled = results["openai_sampled"]
         .as_array()
         .expect("sampled results");
