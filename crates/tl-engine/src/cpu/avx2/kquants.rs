@@ -1,10 +1,13 @@
-//! The integer sums of the K-quant products ([`GroupSums`]) with AVX2: one
-//! weight super-block is held in registers while it meets every activation
-//! row of the batch. `maddubs` multiplies the unsigned stored quants by the
-//! activations into 16-bit pairs, which cannot saturate (2 · 63 · 127 < 2¹⁵);
-//! `madd` applies the 16-value scales; a type's offset comes off as
-//! `offset · Σ scale · Σ a` over each run, from the activations' run sums.
-//! Every step is exact, so the sums equal the portable ones.
+//! The integer sums of the K-quant products with AVX2. Batches take eight
+//! weight rows at once with the rows in vector lanes ([`LaneTile`]): an
+//! activation row's four bytes, broadcast, meet four values of each row in
+//! one `vpdpbusd` (AVX-512 VNNI) or `maddubs` (AVX2), so each row's sums
+//! build up in its own lane; single rows stream through lean kernels.
+//! `maddubs` multiplies the unsigned stored quants by the activations into
+//! 16-bit pairs, which cannot saturate (2 · 63 · 127 < 2¹⁵); a type's offset
+//! comes off as `offset · Σ scale · Σ a` over each run, from the
+//! activations' run sums. Every step is exact, so the sums equal the
+//! portable ones.
 
 use std::arch::x86_64::*;
 
@@ -21,7 +24,8 @@ struct WeightRegisters {
     /// Each 32-value chunk's scales: its first run's in the low half, its
     /// second run's in the high half.
     chunk_scales: [__m256i; 8],
-    /// The 16 run scales times the offset, and the 16 minimums.
+    /// The 16 run scales, those times the offset, and the 16 minimums.
+    scales: __m256i,
     offset_scales: __m256i,
     mins: __m256i,
 }
@@ -68,6 +72,7 @@ fn registers(quants: [__m256i; 8], scales: __m256i, mins: __m256i, offset: i16) 
     WeightRegisters {
         quants,
         chunk_scales,
+        scales,
         offset_scales: _mm256_mullo_epi16(scales, _mm256_set1_epi16(offset)),
         mins,
     }
@@ -255,145 +260,6 @@ fn transpose_8x8(x: [__m256i; 8]) -> [__m256i; 8] {
     ]
 }
 
-/// `acc + madd(pairs, scales)`: 16-bit pair sums times their scales, added
-/// in pairs to the i32 lanes.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn add_scaled(acc: __m256i, pairs: __m256i, scales: __m256i) -> __m256i {
-    _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales))
-}
-
-/// [`add_scaled`] in one AVX-512 VNNI instruction (`vpdpwssd`, which wraps
-/// as the add does, so the sums are the same).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn add_scaled_vnni(acc: __m256i, pairs: __m256i, scales: __m256i) -> __m256i {
-    _mm256_dpwssd_epi32(acc, pairs, scales)
-}
-
-/// The batch kernels, once with AVX2 alone and once with AVX-512 VNNI.
-macro_rules! batch_kernels {
-    ($(#[$attr:meta])* $tiled:ident, $repacked:ident, $add_scaled:ident) => {
-/// The tiled arithmetic for eight activation rows at once: each row's
-/// integer lanes, one transposing reduction to the eight sums `S` and `M`,
-/// then `r = d·S`, `r = fma(−dmin, M, r)`, `acc = fma(r, d_a, acc)` in the
-/// eight lanes, the same operations [`step`] does one row at a time.
-$(#[$attr])*
-        fn $tiled(
-    w: &WeightRegisters,
-    (d, dmin): (f32, f32),
-    with_mins: bool,
-    acts: [&Q8KBlock; 8],
-    acc: &mut [f32; 8],
-) {
-    // Two chunks of the weights at a time meet all eight rows, so the live
-    // registers are those two, their scales and the eight rows' sums.
-    // (Loops, not `map` with a closure: see `registers`.)
-    let mut scaled = [_mm256_setzero_si256(); 8];
-    for (sum, a) in scaled.iter_mut().zip(acts) {
-        let offsets = _mm256_madd_epi16(w.offset_scales, load_i16x16(&a.sums16));
-        *sum = _mm256_sub_epi32(_mm256_setzero_si256(), offsets);
-    }
-    for p in 0..4 {
-        for (sum, a) in scaled.iter_mut().zip(acts) {
-            let (chunks, _) = a.quants.as_chunks::<32>();
-            let low = _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p]));
-            let high = _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1]));
-            *sum = $add_scaled(*sum, low, w.chunk_scales[2 * p]);
-            *sum = $add_scaled(*sum, high, w.chunk_scales[2 * p + 1]);
-        }
-    }
-    let mut r = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum_each(scaled)));
-    if with_mins {
-        let mut mins = [_mm256_setzero_si256(); 8];
-        for (m, a) in mins.iter_mut().zip(acts) {
-            *m = _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16));
-        }
-        let m = _mm256_cvtepi32_ps(sum_each(mins));
-        r = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), m, r);
-    }
-    let scales = _mm256_setr_ps(
-        acts[0].d, acts[1].d, acts[2].d, acts[3].d, acts[4].d, acts[5].d, acts[6].d, acts[7].d,
-    );
-    // SAFETY: `acc` is 32 readable and writable bytes; `loadu`/`storeu` have
-    // no alignment requirement.
-    unsafe {
-        let updated = _mm256_fmadd_ps(r, scales, _mm256_loadu_ps(acc.as_ptr()));
-        _mm256_storeu_ps(acc.as_mut_ptr(), updated);
-    }
-}
-
-/// The repacked gemm's arithmetic for eight activation rows at once: per
-/// 64 values the eight rows' sums `S_p` in one vector, then
-/// `acc = fma(S_p, d·d_a, acc)` and `acc_min = fma(M_p, dmin·d_a, acc_min)`
-/// in the eight lanes, the operations [`step`] does one row at a time.
-$(#[$attr])*
-        fn $repacked(
-    w: &WeightRegisters,
-    (d, dmin): (f32, f32),
-    acts: [&Q8KBlock; 8],
-    (acc, acc_min): (&mut [f32; 8], &mut [f32; 8]),
-) {
-    let d_a = _mm256_setr_ps(
-        acts[0].d, acts[1].d, acts[2].d, acts[3].d, acts[4].d, acts[5].d, acts[6].d, acts[7].d,
-    );
-    let scale = _mm256_mul_ps(_mm256_set1_ps(d), d_a);
-    let min_scale = _mm256_mul_ps(_mm256_set1_ps(dmin), d_a);
-    // SAFETY: `acc` and `acc_min` are 32 readable bytes each; `loadu` has no
-    // alignment requirement.
-    let (mut total, mut total_min) = unsafe {
-        (
-            _mm256_loadu_ps(acc.as_ptr()),
-            _mm256_loadu_ps(acc_min.as_ptr()),
-        )
-    };
-    // Lane j of row r: min_j · (Σ of sub-block j's activations); transposed,
-    // sub-block j over the rows.
-    // (Loops, not `map` with a closure: see `registers`.)
-    let mut min_terms = [_mm256_setzero_si256(); 8];
-    for (m, a) in min_terms.iter_mut().zip(acts) {
-        *m = _mm256_madd_epi16(w.mins, load_i16x16(&a.sums16));
-    }
-    let min_terms = transpose_8x8(min_terms);
-    for p in 0..4 {
-        let mut groups = [_mm256_setzero_si256(); 8];
-        for (group, a) in groups.iter_mut().zip(acts) {
-            let (chunks, _) = a.quants.as_chunks::<32>();
-            let low = _mm256_maddubs_epi16(w.quants[2 * p], load_i8x32(&chunks[2 * p]));
-            let high = _mm256_maddubs_epi16(w.quants[2 * p + 1], load_i8x32(&chunks[2 * p + 1]));
-            let sum = $add_scaled(_mm256_setzero_si256(), low, w.chunk_scales[2 * p]);
-            *group = $add_scaled(sum, high, w.chunk_scales[2 * p + 1]);
-        }
-        let sums = _mm256_cvtepi32_ps(sum_each(groups));
-        total = _mm256_fmadd_ps(sums, scale, total);
-        let mins = _mm256_add_epi32(min_terms[2 * p], min_terms[2 * p + 1]);
-        total_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), min_scale, total_min);
-    }
-    // SAFETY: as above, 32 writable bytes each.
-    unsafe {
-        _mm256_storeu_ps(acc.as_mut_ptr(), total);
-        _mm256_storeu_ps(acc_min.as_mut_ptr(), total_min);
-    }
-}
-
-    };
-}
-
-batch_kernels!(
-    #[target_feature(enable = "avx2,fma,f16c")]
-    tiled_eight,
-    repacked_eight,
-    add_scaled
-);
-
-batch_kernels!(
-    /// Needs the features [`super::vnni_available`] checks.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    tiled_eight_vnni,
-    repacked_eight_vnni,
-    add_scaled_vnni
-);
-
 #[target_feature(enable = "avx2,fma,f16c")]
 fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
     let mut groups = [_mm256_setzero_si256(); 4];
@@ -414,55 +280,27 @@ fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
 }
 
 /// Adds the terms of `w` with activation row `block(i)` to the
-/// accumulators of every row `i`: Q4_K and Q6_K loaded straight from their
-/// bytes, the other types through `scratch`; the tiled arithmetic eight rows
-/// at a time, the rest (and the repacked gemm's) a row at a time through
-/// [`step`].
+/// accumulators of every row `i`, a row at a time through [`step`] (the
+/// weight rows left over after the lanes kernels' groups of eight): Q4_K
+/// and Q6_K loaded straight from their bytes, the other types through
+/// `scratch`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn accumulate<'a, const N: usize>(
     kind: KArithmetic,
-    vnni: bool,
     w: &SuperBlock<'_, N>,
     scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
     (acc, acc_min): (&mut [f32], &mut [f32]),
 ) {
     let registers = load_super_block(w, scratch);
-    let rows = acc.len();
-    let first = rows / 8 * 8;
-    let groups = acc.as_chunks_mut::<8>().0.iter_mut();
-    if kind == KArithmetic::Q4KRepacked {
-        // Q4_K's offset is 0, so the sums need no correction.
-        let mins = acc_min.as_chunks_mut::<8>().0.iter_mut();
-        for (group, accumulators) in groups.zip(mins).enumerate() {
-            let acts = std::array::from_fn(|r| block(8 * group + r));
-            if vnni {
-                // SAFETY: the caller found the features (`vnni_available`).
-                unsafe { repacked_eight_vnni(&registers, w.factors, acts, accumulators) };
-            } else {
-                repacked_eight(&registers, w.factors, acts, accumulators);
-            }
-        }
-    } else {
-        let with_mins = kind == KArithmetic::TiledWithMins;
-        for (group, acc) in groups.enumerate() {
-            let acts = std::array::from_fn(|r| block(8 * group + r));
-            if vnni {
-                // SAFETY: the caller found the features (`vnni_available`).
-                unsafe { tiled_eight_vnni(&registers, w.factors, with_mins, acts, acc) };
-            } else {
-                tiled_eight(&registers, w.factors, with_mins, acts, acc);
-            }
-        }
-    }
-    for i in first..rows {
+    for (i, (acc, acc_min)) in acc.iter_mut().zip(acc_min.iter_mut()).enumerate() {
         let a = block(i);
         let sums = if kind == KArithmetic::Q4KRepacked {
             sums(&registers, a)
         } else {
             whole_sums(&registers, a)
         };
-        step(kind, w.factors, &sums, a.d, (&mut acc[i], &mut acc_min[i]));
+        step(kind, w.factors, &sums, a.d, (acc, acc_min));
     }
 }
 
@@ -763,4 +601,314 @@ pub(super) fn single_accumulate<'a, const N: usize>(
         let lanes = single_lanes(&registers, a, per_value_offset);
         single_step(kind, w.factors, &lanes, a.d, state);
     }
+}
+
+thread_local! {
+    /// The lanes kernels' integer sums per activation row, reused across calls.
+    static SUMS: std::cell::RefCell<Vec<__m256i>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Eight weight rows' super-blocks at one position with the rows in vector
+/// lanes, for the batch kernels: an activation row's four bytes broadcast
+/// to every lane meet four values of each row at once, so each row's sums
+/// build up in its own lane with no reduction across lanes (the layout of
+/// llama.cpp's repacked gemm, built here from the rows as they are stored).
+struct LaneTile {
+    /// Chunk `c`'s quants (values `32c..32c + 32`): vector `m` holds each
+    /// row's stored values `32c + 4m..32c + 4m + 4` in its lane.
+    quants: [[__m256i; 8]; 8],
+    /// Run `t`'s scale (16 values), lane `r` for row `r`, as an i32.
+    run_scales: [__m256i; 16],
+    /// Per pair of runs `k`, lane `r`: row `r`'s offset times the scales of
+    /// runs `2k` and `2k + 1`, as an i16 pair.
+    offset_pairs: [__m256i; 8],
+    /// The same for the runs' minimums.
+    min_pairs: [__m256i; 8],
+    d: __m256,
+    dmin: __m256,
+}
+
+/// [`LaneTile`] of the super-blocks `rows` (Q4_K and Q6_K straight from
+/// their bytes, the other types through `scratch`).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn lane_tile<const N: usize>(rows: [&SuperBlock<'_, N>; 8], scratch: &mut Unpacked) -> LaneTile {
+    let zero = _mm256_setzero_si256();
+    let mut quants = [[zero; 8]; 8];
+    let (mut scales, mut offsets, mut mins) = ([zero; 8], [zero; 8], [zero; 8]);
+    let (mut d, mut dmin) = ([0.0f32; 8], [0.0f32; 8]);
+    for (r, row) in rows.into_iter().enumerate() {
+        let registers = load_super_block(row, scratch);
+        quants[r] = registers.quants;
+        scales[r] = registers.scales;
+        offsets[r] = registers.offset_scales;
+        mins[r] = registers.mins;
+        (d[r], dmin[r]) = row.factors;
+    }
+    // (Loops, not `map` with a closure: see `registers`.)
+    let mut lanes = [[zero; 8]; 8];
+    for (c, chunk) in lanes.iter_mut().enumerate() {
+        let mut by_row = [zero; 8];
+        for (row, quants) in by_row.iter_mut().zip(&quants) {
+            *row = quants[c];
+        }
+        *chunk = transpose_8x8(by_row);
+    }
+    // Dword `k` of a row's 16 i16 values is the pair of runs `2k`, `2k + 1`.
+    let scale_pairs = transpose_8x8(scales);
+    let mut run_scales = [zero; 16];
+    for (k, pair) in scale_pairs.into_iter().enumerate() {
+        run_scales[2 * k] = _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(pair));
+        run_scales[2 * k + 1] = _mm256_srai_epi32::<16>(pair);
+    }
+    // SAFETY: `d` and `dmin` are 8 readable f32 each; `loadu` has no
+    // alignment requirement.
+    let (d, dmin) = unsafe { (_mm256_loadu_ps(d.as_ptr()), _mm256_loadu_ps(dmin.as_ptr())) };
+    LaneTile {
+        quants: lanes,
+        run_scales,
+        offset_pairs: transpose_8x8(offsets),
+        min_pairs: transpose_8x8(mins),
+        d,
+        dmin,
+    }
+}
+
+/// Activation bytes `4m..4m + 4` of `values` in every lane.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn broadcast_dword(values: &[i8; 32], m: usize) -> __m256i {
+    let bytes = [
+        values[4 * m],
+        values[4 * m + 1],
+        values[4 * m + 2],
+        values[4 * m + 3],
+    ];
+    _mm256_set1_epi32(i32::from_le_bytes(bytes.map(|b| b as u8)))
+}
+
+/// The activation sums of runs `2k` and `2k + 1` as an i16 pair in every lane.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn broadcast_run_pair(a: &Q8KBlock, k: usize) -> __m256i {
+    let pair = u32::from(a.sums16[2 * k] as u16) | (u32::from(a.sums16[2 * k + 1] as u16) << 16);
+    _mm256_set1_epi32(pair as i32)
+}
+
+/// `Σ_k pairs[k] · (run sums 2k, 2k + 1)`: per lane, the runs' factors
+/// times the activations' run sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn run_pair_sums(pairs: &[__m256i], a: &Q8KBlock, first: usize) -> __m256i {
+    let mut sum = _mm256_setzero_si256();
+    for (k, &pair) in pairs.iter().enumerate() {
+        sum = _mm256_add_epi32(
+            sum,
+            _mm256_madd_epi16(pair, broadcast_run_pair(a, first + k)),
+        );
+    }
+    sum
+}
+
+/// One chunk's scaled sums with AVX2 alone: `maddubs` pairs, two summed in
+/// i16 (each at most 2·63·127), then `madd` with the run's scales (`scales`
+/// hold lane `r`'s scale in both i16 halves).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn chunk_sums(
+    quants: &[__m256i; 8],
+    acts: &[i8; 32],
+    scales: [__m256i; 2],
+    _same_scale: bool,
+) -> __m256i {
+    let mut sum = _mm256_setzero_si256();
+    for m in (0..8).step_by(2) {
+        let first = _mm256_maddubs_epi16(quants[m], broadcast_dword(acts, m));
+        let second = _mm256_maddubs_epi16(quants[m + 1], broadcast_dword(acts, m + 1));
+        let pairs = _mm256_add_epi16(first, second);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scales[m / 4]));
+    }
+    sum
+}
+
+/// A run's scales as [`chunk_sums`] takes them.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn scales_in_pairs(scale: __m256i) -> __m256i {
+    let low = _mm256_and_si256(scale, _mm256_set1_epi32(0xffff));
+    _mm256_or_si256(low, _mm256_slli_epi32::<16>(scale))
+}
+
+/// One chunk's scaled sums with AVX-512 VNNI: `vpdpbusd` adds four
+/// products a lane at a time, then each run's lanes are multiplied by its
+/// scales (i32 lanes), once for the chunk where its two runs share a scale
+/// (`same_scale`). Every value fits, so the sums equal [`chunk_sums`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn chunk_sums_vnni(
+    quants: &[__m256i; 8],
+    acts: &[i8; 32],
+    scales: [__m256i; 2],
+    same_scale: bool,
+) -> __m256i {
+    let (mut low, mut high) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    for m in 0..4 {
+        low = _mm256_dpbusd_epi32(low, quants[m], broadcast_dword(acts, m));
+        high = _mm256_dpbusd_epi32(high, quants[m + 4], broadcast_dword(acts, m + 4));
+    }
+    if same_scale {
+        _mm256_mullo_epi32(_mm256_add_epi32(low, high), scales[0])
+    } else {
+        _mm256_add_epi32(
+            _mm256_mullo_epi32(low, scales[0]),
+            _mm256_mullo_epi32(high, scales[1]),
+        )
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn scales_as_lanes(scale: __m256i) -> __m256i {
+    scale
+}
+
+/// The batch kernels over a [`LaneTile`], once with AVX2 alone and once
+/// with AVX-512 VNNI.
+macro_rules! lane_kernels {
+    ($(#[$attr:meta])* $name:ident, $chunk_sums:ident, $scale_form:ident) => {
+/// A [`LaneTile`] against every activation row `block(i)`, adding to the
+/// accumulators of row `i` (lane `r` for weight row `r`) the operations
+/// [`step`] does one output at a time: the tiled kernels' `r = d·S`,
+/// `r = fma(−dmin, M, r)`, `acc = fma(r, d_a, acc)` per super-block, or the
+/// repacked gemm's `acc = fma(S, d·d_a, acc)` and
+/// `acc_min = fma(M, dmin·d_a, acc_min)` per 64 values. The weights of 64
+/// values stay in registers while every activation row passes; `sums`
+/// (one per activation row) holds the integer sums between.
+$(#[$attr])*
+        fn $name<'a>(
+    tile: &LaneTile,
+    kind: KArithmetic,
+    same_scale: bool,
+    block: impl Fn(usize) -> &'a Q8KBlock,
+    (acc, acc_min): (&mut [[f32; 8]], &mut [[f32; 8]]),
+    sums: &mut [__m256i],
+) {
+    for p in 0..4 {
+        let (low, high) = (tile.quants[2 * p], tile.quants[2 * p + 1]);
+        let scales = [
+            [$scale_form(tile.run_scales[4 * p]), $scale_form(tile.run_scales[4 * p + 1])],
+            [$scale_form(tile.run_scales[4 * p + 2]), $scale_form(tile.run_scales[4 * p + 3])],
+        ];
+        let rows = acc.iter_mut().zip(acc_min.iter_mut()).zip(sums.iter_mut());
+        for (i, ((acc, acc_min), sum)) in rows.enumerate() {
+            let a = block(i);
+            let (chunks, _) = a.quants.as_chunks::<32>();
+            let group = _mm256_add_epi32(
+                $chunk_sums(&low, &chunks[2 * p], scales[0], same_scale),
+                $chunk_sums(&high, &chunks[2 * p + 1], scales[1], same_scale),
+            );
+            if kind == KArithmetic::Q4KRepacked {
+                repacked_step(tile, p, a, group, (acc, acc_min));
+            } else if p == 0 {
+                *sum = group;
+            } else if p < 3 {
+                *sum = _mm256_add_epi32(*sum, group);
+            } else {
+                tiled_step(tile, kind, a, _mm256_add_epi32(*sum, group), acc);
+            }
+        }
+    }
+}
+    };
+}
+
+/// The repacked gemm's step for 64 values `p` (Q4_K's offset is 0, so the
+/// sums need no correction).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn repacked_step(
+    tile: &LaneTile,
+    p: usize,
+    a: &Q8KBlock,
+    sums: __m256i,
+    (acc, acc_min): (&mut [f32; 8], &mut [f32; 8]),
+) {
+    let d_a = _mm256_set1_ps(a.d);
+    let mins = run_pair_sums(&tile.min_pairs[2 * p..2 * p + 2], a, 2 * p);
+    // SAFETY: each accumulator is 8 readable and writable f32;
+    // `loadu`/`storeu` have no alignment requirement.
+    unsafe {
+        let total = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(sums),
+            _mm256_mul_ps(tile.d, d_a),
+            _mm256_loadu_ps(acc.as_ptr()),
+        );
+        _mm256_storeu_ps(acc.as_mut_ptr(), total);
+        let total_min = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(mins),
+            _mm256_mul_ps(tile.dmin, d_a),
+            _mm256_loadu_ps(acc_min.as_ptr()),
+        );
+        _mm256_storeu_ps(acc_min.as_mut_ptr(), total_min);
+    }
+}
+
+/// The tiled kernels' step for a whole super-block of scaled sums `sums`
+/// (the offset not yet taken off).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn tiled_step(tile: &LaneTile, kind: KArithmetic, a: &Q8KBlock, sums: __m256i, acc: &mut [f32; 8]) {
+    let sums = _mm256_sub_epi32(sums, run_pair_sums(&tile.offset_pairs, a, 0));
+    let mut r = _mm256_mul_ps(tile.d, _mm256_cvtepi32_ps(sums));
+    if kind == KArithmetic::TiledWithMins {
+        let mins = _mm256_cvtepi32_ps(run_pair_sums(&tile.min_pairs, a, 0));
+        r = _mm256_fnmadd_ps(tile.dmin, mins, r);
+    }
+    // SAFETY: `acc` is 8 readable and writable f32; `loadu`/`storeu` have
+    // no alignment requirement.
+    unsafe {
+        let total = _mm256_fmadd_ps(r, _mm256_set1_ps(a.d), _mm256_loadu_ps(acc.as_ptr()));
+        _mm256_storeu_ps(acc.as_mut_ptr(), total);
+    }
+}
+
+lane_kernels!(
+    #[target_feature(enable = "avx2,fma,f16c")]
+    lane_tile_rows,
+    chunk_sums,
+    scales_in_pairs
+);
+
+lane_kernels!(
+    /// Needs the features [`super::vnni_available`] checks.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    lane_tile_rows_vnni,
+    chunk_sums_vnni,
+    scales_as_lanes
+);
+
+/// Adds the terms of eight weight rows' super-blocks at one position with
+/// activation row `block(i)` to the accumulators of every row `i` (lane `r`
+/// for weight row `r`), with VNNI where `vnni` says the CPU has it.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn accumulate_lanes<'a, const N: usize>(
+    kind: KArithmetic,
+    vnni: bool,
+    rows: [&SuperBlock<'_, N>; 8],
+    scratch: &mut Unpacked,
+    block: impl Fn(usize) -> &'a Q8KBlock,
+    accumulators: (&mut [[f32; 8]], &mut [[f32; 8]]),
+) {
+    let tile = lane_tile(rows, scratch);
+    // Q4_K and Q5_K give both runs of a 32-value sub-block one scale.
+    let same_scale = N == 144 || N == 176;
+    SUMS.with_borrow_mut(|sums| {
+        sums.clear();
+        sums.resize(accumulators.0.len(), _mm256_setzero_si256());
+        if vnni {
+            // SAFETY: the caller found the features (`vnni_available`).
+            unsafe { lane_tile_rows_vnni(&tile, kind, same_scale, block, accumulators, sums) }
+        } else {
+            lane_tile_rows(&tile, kind, same_scale, block, accumulators, sums)
+        }
+    })
 }

@@ -41,17 +41,13 @@ pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {
 /// unpacked block where one is needed).
 pub(crate) fn kquant_accumulate<'a, const N: usize>(
     kind: super::kquants::KArithmetic,
-    vnni: bool,
     w: &super::kquants::SuperBlock<'_, N>,
     scratch: &mut super::kquants::Unpacked,
     block: impl Fn(usize) -> &'a super::kquants::Q8KBlock,
     accumulators: (&mut [f32], &mut [f32]),
 ) {
-    // Checked again here, where it makes the kernels' `unsafe` calls sound.
-    let vnni = vnni && vnni_available();
-    // SAFETY: as for `quantize_block`, the features are enabled at build
-    // time, and VNNI's were found above.
-    unsafe { kquants::accumulate(kind, vnni, w, scratch, block, accumulators) }
+    // SAFETY: as for `quantize_block`, the features are enabled at build time.
+    unsafe { kquants::accumulate(kind, w, scratch, block, accumulators) }
 }
 
 /// Adds the lanes of the K-quant super-block `w` with activation row
@@ -107,6 +103,24 @@ pub(crate) fn kquant_tile<const N: usize>(
         // SAFETY: as for `quantize_block`, the features are enabled at build time.
         unsafe { kquants::q4_k_tile(q4_k, acts) }
     })
+}
+
+/// Adds the terms of eight K-quant weight rows' super-blocks at one
+/// position with activation row `block(i)` to the accumulators of every row
+/// `i` (lane `r` for weight row `r`; `scratch` holds unpacked blocks).
+pub(crate) fn kquant_accumulate_lanes<'a, const N: usize>(
+    kind: super::kquants::KArithmetic,
+    vnni: bool,
+    rows: [&super::kquants::SuperBlock<'_, N>; TILE_ROWS],
+    scratch: &mut super::kquants::Unpacked,
+    block: impl Fn(usize) -> &'a super::kquants::Q8KBlock,
+    accumulators: (&mut [[f32; TILE_ROWS]], &mut [[f32; TILE_ROWS]]),
+) {
+    // Checked again here, where it makes the kernel's `unsafe` call sound.
+    let vnni = vnni && vnni_available();
+    // SAFETY: as for `quantize_block`, the features are enabled at build
+    // time, and VNNI's were found above.
+    unsafe { kquants::accumulate_lanes(kind, vnni, rows, scratch, block, accumulators) }
 }
 
 /// Repacked Q4_0 and Q4_K matrices are read in tiles ([`WeightRows::tiled`]).

@@ -3,11 +3,11 @@
 //! of llama.cpp's CPU kernels for batches ([`dot`] says which). Checked bit
 //! for bit against ggml's own `ggml_mul_mat` in `cpu::golden_tests`.
 //!
-//! Each weight super-block is unpacked once and met by every activation row
-//! of the batch; each output's arithmetic depends on its weight row and
-//! activation row alone, so batching and threads never change a result.
-//! llama.cpp quantizes
-//! the activations of its repacked gemm 4 rows at a time with an AVX2
+//! In a batch, eight weight rows' super-blocks at one position are unpacked
+//! once (the backend's lanes kernels) and met by every activation row of a
+//! chunk; each output's arithmetic depends on its weight row and activation
+//! row alone, so batching and threads never change a result. llama.cpp
+//! quantizes the activations of its repacked gemm 4 rows at a time with an AVX2
 //! routine that rounds like `quantize_row_q8_K_ref` but, when a super-block's
 //! largest magnitude appears with both signs, may take the other sign; we
 //! use the reference everywhere, so such ties can differ from its batches
@@ -155,45 +155,138 @@ fn typed_rows<const N: usize>(
         }
         return single_rows(blocks, unpack, weights, kind, acts, all_rows, out);
     }
-    let per_row = weights.blocks_per_row;
-    let mut unpacked = Unpacked::default();
     let columns = out.columns();
-    // Activation rows are taken in chunks whose super-blocks at one position
-    // stay in L1 while a tile of weight rows passes over them.
-    let chunk_rows = (ACTIVATION_COLUMN_BYTES / std::mem::size_of::<Q8KBlock>()).max(8) / 8 * 8;
-    ACCUMULATORS.with_borrow_mut(|(acc, acc_min)| {
+    // Whole groups of eight weight rows go through the lanes kernels where
+    // the backend has them; the rest a row at a time.
+    let lanes_end = if HAS_LANE_KERNELS {
+        columns.start + columns.len() / TILE_ROWS * TILE_ROWS
+    } else {
+        columns.start
+    };
+    let batch = BatchRows {
+        blocks,
+        unpack,
+        weights,
+        kind,
+        acts,
+    };
+    let chunk_rows = chunk_rows();
+    ACCUMULATORS.with_borrow_mut(|accumulators| {
         for first in all_rows.clone().step_by(chunk_rows) {
-            let rows = chunk_rows.min(all_rows.end - first);
-            for tile in (columns.start..columns.end).step_by(COLUMN_TILE) {
-                let tile = tile..(tile + COLUMN_TILE).min(columns.end);
-                acc.clear();
-                acc.resize(tile.len() * rows, 0.0);
-                acc_min.clear();
-                acc_min.resize(tile.len() * rows, 0.0);
-                for b in 0..per_row {
-                    for (c, column) in tile.clone().enumerate() {
-                        let block = &blocks[weights.block_index(column, b)];
-                        let super_block = SuperBlock {
-                            bytes: block,
-                            unpack,
-                            factors: blocks::factors(block),
-                        };
-                        let act = |a: usize| &acts.row(first + a)[b];
-                        let range = c * rows..(c + 1) * rows;
-                        let accumulators = (&mut acc[range.clone()], &mut acc_min[range]);
-                        let vnni = weights.vnni;
-                        accumulate(kind, vnni, &super_block, &mut unpacked, act, accumulators);
-                    }
-                }
-                for (c, column) in tile.enumerate() {
-                    for a in 0..rows {
-                        let i = c * rows + a;
-                        out.set(first + a, column, finish(kind, acc[i], acc_min[i]));
-                    }
-                }
+            let rows = first..(first + chunk_rows).min(all_rows.end);
+            for group in (columns.start..lanes_end).step_by(COLUMN_TILE) {
+                let group = group..(group + COLUMN_TILE).min(lanes_end);
+                batch.lane_group(&rows, group, accumulators, out);
+            }
+            for group in (lanes_end..columns.end).step_by(COLUMN_TILE) {
+                let group = group..(group + COLUMN_TILE).min(columns.end);
+                batch.row_group(&rows, group, accumulators, out);
             }
         }
     });
+}
+
+/// A K-quant matrix product under a batch arithmetic.
+struct BatchRows<'a, const N: usize> {
+    blocks: &'a [[u8; N]],
+    unpack: fn(&[u8; N], &mut Unpacked),
+    weights: &'a WeightRows<'a>,
+    kind: KArithmetic,
+    acts: &'a SuperBlockActivations,
+}
+
+impl<const N: usize> BatchRows<'_, N> {
+    fn super_block(&self, column: usize, b: usize) -> SuperBlock<'_, N> {
+        let bytes = &self.blocks[self.weights.block_index(column, b)];
+        SuperBlock {
+            bytes,
+            unpack: self.unpack,
+            factors: blocks::factors(bytes),
+        }
+    }
+
+    /// The outputs of weight rows `columns` (whole groups of eight) for
+    /// activation rows `rows`, each group's rows in the lanes of one vector.
+    fn lane_group(
+        &self,
+        rows: &Range<usize>,
+        columns: Range<usize>,
+        (acc, acc_min): &mut (Vec<f32>, Vec<f32>),
+        out: &mut OutputColumns<'_>,
+    ) {
+        reset(acc, columns.len() * rows.len());
+        reset(acc_min, columns.len() * rows.len());
+        let (lanes, _) = acc.as_chunks_mut::<TILE_ROWS>();
+        let (min_lanes, _) = acc_min.as_chunks_mut::<TILE_ROWS>();
+        let mut unpacked = Unpacked::default();
+        for b in 0..self.weights.blocks_per_row {
+            let per_tile = lanes
+                .chunks_mut(rows.len())
+                .zip(min_lanes.chunks_mut(rows.len()));
+            for (first, accumulators) in columns.clone().step_by(TILE_ROWS).zip(per_tile) {
+                let super_blocks: [SuperBlock<'_, N>; TILE_ROWS] =
+                    std::array::from_fn(|r| self.super_block(first + r, b));
+                let act = |a: usize| &self.acts.row(rows.start + a)[b];
+                accumulate_lanes(
+                    self.kind,
+                    self.weights.vnni,
+                    super_blocks.each_ref(),
+                    &mut unpacked,
+                    act,
+                    accumulators,
+                );
+            }
+        }
+        let per_tile = lanes.chunks(rows.len()).zip(min_lanes.chunks(rows.len()));
+        for (first, (lanes, min_lanes)) in columns.step_by(TILE_ROWS).zip(per_tile) {
+            for (a, (acc, acc_min)) in rows.clone().zip(lanes.iter().zip(min_lanes)) {
+                let values: [f32; TILE_ROWS] =
+                    std::array::from_fn(|r| finish(self.kind, acc[r], acc_min[r]));
+                out.set_run(a, first, &values);
+            }
+        }
+    }
+
+    /// The outputs of weight rows `columns` for activation rows `rows`, one
+    /// weight super-block at a time against every activation row.
+    fn row_group(
+        &self,
+        rows: &Range<usize>,
+        columns: Range<usize>,
+        (acc, acc_min): &mut (Vec<f32>, Vec<f32>),
+        out: &mut OutputColumns<'_>,
+    ) {
+        reset(acc, columns.len() * rows.len());
+        reset(acc_min, columns.len() * rows.len());
+        let mut unpacked = Unpacked::default();
+        for b in 0..self.weights.blocks_per_row {
+            for (c, column) in columns.clone().enumerate() {
+                let super_block = self.super_block(column, b);
+                let act = |a: usize| &self.acts.row(rows.start + a)[b];
+                let range = c * rows.len()..(c + 1) * rows.len();
+                let accumulators = (&mut acc[range.clone()], &mut acc_min[range]);
+                accumulate(self.kind, &super_block, &mut unpacked, act, accumulators);
+            }
+        }
+        for (c, column) in columns.enumerate() {
+            for (i, a) in rows.clone().enumerate() {
+                let i = c * rows.len() + i;
+                out.set(a, column, finish(self.kind, acc[i], acc_min[i]));
+            }
+        }
+    }
+}
+
+/// `values` as `len` zeros.
+fn reset(values: &mut Vec<f32>, len: usize) {
+    values.clear();
+    values.resize(len, 0.0);
+}
+
+/// Activation rows per chunk: their super-blocks at one position stay in L1
+/// while a tile of weight rows passes over them.
+fn chunk_rows() -> usize {
+    (ACTIVATION_COLUMN_BYTES / std::mem::size_of::<Q8KBlock>()).max(8) / 8 * 8
 }
 
 /// Computes `rows` under a single-row arithmetic, each weight super-block
@@ -325,6 +418,24 @@ pub(crate) struct SuperBlock<'a, const N: usize> {
     pub factors: (f32, f32),
 }
 
+/// Whether the backend has the lanes kernels ([`accumulate_lanes`]).
+const HAS_LANE_KERNELS: bool = cfg!(x86_simd);
+
+#[cfg(x86_simd)]
+use super::avx2::kquant_accumulate_lanes as accumulate_lanes;
+
+#[cfg(not(x86_simd))]
+fn accumulate_lanes<'a, const N: usize>(
+    _kind: KArithmetic,
+    _vnni: bool,
+    _rows: [&SuperBlock<'_, N>; TILE_ROWS],
+    _scratch: &mut Unpacked,
+    _block: impl Fn(usize) -> &'a Q8KBlock,
+    _accumulators: (&mut [[f32; TILE_ROWS]], &mut [[f32; TILE_ROWS]]),
+) {
+    unreachable!("no lanes kernels without x86 SIMD")
+}
+
 #[cfg(x86_simd)]
 use super::avx2::kquant_accumulate as accumulate;
 
@@ -333,7 +444,6 @@ use super::avx2::kquant_accumulate as accumulate;
 #[cfg_attr(x86_simd, allow(dead_code))]
 fn portable_accumulate<'a, const N: usize>(
     kind: KArithmetic,
-    _vnni: bool,
     w: &SuperBlock<'_, N>,
     scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
@@ -402,33 +512,74 @@ mod tests {
                 unpack,
                 factors: blocks::factors(&bytes),
             };
-            // VNNI where the CPU has it (the AVX2 kernels otherwise, twice).
-            for (&kind, vnni) in kinds.iter().flat_map(|k| [(k, false), (k, true)]) {
+            for &kind in kinds {
                 let start: Vec<f32> = (0..11).map(|_| rng.normal(1.0)).collect();
                 let (mut simd, mut simd_min) = (start.clone(), start.clone());
                 let (mut portable, mut portable_min) = (start.clone(), start);
                 let mut scratch = Unpacked::default();
                 accumulate(
                     kind,
-                    vnni,
                     &block,
                     &mut scratch,
                     |i| &rows[i],
                     (&mut simd, &mut simd_min),
                 );
                 let accs = (&mut portable[..], &mut portable_min[..]);
-                portable_accumulate(kind, false, &block, &mut scratch, |i| &rows[i], accs);
+                portable_accumulate(kind, &block, &mut scratch, |i| &rows[i], accs);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(&simd),
-                    bits(&portable),
-                    "{N}-byte blocks, {kind:?} {vnni}"
-                );
+                assert_eq!(bits(&simd), bits(&portable), "{N}-byte blocks, {kind:?}");
                 assert_eq!(
                     bits(&simd_min),
                     bits(&portable_min),
                     "{N}-byte blocks, {kind:?}"
                 );
+            }
+        }
+    }
+
+    /// The lanes kernels: eight random super-blocks against 11 random
+    /// activation rows give each output the portable accumulators, with
+    /// VNNI (where the CPU has it) and without.
+    fn check_lanes<const N: usize>(
+        unpack: fn(&[u8; N], &mut Unpacked),
+        kinds: &[KArithmetic],
+        rng: &mut Rng,
+    ) {
+        for _ in 0..20 {
+            let bytes: [[u8; N]; TILE_ROWS] = std::array::from_fn(|_| random_block(rng));
+            let super_blocks = bytes.each_ref().map(|bytes| SuperBlock {
+                bytes,
+                unpack,
+                factors: blocks::factors(bytes),
+            });
+            let acts = random_acts(rng, 11);
+            let start: Vec<[f32; TILE_ROWS]> = (0..acts.len())
+                .map(|_| std::array::from_fn(|_| rng.normal(1.0)))
+                .collect();
+            let mut scratch = Unpacked::default();
+            for (&kind, vnni) in kinds.iter().flat_map(|k| [(k, false), (k, true)]) {
+                let (mut acc, mut acc_min) = (start.clone(), start.clone());
+                accumulate_lanes(
+                    kind,
+                    vnni,
+                    super_blocks.each_ref(),
+                    &mut scratch,
+                    |i| &acts[i],
+                    (&mut acc[..], &mut acc_min[..]),
+                );
+                for (r, block) in super_blocks.iter().enumerate() {
+                    for (i, a) in acts.iter().enumerate() {
+                        let (mut expected, mut expected_min) = (start[i][r], start[i][r]);
+                        let accumulators = (
+                            std::slice::from_mut(&mut expected),
+                            std::slice::from_mut(&mut expected_min),
+                        );
+                        portable_accumulate(kind, block, &mut scratch, |_| a, accumulators);
+                        let context = format!("{N}-byte blocks, {kind:?}, VNNI {vnni}, {r} {i}");
+                        assert_eq!(acc[i][r].to_bits(), expected.to_bits(), "{context}");
+                        assert_eq!(acc_min[i][r].to_bits(), expected_min.to_bits(), "{context}");
+                    }
+                }
             }
         }
     }
@@ -563,5 +714,16 @@ mod tests {
         check(blocks::unpack_q4_k, &[TiledWithMins, Q4KRepacked], &mut rng);
         check(blocks::unpack_q5_k, &[TiledWithMins], &mut rng);
         check(blocks::unpack_q6_k, &[Tiled], &mut rng);
+    }
+
+    #[test]
+    fn lanes_accumulators_equal_portable_ones() {
+        use KArithmetic::*;
+        let mut rng = Rng::new(17);
+        check_lanes(blocks::unpack_q2_k, &[TiledWithMins], &mut rng);
+        check_lanes(blocks::unpack_q3_k, &[Tiled], &mut rng);
+        check_lanes(blocks::unpack_q4_k, &[TiledWithMins, Q4KRepacked], &mut rng);
+        check_lanes(blocks::unpack_q5_k, &[TiledWithMins], &mut rng);
+        check_lanes(blocks::unpack_q6_k, &[Tiled], &mut rng);
     }
 }
