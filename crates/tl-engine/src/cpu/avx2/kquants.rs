@@ -750,11 +750,15 @@ fn chunk_sums_vnni(
     scales: [__m256i; 2],
     same_scale: bool,
 ) -> __m256i {
-    let (mut low, mut high) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-    for m in 0..4 {
-        low = _mm256_dpbusd_epi32(low, quants[m], broadcast_dword(acts, m));
-        high = _mm256_dpbusd_epi32(high, quants[m + 4], broadcast_dword(acts, m + 4));
+    // Four chains of two, so that rows in flight wait less on each other.
+    let mut chains = [_mm256_setzero_si256(); 4];
+    for (c, chain) in chains.iter_mut().enumerate() {
+        let m = 2 * c;
+        *chain = _mm256_dpbusd_epi32(*chain, quants[m], broadcast_dword(acts, m));
+        *chain = _mm256_dpbusd_epi32(*chain, quants[m + 1], broadcast_dword(acts, m + 1));
     }
+    let low = _mm256_add_epi32(chains[0], chains[1]);
+    let high = _mm256_add_epi32(chains[2], chains[3]);
     if same_scale {
         _mm256_mullo_epi32(_mm256_add_epi32(low, high), scales[0])
     } else {
