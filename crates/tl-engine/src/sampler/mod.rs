@@ -27,6 +27,7 @@ mod candidates;
 mod config;
 mod device;
 mod draw;
+mod logprobs;
 mod penalties;
 pub mod rng;
 mod truncation;
@@ -34,6 +35,7 @@ mod truncation;
 pub use candidates::{argmax, Candidate};
 pub use config::SamplerConfig;
 pub use device::{SamplingParams, MAX_DEVICE_TOP_K};
+pub use logprobs::{step_logprobs, StepLogprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use penalties::{apply_penalties, penalize_logit, penalty_window, Penalties};
 
 use crate::constraint::Constraint;
@@ -54,6 +56,11 @@ pub struct Sampler {
     penalty_scratch: Vec<u32>,
     /// What the output must follow, if anything.
     constraint: Option<Constraint>,
+    /// How many alternatives each pick reports with its log-probability,
+    /// when they are asked for.
+    logprobs: Option<usize>,
+    /// The last pick's log-probabilities (when asked for).
+    last_logprobs: Option<StepLogprobs>,
 }
 
 impl Sampler {
@@ -66,7 +73,22 @@ impl Sampler {
             penalized_logits: Vec::new(),
             penalty_scratch: Vec::new(),
             constraint: None,
+            logprobs: None,
+            last_logprobs: None,
         }
+    }
+
+    /// This sampler, reporting each pick's log-probability and those of the
+    /// `top` most likely tokens ([`Sampler::take_logprobs`]); `None` reports
+    /// nothing. Reporting needs the step's whole row on the host.
+    pub fn with_logprobs(mut self, top: Option<usize>) -> Self {
+        self.logprobs = top.map(|top| top.min(MAX_TOP_LOGPROBS));
+        self
+    }
+
+    /// The log-probabilities of the last pick, when they were asked for.
+    pub fn take_logprobs(&mut self) -> Option<StepLogprobs> {
+        self.last_logprobs.take()
     }
 
     /// This sampler, picking only tokens `constraint` allows.
@@ -95,9 +117,15 @@ impl Sampler {
     }
 
     /// Whether the next pick is the best logit as is, which a backend can
-    /// take without the row (no penalty, no constraint).
+    /// take without the row (no penalty, no constraint, no log-probabilities).
     pub fn is_plain_argmax(&self) -> bool {
-        self.config.is_plain_argmax() && self.constraint.is_none()
+        self.config.is_plain_argmax() && self.needs_no_row()
+    }
+
+    /// Whether nothing but the pick itself is needed from the step: no
+    /// constraint's mask and no log-probabilities, which the host computes.
+    fn needs_no_row(&self) -> bool {
+        self.constraint.is_none() && self.logprobs.is_none()
     }
 
     pub fn config(&self) -> &SamplerConfig {
@@ -125,7 +153,10 @@ impl Sampler {
             penalized_logits,
             penalty_scratch,
             constraint,
+            logprobs,
+            last_logprobs,
         } = self;
+        let raw_logits = logits;
         let logits = match constraint.as_mut() {
             Some(constraint) => {
                 let masked =
@@ -144,6 +175,7 @@ impl Sampler {
         if let Some(constraint) = constraint.as_mut() {
             constraint.accept(token)?;
         }
+        *last_logprobs = logprobs.map(|top| step_logprobs(raw_logits, token, top));
         Ok(token)
     }
 }
@@ -151,14 +183,14 @@ impl Sampler {
 impl Sampler {
     /// The settings a GPU needs to make this sampler's next pick itself
     /// (`tl_cuda::ops::sample`), when it can: valid settings, no constraint
-    /// (its mask is the host's), and either
+    /// (its mask is the host's) nor log-probabilities, and either
     /// greedy (the best token after the penalties) or a draw with top-k in
     /// `1..=MAX_DEVICE_TOP_K`. Its `draw` is the one [`Sampler::sample`] would
     /// use next; once the device has picked, call
     /// [`Sampler::accept_device_token`]. The device also needs the tokens of
     /// [`Sampler::penalized_tokens`].
     pub fn device_sampling(&self) -> Option<SamplingParams> {
-        if self.constraint.is_some() {
+        if !self.needs_no_row() {
             return None;
         }
         let config = &self.config;
