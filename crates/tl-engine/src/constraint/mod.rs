@@ -69,7 +69,7 @@ impl Grammar {
 /// (llguidance's `x-guidance` key): Python's `json.dumps` separators and no
 /// other whitespace. Flexible whitespace would let a sampled answer fill
 /// its token budget with newlines and never finish.
-fn json_layout() -> Value {
+pub(crate) fn json_layout() -> Value {
     serde_json::json!({
         "item_separator": ", ",
         "key_separator": ": ",
