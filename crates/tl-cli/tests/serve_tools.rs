@@ -300,6 +300,10 @@ fn malformed_tool_requests_are_refused_with_a_reason() {
             "invalid tools",
         ),
         (
+            json!({"tools": function(json!({"name": "f", "parameters": {"$ref": "#"}})), "tool_choice": "required"}),
+            "function 'f': the grammar allows no output",
+        ),
+        (
             json!({"tools": tools(), "tool_choice": {"type": "function", "function": {"name": "nope"}}}),
             "'nope', which is not in 'tools'",
         ),

@@ -522,3 +522,44 @@ fn random_walks_through_the_grammar_end_in_calls() {
         assert_eq!(calls.len(), 1, "seed {seed}: {text}");
     }
 }
+
+/// The most tools a request may declare compile, and their masks are
+/// computed, in bounded time (printed: `--nocapture`).
+#[test]
+fn the_most_tools_compile_and_mask_in_bounded_time() {
+    let (tokenizer, compiler) = vocabulary();
+    let tools: Vec<ToolSchema> = (0..128)
+        .map(|i| ToolSchema {
+            name: format!("tool_{i}"),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "x": {"type": "integer", "minimum": 0, "maximum": 9},
+                    "mode": {"type": "string", "enum": ["a", "b", "c"]},
+                },
+                "required": ["x", "mode"],
+            }),
+        })
+        .collect();
+    for mode in [
+        ToolCallMode::Required { parallel: true },
+        ToolCallMode::Optional { parallel: true },
+    ] {
+        let grammar = tool_call_grammar(ToolCallFormat::Hermes, &tools, mode, &tokenizer);
+        let started = std::time::Instant::now();
+        let mut constraint = compiler.compile(&grammar).unwrap();
+        let compiled = started.elapsed();
+        let text = "<tool_call>\n{\"name\": \"tool_127\", \"arguments\": {\"x\": 3, \"mode\": \"b\"}}\n</tool_call>";
+        let tokens = tokenizer.encode(text, false, false).unwrap();
+        let started = std::time::Instant::now();
+        assert!(accepts(&mut constraint, &tokenizer, text));
+        let per_token = started.elapsed() / tokens.len() as u32;
+        println!("{mode:?}: compiled in {compiled:?}, {per_token:?} a token");
+        // Generous for a loaded two-core machine.
+        assert!(compiled < std::time::Duration::from_secs(5), "{compiled:?}");
+        assert!(
+            per_token < std::time::Duration::from_millis(200),
+            "{per_token:?}"
+        );
+    }
+}

@@ -14,7 +14,7 @@ use tl_engine::{GenerationConfig, StopReason};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::error::{ApiError, Flavor};
-use super::tool_prompt::tool_prompt;
+use super::tool_prompt::{tool_prompt, ToolGrammar};
 use super::tools::ToolRequest;
 use super::AppState;
 use crate::engine::{Event, Job, Place, Refusal, Scope, Summary};
@@ -211,11 +211,6 @@ fn prepare(
             (tokens, None, None)
         }
     };
-    let (grammar, grammar_source) = match (tool_grammar, &options.grammar) {
-        (Some(_), Some(_)) => return Err(bad(TOOLS_AND_FORMAT.into())),
-        (Some(tools), None) => (Some(tools), "invalid tools"),
-        (None, format) => (format.clone(), "invalid response format"),
-    };
     if prompt.is_empty() {
         return Err(bad("the prompt is empty".into()));
     }
@@ -240,9 +235,13 @@ fn prepare(
     };
     let sampler = sampler_config(options);
     sampler.validate().map_err(|e| bad(e.to_string()))?;
-    let constraint = match &grammar {
-        Some(grammar) => Some(compile_grammar(&model, grammar, grammar_source).map_err(bad)?),
-        None => None,
+    let constraint = match (tool_grammar, &options.grammar) {
+        (Some(_), Some(_)) => return Err(bad(TOOLS_AND_FORMAT.into())),
+        (Some(tools), None) => Some(compile_tool_grammar(&model, &tools).map_err(bad)?),
+        (None, Some(format)) => {
+            Some(compile_grammar(&model, format, "invalid response format").map_err(bad)?)
+        }
+        (None, None) => None,
     };
     Ok(Prepared {
         model,
@@ -263,7 +262,7 @@ fn prepare(
 /// A chat's prompt tokens, and what its tools ask of the answer.
 struct ChatPrompt {
     tokens: Vec<u32>,
-    tool_grammar: Option<Grammar>,
+    tool_grammar: Option<ToolGrammar>,
     tool_format: Option<ToolCallFormat>,
 }
 
@@ -306,6 +305,15 @@ fn chat_prompt(
 
 /// Why a request cannot have both: each is a grammar for the whole answer.
 const TOOLS_AND_FORMAT: &str = "a structured output format ('response_format' or 'format') cannot be combined with a 'tool_choice' that requires a call or with strict tools";
+
+/// The tools' grammar, compiled for `model` once each enforced function's
+/// calls are known to be possible (the error names the function).
+fn compile_tool_grammar(model: &ModelEntry, tools: &ToolGrammar) -> Result<Constraint, String> {
+    for (name, schema) in &tools.calls {
+        compile_grammar(model, schema, &format!("invalid tools: function '{name}'"))?;
+    }
+    compile_grammar(model, &tools.whole, "invalid tools")
+}
 
 /// The request's grammar or schema, compiled for `model`; the error is the
 /// client's to fix (a 400), and says `what` was invalid.

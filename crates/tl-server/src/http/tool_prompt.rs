@@ -24,9 +24,19 @@ pub struct ToolPrompt {
     /// The template's extra variables (`tools`).
     pub extras: Map<String, Value>,
     /// What the answer must follow, when `tool_choice` asks for calls.
-    pub grammar: Option<Grammar>,
+    pub grammar: Option<ToolGrammar>,
     /// The form to read calls back in; `None` when none are to be read.
     pub format: Option<ToolCallFormat>,
+}
+
+/// The grammar of the calls, and each enforced function's parameters
+/// alone (by name): compiled first, they show a schema no call can follow
+/// before generation and name its function (inside the whole grammar such
+/// a schema is only found when the model reaches it).
+#[derive(Debug)]
+pub struct ToolGrammar {
+    pub whole: Grammar,
+    pub calls: Vec<(String, Grammar)>,
 }
 
 /// `messages` and `tools` as the template with `source` takes them.
@@ -73,7 +83,7 @@ fn grammar(
     request: &ToolRequest,
     format: ToolCallFormat,
     tokenizer: &Tokenizer,
-) -> Option<Grammar> {
+) -> Option<ToolGrammar> {
     let parallel = request.parallel;
     let (schemas, mode): (Vec<ToolSchema>, _) = match &request.choice {
         ToolChoice::None => return None,
@@ -94,7 +104,22 @@ fn grammar(
             (schemas, ToolCallMode::Required { parallel: false })
         }
     };
-    Some(tool_call_grammar(format, &schemas, mode, tokenizer))
+    let calls = schemas
+        .iter()
+        .filter(|schema| schema.parameters != any_object())
+        .map(|schema| {
+            let parameters = Grammar::JsonSchema(schema.parameters.clone());
+            (schema.name.clone(), parameters)
+        })
+        .collect();
+    Some(ToolGrammar {
+        whole: tool_call_grammar(format, &schemas, mode, tokenizer),
+        calls,
+    })
+}
+
+fn any_object() -> Value {
+    json!({"type": "object"})
 }
 
 /// The schema a call of `tool` must follow: its parameters when enforced,
@@ -103,7 +128,7 @@ fn schema(tool: &Tool, enforced: bool) -> ToolSchema {
     let parameters = if enforced {
         tool.parameters.clone()
     } else {
-        json!({"type": "object"})
+        any_object()
     };
     ToolSchema {
         name: tool.name.clone(),
