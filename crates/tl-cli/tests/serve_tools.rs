@@ -123,15 +123,17 @@ fn streamed_calls(server: &Server, extra: Value) -> (Vec<(String, String, String
     (calls, finish)
 }
 
-/// With `tool_choice: "required"` every answer is one or more calls of the
-/// declared tools with arguments that follow their schemas, sampled or
-/// greedy; the stream's deltas add up to the whole answer's calls.
+/// With `tool_choice: "required"` every answer is one call (several with
+/// `parallel_tool_calls`) of the declared tools with arguments that follow
+/// their schemas; the stream's deltas add up to the whole answer's calls.
 #[test]
 fn required_calls_follow_the_schemas_whole_and_streamed() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(&dir);
     for seed in 0..4 {
-        let options = json!({"tool_choice": "required", "temperature": 1.0, "seed": seed});
+        let parallel = seed % 2 == 0;
+        let options = json!({"tool_choice": "required", "temperature": 1.0, "seed": seed,
+            "parallel_tool_calls": parallel});
         let answer = chat(&server, options.clone());
         let choice = &answer["choices"][0];
         assert_eq!(choice["finish_reason"], "tool_calls", "{answer}");
@@ -139,6 +141,7 @@ fn required_calls_follow_the_schemas_whole_and_streamed() {
             .as_array()
             .expect("tool_calls");
         assert!(!calls.is_empty());
+        assert!(parallel || calls.len() == 1, "{answer}");
         let mut whole = Vec::new();
         for call in calls {
             assert_eq!(call["type"], "function");

@@ -51,7 +51,10 @@ pub enum ToolChoice {
 pub struct ToolRequest {
     pub tools: Vec<Tool>,
     pub choice: ToolChoice,
-    /// Whether an answer may hold several calls.
+    /// Whether an answer forced to call may hold several calls. Off unless
+    /// asked for, as in llama.cpp's server: a model never taught tools,
+    /// once made to write one call, tends to go on writing more until
+    /// `max_tokens`. Calls the model makes of its own accord are all read.
     pub parallel: bool,
 }
 
@@ -66,7 +69,7 @@ pub fn tool_request(
     let tools = read_tools(tools)?;
     let choice = read_choice(choice, &tools)?;
     let parallel = match parallel {
-        None | Some(Value::Null) => true,
+        None | Some(Value::Null) => false,
         Some(Value::Bool(parallel)) => *parallel,
         Some(_) => return Err("'parallel_tool_calls' must be true or false".into()),
     };
@@ -307,7 +310,7 @@ mod tests {
         let read = |choice: Value| tool_request(Some(&tools), Some(&choice), None);
         let request = read(json!(null)).unwrap().unwrap();
         assert_eq!(request.choice, ToolChoice::Auto);
-        assert!(request.parallel);
+        assert!(!request.parallel);
         assert_eq!(request.tools[0].name, "get_weather");
         assert_eq!(request.tools[0].definition, weather());
         assert_eq!(
@@ -323,8 +326,8 @@ mod tests {
             read(named).unwrap().unwrap().choice,
             ToolChoice::Function("get_weather".into())
         );
-        let serial = tool_request(Some(&tools), None, Some(&json!(false)));
-        assert!(!serial.unwrap().unwrap().parallel);
+        let parallel = tool_request(Some(&tools), None, Some(&json!(true)));
+        assert!(parallel.unwrap().unwrap().parallel);
         assert_eq!(tool_request(Some(&json!([])), None, None), Ok(None));
         assert_eq!(tool_request(None, Some(&json!("auto")), None), Ok(None));
         let bare = json!([{"type": "function", "function": {"name": "now"}}]);
