@@ -4,7 +4,10 @@
 //! a missing model's error, structured output (JSON schemas through both
 //! clients and LangChain's `with_structured_output`, checked with
 //! `jsonschema`), and Ollama's model management (`ps`, `pull`, `create`,
-//! `copy`, `delete`, `keep_alive`). The clients are installed from pip once
+//! `copy`, `delete`, `keep_alive`), and tool calling (both clients, and
+//! LangChain's `bind_tools` agent loop and function-calling structured
+//! output, on a random-weight model given Qwen2.5's template). The clients
+//! are installed from pip once
 //! into the cache folder (pinned versions, so the test means the same thing
 //! every run).
 
@@ -75,7 +78,7 @@ fn install_clients() -> PathBuf {
 fn official_python_clients_work_unchanged() {
     let clients = install_clients();
     let server = Server::start(&["--ctx", "512"]);
-    let results = run_script("python_clients.py", &server, &clients, &[]);
+    let results = run_script("python_clients.py", (&server, DEFAULT_MODEL), &clients, &[]);
     let text = |key: &str| {
         results[key]
             .as_str()
@@ -113,16 +116,24 @@ fn official_python_clients_work_unchanged() {
     check_embeddings(&results);
 }
 
-/// Runs `script` (in `tests/data`) against `server` with `extra` arguments
-/// after the URL and model name, returning the JSON it printed.
-fn run_script(script: &str, server: &Server, clients: &std::path::Path, extra: &[&str]) -> Value {
+/// The name the default model is served under.
+const DEFAULT_MODEL: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+/// Runs `script` (in `tests/data`) against `server`'s `model` with `extra`
+/// arguments after the URL and model name, returning the JSON it printed.
+fn run_script(
+    script: &str,
+    (server, model): (&Server, &str),
+    clients: &std::path::Path,
+    extra: &[&str],
+) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(script);
     let out = Command::new("python3")
         .arg(&script)
         .arg(server.url())
-        .arg("SmolLM2-135M-Instruct.Q4_1")
+        .arg(model)
         .args(extra)
         .env("PYTHONPATH", clients)
         .output()
@@ -154,7 +165,7 @@ fn ollama_client_manages_models() {
         &["--ctx", "256", "-m", spare.to_str().unwrap()],
         &[("TL_CACHE_DIR", cache.path().to_str().unwrap())],
     );
-    let results = run_script("ollama_manage.py", &server, &clients, &[]);
+    let results = run_script("ollama_manage.py", (&server, DEFAULT_MODEL), &clients, &[]);
     let model = "SmolLM2-135M-Instruct.Q4_1";
     assert_eq!(results["ps"], serde_json::json!([[model, 0, true, 64]]));
     let statuses = results["pull_stream"].as_array().unwrap();
@@ -259,7 +270,7 @@ fn structured_output_through_official_clients_and_langchain() {
     let server = Server::start(&["--ctx", "1024"]);
     let results = run_script(
         "structured_output.py",
-        &server,
+        (&server, DEFAULT_MODEL),
         &clients,
         &[SAMPLED_REQUESTS],
     );
@@ -284,4 +295,60 @@ fn structured_output_through_official_clients_and_langchain() {
     assert_eq!(results["ollama_bad_format"], 400);
     assert_eq!(results["langchain_structured"], "Owner");
     assert_eq!(results["langchain_valid"], "valid");
+}
+
+/// Tool calls forced by `tool_choice` through both clients validate against
+/// their tools' schemas, streamed or whole, on a random-weight model given
+/// Qwen2.5's template (its text is noise: the grammar makes the calls);
+/// calls and results go back through the template; LangChain's agent loop
+/// and function-calling structured output run to the end.
+#[test]
+fn tool_calls_through_official_clients_and_langchain() {
+    let clients = install_clients();
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::qwen_tools_model(dir.path(), "qwen-tools");
+    let server = Server::start(&["--ctx", "2048", "-m", model.to_str().unwrap()]);
+    let results = run_script("tools.py", (&server, "qwen-tools"), &clients, &[]);
+    let all_valid = |key: &str| {
+        let calls = results[key][1]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key}: {results}"));
+        assert!(!calls.is_empty(), "{key}: {results}");
+        for call in calls {
+            assert_eq!(call[1], "valid", "{key}: {results}");
+        }
+    };
+    assert_eq!(results["openai_required"][0], "tool_calls", "{results}");
+    all_valid("openai_required");
+    assert_eq!(
+        results["openai_stream"],
+        serde_json::json!(["tool_calls", true, true])
+    );
+    assert_eq!(results["openai_named"], serde_json::json!(["get_time"]));
+    for result in results["openai_strict_auto"].as_array().unwrap() {
+        match result {
+            Value::Array(checks) => assert!(checks.iter().all(|c| c == "valid"), "{results}"),
+            other => assert_eq!(other, &Value::Bool(true), "{results}"),
+        }
+    }
+    assert_eq!(results["openai_round_trip"][1], Value::Null, "{results}");
+    assert_eq!(
+        results["openai_bad_tools"],
+        serde_json::json!(["BadRequestError", true])
+    );
+    assert!(results["ollama_auto"].is_string(), "{results}");
+    assert_eq!(results["ollama_required"][0], "stop", "{results}");
+    all_valid("ollama_required");
+    assert_eq!(results["ollama_stream"], true, "{results}");
+    assert!(results["ollama_round_trip"].is_string(), "{results}");
+    let ran = results["langchain_agent"][0].as_array().unwrap();
+    assert!(ran.len() >= 2, "{results}");
+    for call in ran {
+        assert_eq!(call, &serde_json::json!(["get_weather", true]), "{results}");
+    }
+    assert_eq!(results["langchain_agent"][1], true);
+    assert_eq!(
+        results["langchain_structured"],
+        serde_json::json!(["Weather", true])
+    );
 }

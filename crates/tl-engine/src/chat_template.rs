@@ -13,7 +13,11 @@
 //! - context: `messages`, `add_generation_prompt`, `bos_token`, `eos_token`.
 //!   `tools` stays undefined unless passed as an extra: templates test it
 //!   with `is defined` / `if tools`, and an undefined value also iterates as
-//!   empty where a template loops over it unconditionally;
+//!   empty where a template loops over it unconditionally. A message carries
+//!   `tool_calls` (arguments as objects), `tool_call_id` and `name` only
+//!   when it has them (see [`ChatMessage`]);
+//! - maps keep their keys' order and loops have `loop.previtem` /
+//!   `loop.nextitem`, as in Python's Jinja2;
 //! - any other keyword variable a template needs (`date_string`, …) through
 //!   [`ChatTemplate::render_with_extras`].
 //!
@@ -46,7 +50,7 @@ mod plain_text_tests;
 mod tests;
 
 pub use limits::TemplateLimits;
-pub use message::ChatMessage;
+pub use message::{ChatFunctionCall, ChatMessage, ChatToolCall};
 
 use std::io;
 use std::sync::Arc;
@@ -204,9 +208,10 @@ impl ChatTemplate {
             )));
         }
         check_extras_depth(extras, self.limits.depth)?;
+        check_tool_call_depth(messages, self.limits.depth)?;
         let input_bytes = messages
             .iter()
-            .map(|message| message.role.len() + message.content.len())
+            .map(ChatMessage::input_bytes)
             .sum::<usize>()
             .saturating_add(json_len(extras))
             .saturating_add(self.bos_token.len() + self.eos_token.len());
@@ -357,12 +362,38 @@ fn check_extras_depth(
     extras: &serde_json::Map<String, serde_json::Value>,
     depth: usize,
 ) -> Result<()> {
-    let mut pending: Vec<(&serde_json::Value, usize)> = extras.values().map(|v| (v, 2)).collect();
+    let values = extras.values().map(|v| (v, 2));
+    check_depth(values, depth).map_err(|()| {
+        Error::InvalidRequest(format!(
+            "chat template extras nest deeper than {depth} levels"
+        ))
+    })
+}
+
+/// Refuses tool-call arguments nested deeper than `depth`, counting the
+/// levels of `messages[i].tool_calls[j].function.arguments` above them.
+fn check_tool_call_depth(messages: &[ChatMessage], depth: usize) -> Result<()> {
+    const ARGUMENTS_LEVEL: usize = 5;
+    let arguments = messages
+        .iter()
+        .flat_map(|message| message.tool_calls.iter().flatten())
+        .map(|call| (&call.function.arguments, ARGUMENTS_LEVEL));
+    check_depth(arguments, depth).map_err(|()| {
+        Error::InvalidRequest(format!(
+            "tool call arguments nest deeper than {depth} levels"
+        ))
+    })
+}
+
+/// Whether every value, starting at its level, stays within `depth` levels.
+fn check_depth<'v>(
+    values: impl Iterator<Item = (&'v serde_json::Value, usize)>,
+    depth: usize,
+) -> std::result::Result<(), ()> {
+    let mut pending: Vec<(&serde_json::Value, usize)> = values.collect();
     while let Some((value, level)) = pending.pop() {
         if level > depth {
-            return Err(Error::InvalidRequest(format!(
-                "chat template extras nest deeper than {depth} levels"
-            )));
+            return Err(());
         }
         match value {
             serde_json::Value::Array(items) => {
@@ -378,7 +409,7 @@ fn check_extras_depth(
 }
 
 /// Bytes of `value` as JSON, without building the text.
-fn json_len(value: &serde_json::Map<String, serde_json::Value>) -> usize {
+fn json_len(value: &impl serde::Serialize) -> usize {
     struct Counter(usize);
     impl io::Write for Counter {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
@@ -390,7 +421,7 @@ fn json_len(value: &serde_json::Map<String, serde_json::Value>) -> usize {
         }
     }
     let mut counter = Counter(0);
-    // Writing to a counter cannot fail, and a JSON map always serializes.
+    // Writing to a counter cannot fail, and JSON values always serialize.
     let _ = serde_json::to_writer(&mut counter, value);
     counter.0
 }
@@ -441,18 +472,41 @@ impl ChatTemplate {
         let mut plain = PlainText::new(tokenizer.special_token_texts());
         let messages: Vec<ChatMessage> = messages
             .iter()
-            .map(|message| {
-                ChatMessage::new(
-                    plain.protect(&message.role),
-                    plain.protect(&message.content),
-                )
-            })
+            .map(|message| protect_message(&mut plain, message))
             .collect();
         let extras = plain.protect_map(extras);
         let rendered = self.render_with_extras(&messages, add_generation_prompt, &extras)?;
         let (text, plain_ranges) = plain.restore(&rendered)?;
         let tokens = tokenizer.encode_with_plain_text(&text, false, &plain_ranges)?;
         Ok(ChatPrompt { text, tokens })
+    }
+}
+
+/// `message` with every text a user wrote protected: role, content, and
+/// the tool fields (names, ids and argument strings).
+fn protect_message(plain: &mut PlainText, message: &ChatMessage) -> ChatMessage {
+    let mut protect_option = |text: &Option<String>| text.as_ref().map(|text| plain.protect(text));
+    let tool_call_id = protect_option(&message.tool_call_id);
+    let name = protect_option(&message.name);
+    let tool_calls = message.tool_calls.as_ref().map(|calls| {
+        calls
+            .iter()
+            .map(|call| ChatToolCall {
+                id: call.id.as_ref().map(|id| plain.protect(id)),
+                kind: plain.protect(&call.kind),
+                function: ChatFunctionCall {
+                    name: plain.protect(&call.function.name),
+                    arguments: plain.protect_json(&call.function.arguments),
+                },
+            })
+            .collect()
+    });
+    ChatMessage {
+        role: plain.protect(&message.role),
+        content: plain.protect(&message.content),
+        tool_calls,
+        tool_call_id,
+        name,
     }
 }
 

@@ -1,10 +1,11 @@
 //! The TensorLogic engine: the loaded-model bundle (`loaded`), one step API
 //! over the CPU and CUDA backends (`backend`; the model schedule and the
 //! backends themselves are private), sessions, chat templates, sampling,
-//! constrained decoding (`constraint`), the generation loop, embeddings
-//! (`embedding`), perplexity, host memory checks (`memory`), the arithmetic
-//! programs build on (`ops`), and
-//! random-weight models of real shapes for benchmarks (`synth`).
+//! constrained decoding (`constraint`), tool calls in a model's output
+//! (`tool_calls`), the generation loop, embeddings (`embedding`),
+//! perplexity, host memory checks (`memory`), the arithmetic programs build
+//! on (`ops`), and random-weight models of real shapes for benchmarks
+//! (`synth`).
 
 pub mod backend;
 pub mod chat_template;
@@ -24,6 +25,7 @@ pub mod sampler;
 pub mod session;
 pub mod stop_strings;
 pub mod synth;
+pub mod tool_calls;
 
 pub use backend::{
     Backend, DeviceChoice, KernelTime, KvHalf, Picked, SequenceCache, SequenceStep, Wanted,

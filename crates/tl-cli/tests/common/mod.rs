@@ -135,3 +135,45 @@ pub fn reference_embedding(model: &str, text: &str) -> Vec<f32> {
 pub fn cosine_distance(a: &[f32], b: &[f32]) -> f64 {
     tl_engine::embedding::cosine_distance(a, b)
 }
+
+/// A tiny random-weight Qwen2 model (`tl model synth --shape tiny-qwen2`)
+/// with the default model's vocabulary and Qwen2.5's chat template (which
+/// renders tools), written to `dir/NAME.gguf`; served as `NAME`. Its
+/// context is raised to 4096 so that tool descriptions fit.
+pub fn qwen_tools_model(dir: &Path, name: &str) -> PathBuf {
+    let synth = dir.join("synth.gguf");
+    let vocab = default_model().to_str().expect("a UTF-8 path");
+    let synth_path = synth.to_str().expect("a UTF-8 path");
+    let out = run(&[
+        "model",
+        "synth",
+        "--shape",
+        "tiny-qwen2",
+        "--quant",
+        "q8_0",
+        "--vocab",
+        vocab,
+        "-o",
+        synth_path,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let template =
+        std::fs::read_to_string(testdata().join("templates/Qwen-Qwen2.5-7B-Instruct.jinja"))
+            .expect("the Qwen2.5 template is in the test data");
+    let file = tl_gguf::GgufFile::open(&synth).expect("the synthetic model reads");
+    let mut writer = tl_gguf::GgufWriter::new(3);
+    for (key, value) in file.metadata() {
+        writer.set_metadata(key.clone(), value.clone());
+    }
+    writer.set_metadata("tokenizer.chat_template", tl_gguf::Value::String(template));
+    writer.set_metadata("qwen2.context_length", tl_gguf::Value::U32(4096));
+    for info in file.tensors() {
+        let data = tl_gguf::TensorData::Bytes(file.data_of(info).to_vec());
+        writer
+            .add_tensor(info.name.clone(), info.dims.clone(), info.ggml_type, data)
+            .expect("a well-formed tensor");
+    }
+    let path = dir.join(format!("{name}.gguf"));
+    writer.write_to_path(&path).expect("the model is written");
+    path
+}

@@ -69,7 +69,7 @@ impl Grammar {
 /// (llguidance's `x-guidance` key): Python's `json.dumps` separators and no
 /// other whitespace. Flexible whitespace would let a sampled answer fill
 /// its token budget with newlines and never finish.
-fn json_layout() -> Value {
+pub(crate) fn json_layout() -> Value {
     serde_json::json!({
         "item_separator": ", ",
         "key_separator": ": ",
@@ -289,7 +289,7 @@ const MAX_MESSAGE_CHARS: usize = 300;
 /// An llguidance message fit for a client: without the marker of the
 /// details we turned off, cut to [`MAX_MESSAGE_CHARS`].
 fn brief(message: &str) -> String {
-    let message = message.replace(" <non-verbose/>", "");
+    let message = message.replace("<non-verbose/>", "");
     let message = message.trim();
     match message.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((end, _)) => format!("{}...", &message[..end]),

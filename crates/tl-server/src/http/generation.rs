@@ -9,10 +9,13 @@ use std::time::Instant;
 use tl_engine::chat_template::ChatMessage;
 use tl_engine::constraint::{Constraint, Grammar};
 use tl_engine::sampler::SamplerConfig;
+use tl_engine::tool_calls::ToolCallFormat;
 use tl_engine::{GenerationConfig, StopReason};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::error::{ApiError, Flavor};
+use super::tool_prompt::{tool_prompt, ToolGrammar};
+use super::tools::ToolRequest;
 use super::AppState;
 use crate::engine::{Event, Job, Place, Refusal, Scope, Summary};
 use crate::presets::Parameters;
@@ -20,9 +23,13 @@ use crate::registry::ModelEntry;
 
 /// What the model is asked to continue.
 pub enum PromptSource {
-    /// Chat messages, rendered with the model's template and a generation
-    /// prompt; special-token text in them stays text.
-    Chat(Vec<ChatMessage>),
+    /// Chat messages and the request's tools, rendered with the model's
+    /// template and a generation prompt; special-token text in them stays
+    /// text.
+    Chat {
+        messages: Vec<ChatMessage>,
+        tools: Option<ToolRequest>,
+    },
     /// Text used as is (BOS added when the model wants one; special-token text
     /// becomes special tokens).
     Raw(String),
@@ -79,14 +86,28 @@ impl Options {
     }
 }
 
+impl PromptSource {
+    /// Chat messages without tools.
+    pub fn chat(messages: Vec<ChatMessage>) -> Self {
+        PromptSource::Chat {
+            messages,
+            tools: None,
+        }
+    }
+}
+
 /// A preset's system prompt goes first, unless the request has its own.
 fn with_system(source: PromptSource, system: Option<&str>) -> PromptSource {
     match (source, system) {
-        (PromptSource::Chat(mut messages), Some(system))
-            if !messages.iter().any(|m| m.role == "system") =>
-        {
+        (
+            PromptSource::Chat {
+                mut messages,
+                tools,
+            },
+            Some(system),
+        ) if !messages.iter().any(|m| m.role == "system") => {
             messages.insert(0, ChatMessage::system(system.to_owned()));
-            PromptSource::Chat(messages)
+            PromptSource::Chat { messages, tools }
         }
         (source, _) => source,
     }
@@ -100,6 +121,8 @@ pub struct Prepared {
     pub constraint: Option<Constraint>,
     pub generation: GenerationConfig,
     pub keep_alive: Option<std::time::Duration>,
+    /// The form the answer's tool calls take, when they are to be read.
+    pub tool_format: Option<ToolCallFormat>,
     admitted: Admitted,
 }
 
@@ -173,35 +196,19 @@ fn prepare(
         .context
         .filter(|&c| c > 0)
         .map_or(model.context, |c| c.min(model.context));
-    let prompt = match source {
-        PromptSource::Chat(messages) => {
-            if messages.is_empty() {
-                return Err(bad("'messages' is empty".into()));
-            }
-            // The rendered prompt holds at least the messages' text.
-            let text_bytes = messages.iter().map(|m| m.content.len()).sum();
-            check_fits_bytes(text_bytes, &model, context).map_err(bad)?;
-            // Message text is kept from becoming control tokens; the template
-            // writes any BOS itself, as Hugging Face's does.
-            model
-                .file
-                .template
-                .encode(&model.file.tokenizer, &messages, true)
-                .map(|prompt| prompt.tokens)
-                .map_err(|e| match e {
-                    tl_engine::Error::Tokenizer(e) => {
-                        bad(format!("cannot tokenize the prompt: {e}"))
-                    }
-                    e => bad(e.to_string()),
-                })?
+    let (prompt, tool_grammar, tool_format) = match source {
+        PromptSource::Chat { messages, tools } => {
+            let chat = chat_prompt(&model, messages, tools, context).map_err(bad)?;
+            (chat.tokens, chat.tool_grammar, chat.tool_format)
         }
         PromptSource::Raw(text) => {
             check_fits(&text, &model, context).map_err(bad)?;
-            model
+            let tokens = model
                 .file
                 .tokenizer
                 .encode(&text, true, true)
-                .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?
+                .map_err(|e| bad(format!("cannot tokenize the prompt: {e}")))?;
+            (tokens, None, None)
         }
     };
     if prompt.is_empty() {
@@ -228,9 +235,13 @@ fn prepare(
     };
     let sampler = sampler_config(options);
     sampler.validate().map_err(|e| bad(e.to_string()))?;
-    let constraint = match &options.grammar {
-        Some(grammar) => Some(compile_grammar(&model, grammar).map_err(bad)?),
-        None => None,
+    let constraint = match (tool_grammar, &options.grammar) {
+        (Some(_), Some(_)) => return Err(bad(TOOLS_AND_FORMAT.into())),
+        (Some(tools), None) => Some(compile_tool_grammar(&model, &tools).map_err(bad)?),
+        (None, Some(format)) => {
+            Some(compile_grammar(&model, format, "invalid response format").map_err(bad)?)
+        }
+        (None, None) => None,
     };
     Ok(Prepared {
         model,
@@ -243,17 +254,78 @@ fn prepare(
             prefill_chunk_tokens: 0,
         },
         keep_alive: options.keep_alive,
+        tool_format,
         admitted,
     })
 }
 
+/// A chat's prompt tokens, and what its tools ask of the answer.
+struct ChatPrompt {
+    tokens: Vec<u32>,
+    tool_grammar: Option<ToolGrammar>,
+    tool_format: Option<ToolCallFormat>,
+}
+
+/// Renders `messages` and `tools` with the model's template and tokenizes
+/// them; the error is the client's to fix.
+fn chat_prompt(
+    model: &ModelEntry,
+    messages: Vec<ChatMessage>,
+    tools: Option<ToolRequest>,
+    context: usize,
+) -> Result<ChatPrompt, String> {
+    if messages.is_empty() {
+        return Err("'messages' is empty".into());
+    }
+    let file = &model.file;
+    let tools = tool_prompt(tools, messages, file.template.source(), &file.tokenizer);
+    // The rendered prompt holds at least the messages' text and the tools.
+    let text_bytes = tools
+        .messages
+        .iter()
+        .map(|m| m.content.len())
+        .sum::<usize>()
+        + serde_json::to_string(&tools.extras).map_or(0, |text| text.len());
+    check_fits_bytes(text_bytes, model, context)?;
+    // Message text is kept from becoming control tokens; the template
+    // writes any BOS itself, as Hugging Face's does.
+    let prompt = file
+        .template
+        .encode_with_extras(&file.tokenizer, &tools.messages, true, &tools.extras)
+        .map_err(|e| match e {
+            tl_engine::Error::Tokenizer(e) => format!("cannot tokenize the prompt: {e}"),
+            e => e.to_string(),
+        })?;
+    Ok(ChatPrompt {
+        tokens: prompt.tokens,
+        tool_grammar: tools.grammar,
+        tool_format: tools.format,
+    })
+}
+
+/// Why a request cannot have both: each is a grammar for the whole answer.
+const TOOLS_AND_FORMAT: &str = "a structured output format ('response_format' or 'format') cannot be combined with a 'tool_choice' that requires a call or with strict tools";
+
+/// The tools' grammar, compiled for `model` once each enforced function's
+/// calls are known to be possible (the error names the function).
+fn compile_tool_grammar(model: &ModelEntry, tools: &ToolGrammar) -> Result<Constraint, String> {
+    for (name, schema) in &tools.calls {
+        compile_grammar(model, schema, &format!("invalid tools: function '{name}'"))?;
+    }
+    compile_grammar(model, &tools.whole, "invalid tools")
+}
+
 /// The request's grammar or schema, compiled for `model`; the error is the
-/// client's to fix (a 400).
-fn compile_grammar(model: &ModelEntry, grammar: &Grammar) -> Result<Constraint, String> {
+/// client's to fix (a 400), and says `what` was invalid.
+fn compile_grammar(
+    model: &ModelEntry,
+    grammar: &Grammar,
+    what: &str,
+) -> Result<Constraint, String> {
     let compiler = model.constraint_compiler()?;
     compiler
         .compile(grammar)
-        .map_err(|e| format!("invalid response format: {e}"))
+        .map_err(|e| format!("{what}: {e}"))
 }
 
 /// Most stop strings a request may give: OpenAI's limit, and more for Ollama's

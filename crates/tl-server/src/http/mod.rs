@@ -10,6 +10,8 @@ mod manage;
 mod ollama;
 mod openai;
 mod response_format;
+mod tool_prompt;
+mod tools;
 mod utility;
 
 use std::net::SocketAddr;

@@ -1,7 +1,8 @@
 //! Ollama's API: `POST /api/chat` and `POST /api/generate` (streamed as
 //! newline-delimited JSON by default, or whole with `"stream": false`),
 //! `GET /api/tags`, `POST /api/show`, `GET /api/version`. The routes that
-//! manage models are in [`super::manage`].
+//! manage models are in [`super::manage`]. Chat answers carry the model's
+//! tool calls in `message.tool_calls` when the request declared `tools`.
 
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
@@ -17,11 +18,15 @@ use serde_json::{json, Value};
 use tl_engine::chat_template::date::{strftime, CivilDateTime};
 use tl_engine::chat_template::ChatMessage;
 use tl_engine::constraint::Grammar;
+use tl_engine::tool_calls::{
+    parse_tool_calls, ParsedOutput, Piece, ToolCall, ToolCallFormat, ToolCallSplitter,
+};
 
 use super::error::{or_default, parse_json, ApiError, Flavor};
 use super::generation::{self, finish_reason, Next, Options, PromptSource};
 use super::keep_alive::{keep_alive, KeepAlive};
 use super::response_format::ollama_format;
+use super::tools::{message_tool_calls, tool_request};
 use super::AppState;
 use crate::engine::{Event, Scope, Summary};
 use crate::presets::Preset;
@@ -76,6 +81,12 @@ struct Message {
     role: String,
     #[serde(default, deserialize_with = "or_default")]
     content: String,
+    /// An assistant's calls, arguments as objects (see
+    /// `tools::message_tool_calls`).
+    tool_calls: Option<Value>,
+    /// The function a `tool` message answers for.
+    #[serde(default, deserialize_with = "or_default", alias = "name")]
+    tool_name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,6 +94,10 @@ struct ChatRequest {
     model: String,
     #[serde(default, deserialize_with = "or_default")]
     messages: Vec<Message>,
+    /// OpenAI-style function tools, and (an extension) OpenAI's
+    /// `tool_choice` (see `tools::tool_request`).
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
     stream: Option<bool>,
     /// `"json"` or a JSON schema (see `response_format::ollama_format`).
     format: Option<Value>,
@@ -145,12 +160,11 @@ pub async fn chat(
                 stream,
             ));
         }
-        let messages = request
-            .messages
-            .into_iter()
-            .map(|m| ChatMessage::new(m.role, m.content))
-            .collect();
-        let source = PromptSource::Chat(messages);
+        let bad = |message: String| ApiError::bad_request(FLAVOR, message);
+        let tools = tool_request(request.tools.as_ref(), request.tool_choice.as_ref(), None)
+            .map_err(bad)?;
+        let messages = chat_messages(request.messages).map_err(bad)?;
+        let source = PromptSource::Chat { messages, tools };
         let run = Run {
             kind: Kind::Chat,
             name: response_name(&state, &request.model, &model),
@@ -195,7 +209,7 @@ pub async fn generate(
                 messages.push(ChatMessage::system(system));
             }
             messages.push(ChatMessage::user(request.prompt));
-            PromptSource::Chat(messages)
+            PromptSource::chat(messages)
         };
         let run = Run {
             kind: Kind::Generate,
@@ -210,6 +224,23 @@ pub async fn generate(
         run.generate(&state, source, request.options).await
     };
     result.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// The engine's messages: Ollama's, with an assistant's calls and a tool
+/// result's function name.
+fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, String> {
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(index, m)| {
+            let at = format!("messages[{index}]");
+            Ok(ChatMessage {
+                tool_calls: message_tool_calls(m.tool_calls.as_ref(), &at)?,
+                name: m.tool_name,
+                ..ChatMessage::new(m.role, m.content)
+            })
+        })
+        .collect()
 }
 
 /// One request of either endpoint, once its prompt is known.
@@ -254,9 +285,15 @@ impl Run<'_> {
         let (name, scope) = (&self.name, self.scope);
         let prepared =
             generation::prepare_blocking(state, FLAVOR, name, source, options, scope).await?;
+        let tool_format = prepared.tool_format;
         let events = generation::submit(state, FLAVOR, prepared, self.arrived)?;
         let shutdown = state.shutdown.clone();
-        respond(self.kind, self.name, events, shutdown, self.stream).await
+        let answer = Answer {
+            kind: self.kind,
+            model: self.name,
+            tool_format,
+        };
+        answer.respond(events, shutdown, self.stream).await
     }
 }
 
@@ -330,36 +367,107 @@ where
     response
 }
 
-async fn respond(
+/// How a response is written: its endpoint, the model name it gives, and
+/// the form of tool calls to read from the text, if any.
+struct Answer {
     kind: Kind,
     model: String,
-    events: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    shutdown: watch::Receiver<bool>,
-    stream: bool,
-) -> Result<Response, ApiError> {
-    if !stream {
-        let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
-        return Ok(Json(line(kind, &model, &text, Some(&summary))).into_response());
+    tool_format: Option<ToolCallFormat>,
+}
+
+impl Answer {
+    async fn respond(
+        self,
+        events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+        shutdown: watch::Receiver<bool>,
+        stream: bool,
+    ) -> Result<Response, ApiError> {
+        if !stream {
+            let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
+            return Ok(Json(self.whole(&text, &summary)).into_response());
+        }
+        let splitter = self.tool_format.map(ToolCallSplitter::new);
+        let start = Some((self, splitter, events, shutdown));
+        let lines = stream::unfold(start, |state| async move {
+            let (answer, mut splitter, mut events, mut shutdown) = state?;
+            let next = generation::next_event(&mut events, &mut shutdown).await;
+            let (values, more) = answer.lines_for(next, &mut splitter);
+            let text: String = values.iter().map(|value| format!("{value}\n")).collect();
+            let next = more.then_some((answer, splitter, events, shutdown));
+            Some((Ok::<_, Infallible>(text), next))
+        });
+        Ok(ndjson(lines.boxed()))
     }
-    let start = Some((events, shutdown, model));
-    let lines = stream::unfold(start, move |state| async move {
-        let (mut events, mut shutdown, model) = state?;
-        let (value, more) = match generation::next_event(&mut events, &mut shutdown).await {
-            Next::Event(Event::Text(text)) => (line(kind, &model, &text, None), true),
-            Next::Event(Event::Done(summary)) => (line(kind, &model, "", Some(&summary)), false),
+
+    /// The lines for the next event, and whether more will follow.
+    fn lines_for(&self, next: Next, splitter: &mut Option<ToolCallSplitter>) -> (Vec<Value>, bool) {
+        let (kind, model) = (self.kind, self.model.as_str());
+        match next {
+            Next::Event(Event::Text(text)) => {
+                let pieces = match splitter {
+                    Some(splitter) => splitter.push(&text),
+                    None => vec![Piece::Text(text)],
+                };
+                (self.piece_lines(pieces), true)
+            }
+            Next::Event(Event::Done(summary)) => {
+                let held = splitter
+                    .take()
+                    .map(ToolCallSplitter::finish)
+                    .unwrap_or_default();
+                let mut lines = self.piece_lines(held);
+                lines.push(line(kind, model, "", Some(&summary)));
+                (lines, false)
+            }
             Next::Event(Event::Failed(message)) => {
-                (ApiError::internal(FLAVOR, message).body(), false)
+                (vec![ApiError::internal(FLAVOR, message).body()], false)
             }
             Next::Dropped => (
-                ApiError::internal(FLAVOR, "the engine dropped the request").body(),
+                vec![ApiError::internal(FLAVOR, "the engine dropped the request").body()],
                 false,
             ),
-            Next::ShuttingDown => (shutdown_line(kind, &model), false),
+            Next::ShuttingDown => (vec![shutdown_line(kind, model)], false),
+        }
+    }
+
+    fn piece_lines(&self, pieces: Vec<Piece>) -> Vec<Value> {
+        pieces
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Text(text) => line(self.kind, &self.model, &text, None),
+                Piece::Calls(calls) => {
+                    let mut body = line(self.kind, &self.model, "", None);
+                    body["message"]["tool_calls"] = calls_json(&calls);
+                    body
+                }
+            })
+            .collect()
+    }
+
+    /// The whole answer, its tool calls in `message.tool_calls`.
+    fn whole(&self, text: &str, summary: &Summary) -> Value {
+        let parsed = match self.tool_format {
+            Some(format) => parse_tool_calls(format, text),
+            None => ParsedOutput {
+                content: text.to_owned(),
+                calls: Vec::new(),
+            },
         };
-        let next = more.then_some((events, shutdown, model));
-        Some((Ok::<_, Infallible>(format!("{value}\n")), next))
-    });
-    Ok(ndjson(lines.boxed()))
+        let mut body = line(self.kind, &self.model, &parsed.content, Some(summary));
+        if !parsed.calls.is_empty() {
+            body["message"]["tool_calls"] = calls_json(&parsed.calls);
+        }
+        body
+    }
+}
+
+/// Calls as Ollama writes them: arguments as an object.
+fn calls_json(calls: &[ToolCall]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|call| json!({"function": {"name": call.name, "arguments": call.arguments}}))
+        .collect();
+    Value::Array(calls)
 }
 
 /// The last line of a stream the server stopped: done, with the reason.
@@ -440,7 +548,7 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Response {
             "template": model.file.template.source(),
             "details": details(&model, preset.as_deref()),
             "model_info": info,
-            "capabilities": ["completion"],
+            "capabilities": capabilities(&model),
         });
         if let Some(preset) = &preset {
             let own = preset.parameters.lines();
@@ -457,6 +565,17 @@ pub async fn show(State(state): State<AppState>, body: Bytes) -> Response {
         Ok::<_, ApiError>(Json(answer))
     })();
     result.map_or_else(IntoResponse::into_response, IntoResponse::into_response)
+}
+
+/// What the model can do, as Ollama lists it: `tools` when its chat
+/// template shows the model tools (others get them described in the system
+/// message, which works less well).
+fn capabilities(model: &ModelEntry) -> Value {
+    if ToolCallFormat::renders_tools(model.file.template.source()) {
+        json!(["completion", "tools"])
+    } else {
+        json!(["completion"])
+    }
 }
 
 /// A preset as an Ollama Modelfile: its model, parameters and system prompt.

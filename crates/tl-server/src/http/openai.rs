@@ -1,7 +1,9 @@
 //! OpenAI's API: `POST /v1/chat/completions`, `POST /v1/completions` (both
 //! streamed as server-sent events ending in `data: [DONE]`, or whole) and
 //! `GET /v1/models`. Unknown fields are ignored; known fields of the wrong
-//! type are a 400.
+//! type are a 400. Chat answers carry the model's tool calls in
+//! `message.tool_calls` (streamed as `delta.tool_calls`) when the request
+//! declared tools.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +18,8 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tl_engine::chat_template::ChatMessage;
+use tl_engine::tool_calls::{parse_tool_calls, Piece, ToolCall, ToolCallFormat, ToolCallSplitter};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 
 use super::error::{or_default, parse_json, ApiError, Flavor};
@@ -24,6 +28,7 @@ use super::generation::{
     SHUTTING_DOWN,
 };
 use super::response_format::openai_response_format;
+use super::tools::{call_id, message_tool_calls, tool_request};
 use super::AppState;
 use crate::engine::{Event, Scope, Summary};
 use crate::registry::ModelEntry;
@@ -76,6 +81,13 @@ struct Message {
     role: String,
     #[serde(default, deserialize_with = "or_default")]
     content: Option<Content>,
+    /// An assistant's calls (see `tools::message_tool_calls`).
+    tool_calls: Option<Value>,
+    /// The call a `tool` message answers.
+    #[serde(default, deserialize_with = "or_default")]
+    tool_call_id: Option<String>,
+    #[serde(default, deserialize_with = "or_default")]
+    name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +127,10 @@ struct Sampling {
 struct ChatRequest {
     model: String,
     messages: Vec<Message>,
+    /// See `tools::tool_request`.
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
+    parallel_tool_calls: Option<Value>,
     #[serde(flatten)]
     sampling: Sampling,
 }
@@ -176,21 +192,30 @@ impl Sampling {
 fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
     messages
         .into_iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(index, m)| {
+            let bad = |message: String| ApiError::bad_request(FLAVOR, message);
             let content = match m.content {
                 None => String::new(),
                 Some(Content::Text(text)) => text,
                 Some(Content::Parts(parts)) => {
                     if let Some(part) = parts.iter().find(|p| p.kind != "text") {
-                        return Err(ApiError::bad_request(
-                            FLAVOR,
-                            format!("content parts of type '{}' are not supported", part.kind),
-                        ));
+                        return Err(bad(format!(
+                            "content parts of type '{}' are not supported",
+                            part.kind
+                        )));
                     }
                     parts.into_iter().filter_map(|p| p.text).collect()
                 }
             };
-            Ok(ChatMessage::new(m.role, content))
+            let at = format!("messages[{index}]");
+            let tool_calls = message_tool_calls(m.tool_calls.as_ref(), &at).map_err(bad)?;
+            Ok(ChatMessage {
+                tool_calls,
+                tool_call_id: m.tool_call_id,
+                name: m.name,
+                ..ChatMessage::new(m.role, content)
+            })
         })
         .collect()
 }
@@ -247,31 +272,45 @@ impl Identity {
 
     /// A streamed choice carrying `text` (or the finish reason).
     fn chunk(&self, text: Option<&str>, first: bool, finish: Option<&str>) -> Value {
-        let choice = match self.kind {
+        match self.kind {
             Kind::Chat => {
                 let delta = match (text, first) {
                     (Some(t), true) => json!({"role": "assistant", "content": t}),
                     (Some(t), false) => json!({"content": t}),
                     (None, _) => json!({}),
                 };
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+                self.delta_chunk(delta, finish)
             }
-            Kind::Completion => json!({
-                "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish
-            }),
-        };
+            Kind::Completion => {
+                let choice = json!({
+                    "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish
+                });
+                self.envelope(true, json!([choice]))
+            }
+        }
+    }
+
+    /// A streamed chat choice carrying `delta`.
+    fn delta_chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+        let choice = json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish});
         self.envelope(true, json!([choice]))
     }
 
-    fn whole(&self, text: String, summary: &Summary) -> Value {
+    /// The whole answer; a chat answer's tool calls (when `tool_format`
+    /// says to read them) go in `message.tool_calls`, with the finish
+    /// reason `tool_calls`.
+    fn whole(&self, text: String, summary: &Summary, tool_format: Option<ToolCallFormat>) -> Value {
         let finish = finish_reason(summary.reason);
         let choice = match self.kind {
-            Kind::Chat => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": null,
-                "finish_reason": finish,
-            }),
+            Kind::Chat => {
+                let (message, finish) = chat_message(text, tool_format, finish);
+                json!({
+                    "index": 0,
+                    "message": message,
+                    "logprobs": null,
+                    "finish_reason": finish,
+                })
+            }
             Kind::Completion => json!({
                 "index": 0, "text": text, "logprobs": null, "finish_reason": finish
             }),
@@ -281,6 +320,49 @@ impl Identity {
         body["seed"] = json!(summary.seed);
         body
     }
+}
+
+/// The assistant's message for `text`, and the finish reason: its calls
+/// read out when `tool_format` is given and it makes some.
+fn chat_message(
+    text: String,
+    tool_format: Option<ToolCallFormat>,
+    finish: &'static str,
+) -> (Value, &'static str) {
+    let Some(format) = tool_format else {
+        return (json!({"role": "assistant", "content": text}), finish);
+    };
+    let parsed = parse_tool_calls(format, &text);
+    if parsed.calls.is_empty() {
+        return (json!({"role": "assistant", "content": text}), finish);
+    }
+    let content = (!parsed.content.is_empty()).then_some(parsed.content);
+    let calls: Vec<Value> = parsed
+        .calls
+        .iter()
+        .map(|call| call_json(call, call_id(format)))
+        .collect();
+    let message = json!({"role": "assistant", "content": content, "tool_calls": calls});
+    (message, calls_finish_reason(finish))
+}
+
+/// An answer that made calls ends with `tool_calls`, unless it was cut
+/// short (`length`: the last call may be missing).
+fn calls_finish_reason(finish: &'static str) -> &'static str {
+    if finish == "length" {
+        finish
+    } else {
+        "tool_calls"
+    }
+}
+
+/// A call as OpenAI writes one: its arguments as a JSON string.
+fn call_json(call: &ToolCall, id: String) -> Value {
+    json!({
+        "id": id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments.to_string()},
+    })
 }
 
 fn usage(summary: &Summary) -> Value {
@@ -301,7 +383,16 @@ pub async fn chat_completions(
     let arrived = Instant::now();
     let result = async {
         let request: ChatRequest = parse_json(FLAVOR, &body)?;
-        let source = PromptSource::Chat(chat_messages(request.messages)?);
+        let tools = tool_request(
+            request.tools.as_ref(),
+            request.tool_choice.as_ref(),
+            request.parallel_tool_calls.as_ref(),
+        )
+        .map_err(|message| ApiError::bad_request(FLAVOR, message))?;
+        let source = PromptSource::Chat {
+            messages: chat_messages(request.messages)?,
+            tools,
+        };
         let model = request.model;
         generate(
             &state,
@@ -366,106 +457,167 @@ async fn generate(
         None => prepared.model.name.clone(),
     };
     let identity = Identity::new(kind, &name);
+    let tool_format = prepared.tool_format;
     let events = generation::submit(state, FLAVOR, prepared, arrived)?;
     let shutdown = state.shutdown.clone();
-    respond(identity, events, shutdown, stream, include_usage).await
-}
-
-async fn respond(
-    identity: Identity,
-    events: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    shutdown: watch::Receiver<bool>,
-    stream: bool,
-    include_usage: bool,
-) -> Result<Response, ApiError> {
     if stream {
-        let events = sse_events(identity, events, shutdown, include_usage);
+        let answer = StreamedAnswer::new(identity, include_usage, tool_format);
+        let events = answer.events(events, shutdown);
         return Ok(Sse::new(events)
             .keep_alive(KeepAlive::default())
             .into_response());
     }
     let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
-    Ok(Json(identity.whole(text, &summary)).into_response())
+    Ok(Json(identity.whole(text, &summary, tool_format)).into_response())
 }
 
-/// The SSE stream of one response: a chunk per piece of text, a last chunk with
-/// the finish reason, the usage when asked, then `[DONE]`. A failure after the
-/// stream started, or the server shutting down, is sent as an `error`
-/// object before the `[DONE]`.
-fn sse_events(
+/// What a streamed answer has sent so far.
+struct StreamedAnswer {
     identity: Identity,
-    events: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    shutdown: watch::Receiver<bool>,
     include_usage: bool,
-) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    struct StreamState {
-        identity: Identity,
-        events: tokio::sync::mpsc::UnboundedReceiver<Event>,
-        shutdown: watch::Receiver<bool>,
-        first: bool,
-        done: bool,
-        include_usage: bool,
-    }
-    let start = StreamState {
-        identity,
-        events,
-        shutdown,
-        first: true,
-        done: false,
-        include_usage,
-    };
-    stream::unfold(start, |mut st| async move {
-        if st.done {
-            return None;
+    /// Reads tool calls out of the text, when they are to be read.
+    splitter: Option<ToolCallSplitter>,
+    tool_format: Option<ToolCallFormat>,
+    /// Whether no chunk has gone out yet (the first carries the role).
+    first: bool,
+    calls_sent: usize,
+    done: bool,
+}
+
+impl StreamedAnswer {
+    fn new(identity: Identity, include_usage: bool, tool_format: Option<ToolCallFormat>) -> Self {
+        StreamedAnswer {
+            identity,
+            include_usage,
+            splitter: tool_format.map(ToolCallSplitter::new),
+            tool_format,
+            first: true,
+            calls_sent: 0,
+            done: false,
         }
-        let data: Vec<Value> = match next_event(&mut st.events, &mut st.shutdown).await {
+    }
+
+    /// The SSE stream: a chunk per piece of text or tool call, a last chunk
+    /// with the finish reason, the usage when asked, then `[DONE]`. A
+    /// failure after the stream started, or the server shutting down, is
+    /// sent as an `error` object before the `[DONE]`.
+    fn events(
+        self,
+        events: UnboundedReceiver<Event>,
+        shutdown: watch::Receiver<bool>,
+    ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+        stream::unfold(
+            (self, events, shutdown),
+            |(mut answer, mut events, mut shutdown)| async move {
+                if answer.done {
+                    return None;
+                }
+                let next = next_event(&mut events, &mut shutdown).await;
+                let data = answer.chunks_for(next);
+                let mut items: Vec<Result<SseEvent, Infallible>> = data
+                    .into_iter()
+                    .map(|v| Ok(SseEvent::default().data(v.to_string())))
+                    .collect();
+                if answer.done {
+                    items.push(Ok(SseEvent::default().data("[DONE]")));
+                }
+                Some((stream::iter(items), (answer, events, shutdown)))
+            },
+        )
+        .flatten()
+    }
+
+    fn chunks_for(&mut self, next: Next) -> Vec<Value> {
+        match next {
             Next::Event(Event::Text(text)) => {
-                let chunk = st.identity.chunk(Some(&text), st.first, None);
-                st.first = false;
-                vec![chunk]
+                let pieces = match &mut self.splitter {
+                    Some(splitter) => splitter.push(&text),
+                    None => vec![Piece::Text(text)],
+                };
+                self.piece_chunks(pieces)
             }
-            Next::Event(Event::Done(summary)) => {
-                st.done = true;
-                let mut out = Vec::new();
-                if st.first && st.identity.kind == Kind::Chat {
-                    out.push(st.identity.chunk(Some(""), true, None));
-                }
-                let mut last = st
-                    .identity
-                    .chunk(None, false, Some(finish_reason(summary.reason)));
-                last["seed"] = json!(summary.seed);
-                out.push(last);
-                if st.include_usage {
-                    let mut last = st.identity.envelope(true, json!([]));
-                    last["usage"] = usage(&summary);
-                    out.push(last);
-                }
-                out
-            }
+            Next::Event(Event::Done(summary)) => self.last_chunks(&summary),
             Next::Event(Event::Failed(message)) => {
-                st.done = true;
+                self.done = true;
                 vec![ApiError::internal(FLAVOR, message).body()]
             }
             Next::Dropped => {
-                st.done = true;
+                self.done = true;
                 vec![ApiError::internal(FLAVOR, "the engine dropped the request").body()]
             }
             Next::ShuttingDown => {
-                st.done = true;
+                self.done = true;
                 let status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
                 vec![ApiError::new(FLAVOR, status, SHUTTING_DOWN).body()]
             }
-        };
-        let mut items: Vec<Result<SseEvent, Infallible>> = data
-            .into_iter()
-            .map(|v| Ok(SseEvent::default().data(v.to_string())))
-            .collect();
-        if st.done {
-            items.push(Ok(SseEvent::default().data("[DONE]")));
         }
-        Some((stream::iter(items), st))
-    })
-    .flatten()
+    }
+
+    fn piece_chunks(&mut self, pieces: Vec<Piece>) -> Vec<Value> {
+        let mut out = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::Text(text) => {
+                    out.push(self.identity.chunk(Some(&text), self.first, None));
+                    self.first = false;
+                }
+                Piece::Calls(calls) => {
+                    for call in calls {
+                        out.extend(self.call_chunks(&call));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A call as OpenAI streams one: its index, id, type and name, then
+    /// its arguments.
+    fn call_chunks(&mut self, call: &ToolCall) -> [Value; 2] {
+        let index = self.calls_sent;
+        self.calls_sent += 1;
+        let id = self.tool_format.map_or_else(String::new, call_id);
+        let head = json!({"index": index, "id": id, "type": "function",
+            "function": {"name": call.name, "arguments": ""}});
+        let mut opening = json!({ "tool_calls": [head] });
+        if self.first {
+            opening["role"] = json!("assistant");
+            opening["content"] = Value::Null;
+            self.first = false;
+        }
+        let arguments =
+            json!({"index": index, "function": {"arguments": call.arguments.to_string()}});
+        [
+            self.identity.delta_chunk(opening, None),
+            self.identity
+                .delta_chunk(json!({ "tool_calls": [arguments] }), None),
+        ]
+    }
+
+    /// What was held back, the finish reason and the usage.
+    fn last_chunks(&mut self, summary: &Summary) -> Vec<Value> {
+        self.done = true;
+        let mut out = match self.splitter.take() {
+            Some(splitter) => self.piece_chunks(splitter.finish()),
+            None => Vec::new(),
+        };
+        if self.first && self.identity.kind == Kind::Chat {
+            out.push(self.identity.chunk(Some(""), true, None));
+        }
+        let finish = match finish_reason(summary.reason) {
+            finish if self.calls_sent > 0 => calls_finish_reason(finish),
+            finish => finish,
+        };
+        let mut last = self.identity.chunk(None, false, Some(finish));
+        last["seed"] = json!(summary.seed);
+        out.push(last);
+        if self.include_usage {
+            let mut last = self.identity.envelope(true, json!([]));
+            last["usage"] = usage(summary);
+            out.push(last);
+        }
+        out
+    }
 }
 
 /// `GET /v1/models`: the served files and the presets made of them.
