@@ -113,6 +113,18 @@ fn official_python_clients_work_unchanged() {
     assert_eq!(results["ollama_show_family"], "llama");
     assert_eq!(results["openai_missing_model"], "NotFoundError");
     assert_eq!(results["ollama_missing_model"], 404);
+    // Four greedy tokens' log-probabilities, each the best of its step, the
+    // same through both clients.
+    let logprobs = results["openai_logprobs"].as_array().unwrap();
+    assert_eq!(logprobs.len(), 4, "{logprobs:?}");
+    for entry in logprobs {
+        let (own, top) = (entry[1].as_f64().unwrap(), entry[2].as_array().unwrap());
+        assert!(
+            own <= 0.0 && top.len() == 2 && top[0].as_f64() == Some(own),
+            "{entry}"
+        );
+    }
+    assert_eq!(results["ollama_logprobs"], results["openai_logprobs"]);
     check_embeddings(&results);
 }
 

@@ -33,6 +33,11 @@ stream = client.completions.create(
     model=model, prompt="1, 2, 3, 4,", max_tokens=4, temperature=0, stream=True)
 out["openai_completion_stream"] = "".join(c.choices[0].text for c in stream if c.choices)
 out["openai_models"] = [m.id for m in client.models.list()]
+# Log-probabilities: per token, its own and its two best alternatives'.
+scored = client.chat.completions.create(
+    model=model, messages=question, max_tokens=4, temperature=0, logprobs=True, top_logprobs=2)
+out["openai_logprobs"] = [[e.token, e.logprob, [t.logprob for t in e.top_logprobs]]
+                          for e in scored.choices[0].logprobs.content]
 # A base URL without /v1, as some tools are configured.
 bare = OpenAI(base_url=url, api_key="not-needed")
 out["openai_without_v1"] = bare.chat.completions.create(
@@ -75,6 +80,10 @@ out["ollama_chat_stream"] = "".join(
 out["ollama_generate"] = o.generate(model=model, prompt="Name one planet.", options=options).response
 out["ollama_generate_stream"] = "".join(
     part.response for part in o.generate(model=model, prompt="Name one planet.", options=options, stream=True))
+scored = o.chat(model=model, messages=question, options={"temperature": 0, "num_predict": 4},
+                logprobs=True, top_logprobs=2)
+out["ollama_logprobs"] = [[e.token, e.logprob, [t.logprob for t in e.top_logprobs]]
+                          for e in scored.logprobs]
 out["ollama_list"] = [m.model for m in o.list().models]
 out["ollama_show_family"] = o.show(model).details.family
 try:

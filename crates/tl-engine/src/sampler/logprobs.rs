@@ -72,7 +72,10 @@ fn most_likely(logits: &[f32], count: usize) -> Vec<u32> {
     if count == 0 {
         return Vec::new();
     }
-    let usable = logits.iter().zip(0u32..).filter(|(l, _)| **l > f32::NEG_INFINITY);
+    let usable = logits
+        .iter()
+        .zip(0u32..)
+        .filter(|(l, _)| **l > f32::NEG_INFINITY);
     for (&logit, token) in usable {
         if best.len() == count && logit <= best[count - 1].0 {
             continue;

@@ -74,6 +74,9 @@ pub struct Job {
     /// How long the model stays loaded once idle after this job (Ollama's
     /// `keep_alive`; zero unloads it at once); `None`: until evicted.
     pub keep_alive: Option<Duration>,
+    /// Each sampled token's log-probability and those of this many
+    /// alternatives ([`Event::Logprobs`]), when asked for.
+    pub logprobs: Option<usize>,
 }
 
 /// Who may reuse whose KV caches: one scope per API key (the same number
@@ -107,10 +110,29 @@ impl Drop for Place {
 pub enum Event {
     /// Generated text that is final (valid UTF-8, no part of a stop string).
     Text(String),
+    /// A sampled token's log-probability, sent before the text it adds
+    /// (only for jobs that ask, see [`Job::logprobs`]).
+    Logprobs(TokenLogprobs),
     /// Generation ended; the last event.
     Done(Summary),
     /// The engine could not run the request; the last event.
     Failed(String),
+}
+
+/// One sampled token's log-probability and its step's most likely tokens
+/// (`log_softmax` of the step's logits, see `tl_engine::sampler`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobs {
+    pub picked: LoggedToken,
+    /// Most likely first.
+    pub top: Vec<LoggedToken>,
+}
+
+/// A token's bytes (a piece of a character, possibly) and log-probability.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedToken {
+    pub bytes: Vec<u8>,
+    pub logprob: f64,
 }
 
 /// Counts and timings of a finished generation.

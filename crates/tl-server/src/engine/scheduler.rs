@@ -27,12 +27,12 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use tl_engine::generate::{step_batch_sampled, step_sampled, TextOutput};
-use tl_engine::sampler::Sampler;
+use tl_engine::sampler::{Sampler, TokenLogprob};
 use tl_engine::{Backend, Session, StopReason};
 
 use super::embeddings::Embeddings;
 use super::pool::{LoadResult, ModelPool, Room};
-use super::{Event, Job, Message, Scope, Status, Summary};
+use super::{Event, Job, LoggedToken, Message, Scope, Status, Summary, TokenLogprobs};
 use crate::config::ServerConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::registry::ModelEntry;
@@ -390,7 +390,9 @@ impl Scheduler {
             .prompt_tokens
             .fetch_add(job.prompt.len() as u64, Ordering::Relaxed);
         self.running.push(Sequence {
-            sampler: Sampler::new(job.sampler.clone()).with_constraint(job.constraint.take()),
+            sampler: Sampler::new(job.sampler.clone())
+                .with_constraint(job.constraint.take())
+                .with_logprobs(job.logprobs),
             output: TextOutput::new(&job.generation),
             phase: Phase::Prompt {
                 next: cached_tokens,
@@ -641,6 +643,20 @@ fn take_token(sequence: &mut Sequence, picked: Result<u32, String>, metrics: &Me
         Err(message) => return Step::Failed(message),
     };
     record_token_time(sequence, metrics);
+    if let Some(step) = sequence.sampler.take_logprobs() {
+        let tokenizer = &sequence.job.model.file.tokenizer;
+        let logged = |t: TokenLogprob| LoggedToken {
+            bytes: tokenizer.token_to_bytes(t.token, false),
+            logprob: t.logprob,
+        };
+        let event = Event::Logprobs(TokenLogprobs {
+            picked: logged(step.picked),
+            top: step.top.into_iter().map(logged).collect(),
+        });
+        if sequence.job.events.send(event).is_err() {
+            return Step::Cancelled;
+        }
+    }
     let accepted = sequence
         .output
         .accept(&sequence.job.model.file.tokenizer, token);

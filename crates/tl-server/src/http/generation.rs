@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tl_engine::chat_template::ChatMessage;
 use tl_engine::constraint::{Constraint, Grammar};
-use tl_engine::sampler::SamplerConfig;
+use tl_engine::sampler::{SamplerConfig, MAX_TOP_LOGPROBS};
 use tl_engine::tool_calls::ToolCallFormat;
 use tl_engine::{GenerationConfig, StopReason};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -17,7 +17,7 @@ use super::error::{ApiError, Flavor};
 use super::tool_prompt::{tool_prompt, ToolGrammar};
 use super::tools::ToolRequest;
 use super::AppState;
-use crate::engine::{Event, Job, Place, Refusal, Scope, Summary};
+use crate::engine::{Event, Job, LoggedToken, Place, Refusal, Scope, Summary, TokenLogprobs};
 use crate::presets::Parameters;
 use crate::registry::ModelEntry;
 
@@ -59,6 +59,9 @@ pub struct Options {
     /// How long the model stays loaded once idle after this request
     /// (Ollama's `keep_alive`); `None`: until evicted.
     pub keep_alive: Option<std::time::Duration>,
+    /// Each token's log-probability and those of this many alternatives
+    /// (at most `MAX_TOP_LOGPROBS`); `None`: none.
+    pub logprobs: Option<usize>,
 }
 
 impl Options {
@@ -121,6 +124,7 @@ pub struct Prepared {
     pub constraint: Option<Constraint>,
     pub generation: GenerationConfig,
     pub keep_alive: Option<std::time::Duration>,
+    pub logprobs: Option<usize>,
     /// The form the answer's tool calls take, when they are to be read.
     pub tool_format: Option<ToolCallFormat>,
     admitted: Admitted,
@@ -254,6 +258,7 @@ fn prepare(
             prefill_chunk_tokens: 0,
         },
         keep_alive: options.keep_alive,
+        logprobs: options.logprobs,
         tool_format,
         admitted,
     })
@@ -422,6 +427,7 @@ pub fn submit(
         place: prepared.admitted.place,
         scope: prepared.admitted.scope,
         keep_alive: prepared.keep_alive,
+        logprobs: prepared.logprobs,
     };
     state.engine.submit(job).map_err(|r| refused(flavor, r))?;
     Ok(receiver)
@@ -460,18 +466,33 @@ pub async fn next_event(
 /// What a stream cut short by shutdown says.
 pub const SHUTTING_DOWN: &str = "the server is shutting down";
 
+/// A whole generation, as non-streaming responses give it.
+pub struct Collected {
+    pub text: String,
+    /// One per sampled token, when the request asked for them.
+    pub logprobs: Vec<TokenLogprobs>,
+    pub summary: Summary,
+}
+
 /// Waits for the whole generation (non-streaming responses); one still
 /// running when the shutdown grace ends is answered 503.
 pub async fn collect(
     flavor: Flavor,
     mut events: UnboundedReceiver<Event>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(String, Summary), ApiError> {
-    let mut text = String::new();
+) -> Result<Collected, ApiError> {
+    let (mut text, mut logprobs) = (String::new(), Vec::new());
     loop {
         match next_event(&mut events, &mut shutdown).await {
             Next::Event(Event::Text(piece)) => text.push_str(&piece),
-            Next::Event(Event::Done(summary)) => return Ok((text, summary)),
+            Next::Event(Event::Logprobs(token)) => logprobs.push(token),
+            Next::Event(Event::Done(summary)) => {
+                return Ok(Collected {
+                    text,
+                    logprobs,
+                    summary,
+                })
+            }
             Next::Event(Event::Failed(message)) => return Err(ApiError::internal(flavor, message)),
             Next::Dropped => {
                 return Err(ApiError::internal(flavor, "the engine dropped the request"))
@@ -482,6 +503,32 @@ pub async fn collect(
             }
         }
     }
+}
+
+/// A token's text as the logprobs objects of both APIs give it (a piece
+/// of a character shows as U+FFFD; `bytes` has it whole).
+pub fn token_text(token: &LoggedToken) -> String {
+    String::from_utf8_lossy(&token.bytes).into_owned()
+}
+
+/// The requested count of alternatives, checked: `asked` says whether
+/// log-probabilities were asked for at all.
+pub fn logprobs_option(
+    flavor: Flavor,
+    asked: bool,
+    top: Option<i64>,
+) -> Result<Option<usize>, ApiError> {
+    let top = match top {
+        None => 0,
+        Some(n) if (0..=MAX_TOP_LOGPROBS as i64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(ApiError::bad_request(
+                flavor,
+                format!("top_logprobs must be 0 to {MAX_TOP_LOGPROBS}, got {n}"),
+            ))
+        }
+    };
+    Ok(asked.then_some(top))
 }
 
 /// OpenAI's and Ollama's name for why generation ended.

@@ -28,7 +28,7 @@ use super::keep_alive::{keep_alive, KeepAlive};
 use super::response_format::ollama_format;
 use super::tools::{message_tool_calls, tool_request};
 use super::AppState;
-use crate::engine::{Event, Scope, Summary};
+use crate::engine::{Event, LoggedToken, Scope, Summary, TokenLogprobs};
 use crate::presets::Preset;
 use crate::registry::{file_name, ModelEntry};
 use tokio::sync::watch;
@@ -72,6 +72,7 @@ impl ModelOptions {
             context: self.num_ctx,
             grammar: None,
             keep_alive: None,
+            logprobs: None,
         }
     }
 }
@@ -91,6 +92,10 @@ struct Message {
 
 #[derive(Debug, Deserialize)]
 struct ChatRequest {
+    /// Each token's log-probability, with `top_logprobs` alternatives.
+    #[serde(default, deserialize_with = "or_default")]
+    logprobs: bool,
+    top_logprobs: Option<i64>,
     model: String,
     #[serde(default, deserialize_with = "or_default")]
     messages: Vec<Message>,
@@ -109,6 +114,10 @@ struct ChatRequest {
 
 #[derive(Debug, Deserialize)]
 struct GenerateRequest {
+    /// Each token's log-probability, with `top_logprobs` alternatives.
+    #[serde(default, deserialize_with = "or_default")]
+    logprobs: bool,
+    top_logprobs: Option<i64>,
     model: String,
     #[serde(default, deserialize_with = "or_default")]
     prompt: String,
@@ -174,6 +183,7 @@ pub async fn chat(
             arrived,
             scope,
             keep_alive: request.keep_alive,
+            logprobs: generation::logprobs_option(FLAVOR, request.logprobs, request.top_logprobs)?,
         };
         run.generate(&state, source, request.options).await
     };
@@ -220,6 +230,7 @@ pub async fn generate(
             arrived,
             scope,
             keep_alive: request.keep_alive,
+            logprobs: generation::logprobs_option(FLAVOR, request.logprobs, request.top_logprobs)?,
         };
         run.generate(&state, source, request.options).await
     };
@@ -254,6 +265,7 @@ struct Run<'a> {
     arrived: Instant,
     scope: Scope,
     keep_alive: Option<KeepAlive>,
+    logprobs: Option<usize>,
 }
 
 /// A preset's name when the request named one, else the model's own.
@@ -279,6 +291,7 @@ impl Run<'_> {
     ) -> Result<Response, ApiError> {
         let mut options = Options {
             grammar: self.grammar,
+            logprobs: self.logprobs,
             ..options.into_options(self.model.context)
         };
         options.keep_alive = self.keep_alive.and_then(KeepAlive::duration);
@@ -292,6 +305,7 @@ impl Run<'_> {
             kind: self.kind,
             model: self.name,
             tool_format,
+            pending_logprobs: Vec::new(),
         };
         answer.respond(events, shutdown, self.stream).await
     }
@@ -373,6 +387,8 @@ struct Answer {
     kind: Kind,
     model: String,
     tool_format: Option<ToolCallFormat>,
+    /// Log-probabilities of tokens whose text has not gone out yet.
+    pending_logprobs: Vec<TokenLogprobs>,
 }
 
 impl Answer {
@@ -383,13 +399,17 @@ impl Answer {
         stream: bool,
     ) -> Result<Response, ApiError> {
         if !stream {
-            let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
-            return Ok(Json(self.whole(&text, &summary)).into_response());
+            let collected = generation::collect(FLAVOR, events, shutdown).await?;
+            let mut body = self.whole(&collected.text, &collected.summary);
+            if !collected.logprobs.is_empty() {
+                body["logprobs"] = logprobs_json(&collected.logprobs);
+            }
+            return Ok(Json(body).into_response());
         }
         let splitter = self.tool_format.map(ToolCallSplitter::new);
         let start = Some((self, splitter, events, shutdown));
         let lines = stream::unfold(start, |state| async move {
-            let (answer, mut splitter, mut events, mut shutdown) = state?;
+            let (mut answer, mut splitter, mut events, mut shutdown) = state?;
             let next = generation::next_event(&mut events, &mut shutdown).await;
             let (values, more) = answer.lines_for(next, &mut splitter);
             let text: String = values.iter().map(|value| format!("{value}\n")).collect();
@@ -400,7 +420,11 @@ impl Answer {
     }
 
     /// The lines for the next event, and whether more will follow.
-    fn lines_for(&self, next: Next, splitter: &mut Option<ToolCallSplitter>) -> (Vec<Value>, bool) {
+    fn lines_for(
+        &mut self,
+        next: Next,
+        splitter: &mut Option<ToolCallSplitter>,
+    ) -> (Vec<Value>, bool) {
         let (kind, model) = (self.kind, self.model.as_str());
         match next {
             Next::Event(Event::Text(text)) => {
@@ -408,7 +432,13 @@ impl Answer {
                     Some(splitter) => splitter.push(&text),
                     None => vec![Piece::Text(text)],
                 };
-                (self.piece_lines(pieces), true)
+                let mut lines = self.piece_lines(pieces);
+                self.attach_logprobs(lines.first_mut());
+                (lines, true)
+            }
+            Next::Event(Event::Logprobs(token)) => {
+                self.pending_logprobs.push(token);
+                (Vec::new(), true)
             }
             Next::Event(Event::Done(summary)) => {
                 let held = splitter
@@ -417,6 +447,7 @@ impl Answer {
                     .unwrap_or_default();
                 let mut lines = self.piece_lines(held);
                 lines.push(line(kind, model, "", Some(&summary)));
+                self.attach_logprobs(lines.last_mut());
                 (lines, false)
             }
             Next::Event(Event::Failed(message)) => {
@@ -427,6 +458,13 @@ impl Answer {
                 false,
             ),
             Next::ShuttingDown => (vec![shutdown_line(kind, model)], false),
+        }
+    }
+
+    /// Puts the pending log-probabilities in `line`.
+    fn attach_logprobs(&mut self, line: Option<&mut Value>) {
+        if let Some(line) = line.filter(|_| !self.pending_logprobs.is_empty()) {
+            line["logprobs"] = logprobs_json(&std::mem::take(&mut self.pending_logprobs));
         }
     }
 
@@ -459,6 +497,23 @@ impl Answer {
         }
         body
     }
+}
+
+/// Log-probabilities as Ollama gives them: per token its text, bytes and
+/// log-probability, and its step's most likely tokens.
+fn logprobs_json(tokens: &[TokenLogprobs]) -> Value {
+    let entry = |token: &LoggedToken| {
+        json!({"token": generation::token_text(token), "logprob": token.logprob,
+            "bytes": token.bytes})
+    };
+    tokens
+        .iter()
+        .map(|t| {
+            let mut picked = entry(&t.picked);
+            picked["top_logprobs"] = t.top.iter().map(entry).collect();
+            picked
+        })
+        .collect()
 }
 
 /// Calls as Ollama writes them: arguments as an object.

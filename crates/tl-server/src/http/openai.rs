@@ -24,13 +24,13 @@ use tokio::sync::watch;
 
 use super::error::{or_default, parse_json, ApiError, Flavor};
 use super::generation::{
-    self, find_model, finish_reason, next_event, unix_now, Next, Options, PromptSource,
+    self, find_model, finish_reason, next_event, token_text, unix_now, Next, Options, PromptSource,
     SHUTTING_DOWN,
 };
 use super::response_format::openai_response_format;
 use super::tools::{call_id, message_tool_calls, tool_request};
 use super::AppState;
-use crate::engine::{Event, Scope, Summary};
+use crate::engine::{Event, LoggedToken, Scope, Summary, TokenLogprobs};
 use crate::registry::ModelEntry;
 
 const FLAVOR: Flavor = Flavor::OpenAi;
@@ -120,7 +120,7 @@ struct Sampling {
     response_format: Option<Value>,
     /// Chat's `true`/`false`, or completions' count of alternatives.
     logprobs: Option<Value>,
-    top_logprobs: Option<u32>,
+    top_logprobs: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,30 +144,35 @@ struct CompletionRequest {
 }
 
 impl Sampling {
-    /// Whether the request asks for log probabilities (`false`, `0` and
-    /// `null` do not).
-    fn asks_for_logprobs(&self) -> bool {
-        let asked = match &self.logprobs {
-            Some(Value::Bool(on)) => *on,
-            Some(Value::Number(count)) => count.as_f64() != Some(0.0),
-            Some(Value::Null) | None => false,
-            Some(_) => true,
+    /// The alternatives each token's log-probability comes with, when the
+    /// request asks for log-probabilities: chat's `logprobs: true` with
+    /// `top_logprobs`, or completions' `logprobs: N` (`false`, `0` and
+    /// `null` ask for none, as does a chat request without `logprobs`).
+    fn logprobs(&self, kind: Kind) -> Result<Option<usize>, ApiError> {
+        let bad = |message: &str| ApiError::bad_request(FLAVOR, message);
+        let (asked, top) = match (&self.logprobs, kind) {
+            (Some(Value::Null) | None, _) => (false, self.top_logprobs),
+            (Some(Value::Bool(on)), _) => (*on, self.top_logprobs),
+            (Some(Value::Number(count)), Kind::Completion) => {
+                let count = count
+                    .as_i64()
+                    .ok_or_else(|| bad("'logprobs' must be a whole number"))?;
+                (count != 0 || self.top_logprobs.is_some(), Some(count))
+            }
+            (Some(_), Kind::Chat) => return Err(bad("'logprobs' must be true or false")),
+            (Some(_), Kind::Completion) => return Err(bad("'logprobs' must be a whole number")),
         };
-        asked || self.top_logprobs.is_some_and(|n| n > 0)
+        if !asked && top.is_some_and(|n| n != 0) {
+            return Err(bad("'top_logprobs' needs 'logprobs' set to true"));
+        }
+        generation::logprobs_option(FLAVOR, asked, top)
     }
 
-    fn options(self) -> Result<(Options, bool, bool), ApiError> {
+    fn options(self, kind: Kind) -> Result<(Options, bool, bool), ApiError> {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::bad_request(FLAVOR, "only n = 1 is supported"));
         }
-        if self.asks_for_logprobs() {
-            // Refused rather than answered with `"logprobs": null`, which a
-            // client could take for an answer.
-            return Err(ApiError::bad_request(
-                FLAVOR,
-                "logprobs and top_logprobs are not supported yet",
-            ));
-        }
+        let logprobs = self.logprobs(kind)?;
         let include_usage = self.stream_options.is_some_and(|o| o.include_usage);
         let grammar = openai_response_format(self.response_format.as_ref())
             .map_err(|message| ApiError::bad_request(FLAVOR, message))?;
@@ -183,6 +188,7 @@ impl Sampling {
             max_tokens: self.max_completion_tokens.or(self.max_tokens),
             stop: self.stop.map(OneOrMany::into_vec).unwrap_or_default(),
             grammar,
+            logprobs,
             ..Options::default()
         };
         Ok((options, self.stream, include_usage))
@@ -294,6 +300,57 @@ impl Identity {
     fn delta_chunk(&self, delta: Value, finish: Option<&str>) -> Value {
         let choice = json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish});
         self.envelope(true, json!([choice]))
+    }
+
+    /// The `logprobs` object of a choice for `tokens` (the first of which
+    /// starts `offset` bytes into the answer): chat's `content` list, or
+    /// completions' parallel lists.
+    fn logprobs(&self, tokens: &[TokenLogprobs], offset: usize) -> Value {
+        match self.kind {
+            Kind::Chat => {
+                let entry = |token: &LoggedToken| {
+                    json!({"token": token_text(token), "logprob": token.logprob,
+                        "bytes": token.bytes})
+                };
+                let content: Vec<Value> = tokens
+                    .iter()
+                    .map(|t| {
+                        let mut picked = entry(&t.picked);
+                        picked["top_logprobs"] = t.top.iter().map(entry).collect();
+                        picked
+                    })
+                    .collect();
+                json!({"content": content, "refusal": null})
+            }
+            Kind::Completion => {
+                let mut at = offset;
+                let offsets: Vec<usize> = tokens
+                    .iter()
+                    .map(|t| {
+                        let start = at;
+                        at += t.picked.bytes.len();
+                        start
+                    })
+                    .collect();
+                let top: Vec<Value> = tokens
+                    .iter()
+                    .map(|t| {
+                        let map: serde_json::Map<String, Value> = t
+                            .top
+                            .iter()
+                            .map(|a| (token_text(a), json!(a.logprob)))
+                            .collect();
+                        Value::Object(map)
+                    })
+                    .collect();
+                json!({
+                    "tokens": tokens.iter().map(|t| token_text(&t.picked)).collect::<Vec<_>>(),
+                    "token_logprobs": tokens.iter().map(|t| t.picked.logprob).collect::<Vec<_>>(),
+                    "top_logprobs": top,
+                    "text_offset": offsets,
+                })
+            }
+        }
     }
 
     /// The whole answer; a chat answer's tool calls (when `tool_format`
@@ -449,7 +506,7 @@ async fn generate(
     sampling: Sampling,
     (arrived, scope): (Instant, Scope),
 ) -> Result<Response, ApiError> {
-    let (options, stream, include_usage) = sampling.options()?;
+    let (options, stream, include_usage) = sampling.options(kind)?;
     let prepared =
         generation::prepare_blocking(state, FLAVOR, model, source, options, scope).await?;
     let name = match state.registry.preset(model) {
@@ -458,6 +515,7 @@ async fn generate(
     };
     let identity = Identity::new(kind, &name);
     let tool_format = prepared.tool_format;
+    let asked_logprobs = prepared.logprobs.is_some();
     let events = generation::submit(state, FLAVOR, prepared, arrived)?;
     let shutdown = state.shutdown.clone();
     if stream {
@@ -467,8 +525,12 @@ async fn generate(
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    let (text, summary) = generation::collect(FLAVOR, events, shutdown).await?;
-    Ok(Json(identity.whole(text, &summary, tool_format)).into_response())
+    let collected = generation::collect(FLAVOR, events, shutdown).await?;
+    let mut body = identity.whole(collected.text, &collected.summary, tool_format);
+    if asked_logprobs {
+        body["choices"][0]["logprobs"] = identity.logprobs(&collected.logprobs, 0);
+    }
+    Ok(Json(body).into_response())
 }
 
 /// What a streamed answer has sent so far.
@@ -482,6 +544,10 @@ struct StreamedAnswer {
     first: bool,
     calls_sent: usize,
     done: bool,
+    /// Log-probabilities of tokens whose text has not gone out yet, and the
+    /// answer's bytes before them.
+    pending_logprobs: Vec<TokenLogprobs>,
+    logprobs_offset: usize,
 }
 
 impl StreamedAnswer {
@@ -494,6 +560,8 @@ impl StreamedAnswer {
             first: true,
             calls_sent: 0,
             done: false,
+            pending_logprobs: Vec::new(),
+            logprobs_offset: 0,
         }
     }
 
@@ -534,9 +602,23 @@ impl StreamedAnswer {
                     Some(splitter) => splitter.push(&text),
                     None => vec![Piece::Text(text)],
                 };
-                self.piece_chunks(pieces)
+                let mut chunks = self.piece_chunks(pieces);
+                self.attach_logprobs(chunks.first_mut());
+                chunks
             }
-            Next::Event(Event::Done(summary)) => self.last_chunks(&summary),
+            Next::Event(Event::Logprobs(token)) => {
+                self.pending_logprobs.push(token);
+                Vec::new()
+            }
+            Next::Event(Event::Done(summary)) => {
+                let mut chunks = self.last_chunks(&summary);
+                let with_choice = chunks
+                    .iter_mut()
+                    .rev()
+                    .find(|c| c["choices"][0].is_object());
+                self.attach_logprobs(with_choice);
+                chunks
+            }
             Next::Event(Event::Failed(message)) => {
                 self.done = true;
                 vec![ApiError::internal(FLAVOR, message).body()]
@@ -551,6 +633,17 @@ impl StreamedAnswer {
                 vec![ApiError::new(FLAVOR, status, SHUTTING_DOWN).body()]
             }
         }
+    }
+
+    /// Puts the pending log-probabilities in `chunk`'s choice.
+    fn attach_logprobs(&mut self, chunk: Option<&mut Value>) {
+        let Some(chunk) = chunk else { return };
+        if self.pending_logprobs.is_empty() {
+            return;
+        }
+        let tokens = std::mem::take(&mut self.pending_logprobs);
+        chunk["choices"][0]["logprobs"] = self.identity.logprobs(&tokens, self.logprobs_offset);
+        self.logprobs_offset += tokens.iter().map(|t| t.picked.bytes.len()).sum::<usize>();
     }
 
     fn piece_chunks(&mut self, pieces: Vec<Piece>) -> Vec<Value> {
@@ -654,24 +747,33 @@ fn model_object(id: &str, model: &ModelEntry) -> Value {
 mod tests {
     use super::*;
 
+    /// What each form of `logprobs` asks for: chat's boolean with
+    /// `top_logprobs`, completions' count; off in every falsy form.
     #[test]
-    fn logprobs_are_refused_not_ignored() {
-        let asks = |body: &[u8]| {
-            parse_json::<ChatRequest>(FLAVOR, body)
+    fn logprobs_fields_read_as_each_api_means_them() {
+        let asked = |kind: Kind, fields: &str| {
+            let body = format!(r#"{{"model": "m", "messages": [], {fields}}}"#);
+            parse_json::<ChatRequest>(FLAVOR, body.as_bytes())
                 .unwrap()
                 .sampling
-                .asks_for_logprobs()
+                .logprobs(kind)
+                .map_err(|e| e.message)
         };
-        let chat = |extra: &str| format!(r#"{{"model": "m", "messages": [], {extra}}}"#);
-        assert!(asks(chat(r#""logprobs": true"#).as_bytes()));
-        assert!(asks(chat(r#""logprobs": 3"#).as_bytes()));
-        assert!(asks(chat(r#""top_logprobs": 2"#).as_bytes()));
-        assert!(!asks(
-            chat(r#""logprobs": false, "top_logprobs": 0"#).as_bytes()
-        ));
-        assert!(!asks(
-            chat(r#""logprobs": null, "top_logprobs": null"#).as_bytes()
-        ));
+        assert_eq!(asked(Kind::Chat, r#""logprobs": true"#), Ok(Some(0)));
+        assert_eq!(
+            asked(Kind::Chat, r#""logprobs": true, "top_logprobs": 3"#),
+            Ok(Some(3))
+        );
+        assert_eq!(asked(Kind::Completion, r#""logprobs": 3"#), Ok(Some(3)));
+        assert_eq!(asked(Kind::Completion, r#""logprobs": 0"#), Ok(None));
+        for off in [
+            r#""logprobs": false, "top_logprobs": 0"#,
+            r#""logprobs": null, "top_logprobs": null"#,
+        ] {
+            assert_eq!(asked(Kind::Chat, off), Ok(None), "{off}");
+        }
+        assert!(asked(Kind::Chat, r#""top_logprobs": 2"#).is_err());
+        assert!(asked(Kind::Chat, r#""logprobs": 3"#).is_err());
     }
 
     /// A `prompt`, `stop` or `content` of the wrong shape is named in the
