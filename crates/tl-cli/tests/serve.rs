@@ -363,7 +363,7 @@ fn bad_requests_get_each_apis_errors() {
     assert!(m.contains("invalid type"), "{m}");
     openai_error(
         "/v1/chat/completions",
-        &chat_body("hi", json!({"n": 2})),
+        &chat_body("hi", json!({"n": 17})),
         400,
     );
     openai_error(

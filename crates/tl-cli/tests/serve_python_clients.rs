@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::server::Server;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const CLIENTS: [&str; 4] = [
     "openai==3.54.0",
@@ -125,6 +125,9 @@ fn official_python_clients_work_unchanged() {
         );
     }
     assert_eq!(results["ollama_logprobs"], results["openai_logprobs"]);
+    let choices = results["openai_choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 2, "{choices:?}");
+    assert_eq!((&choices[0][0], &choices[1][0]), (&json!(0), &json!(1)));
     check_embeddings(&results);
 }
 

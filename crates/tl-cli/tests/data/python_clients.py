@@ -33,6 +33,10 @@ stream = client.completions.create(
     model=model, prompt="1, 2, 3, 4,", max_tokens=4, temperature=0, stream=True)
 out["openai_completion_stream"] = "".join(c.choices[0].text for c in stream if c.choices)
 out["openai_models"] = [m.id for m in client.models.list()]
+# Two choices of one request.
+pair = client.chat.completions.create(
+    model=model, messages=question, max_tokens=8, temperature=1.0, seed=5, n=2)
+out["openai_choices"] = [[c.index, c.message.content] for c in pair.choices]
 # Log-probabilities: per token, its own and its two best alternatives'.
 scored = client.chat.completions.create(
     model=model, messages=question, max_tokens=4, temperature=0, logprobs=True, top_logprobs=2)

@@ -22,6 +22,7 @@ use crate::presets::Parameters;
 use crate::registry::ModelEntry;
 
 /// What the model is asked to continue.
+#[derive(Clone)]
 pub enum PromptSource {
     /// Chat messages and the request's tools, rendered with the model's
     /// template and a generation prompt; special-token text in them stays
@@ -396,7 +397,7 @@ fn sampler_config(options: &Options) -> SamplerConfig {
 /// A seed for a request that gave none, different each time (so asking again
 /// gives another answer) and reported in the response (so it can be given
 /// back to reproduce one).
-fn fresh_seed() -> u64 {
+pub fn fresh_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     static COUNT: AtomicU64 = AtomicU64::new(0);
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();

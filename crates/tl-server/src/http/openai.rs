@@ -7,6 +7,7 @@
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -111,6 +112,7 @@ struct Sampling {
     repeat_penalty: Option<f32>,
     seed: Option<i64>,
     stop: Option<OneOrMany>,
+    /// Answers to the same request (each its own sequence and seed).
     n: Option<u32>,
     #[serde(default, deserialize_with = "or_default")]
     stream: bool,
@@ -121,6 +123,18 @@ struct Sampling {
     /// Chat's `true`/`false`, or completions' count of alternatives.
     logprobs: Option<Value>,
     top_logprobs: Option<i64>,
+}
+
+/// The most choices one request may ask for (each takes a queue place and
+/// a sequence of its own).
+const MAX_CHOICES: usize = 16;
+
+/// How a request is answered besides its sampling.
+struct Shape {
+    stream: bool,
+    include_usage: bool,
+    /// How many answers (`n`).
+    choices: usize,
 }
 
 #[derive(Debug, Deserialize)]
@@ -168,10 +182,17 @@ impl Sampling {
         generation::logprobs_option(FLAVOR, asked, top)
     }
 
-    fn options(self, kind: Kind) -> Result<(Options, bool, bool), ApiError> {
-        if self.n.is_some_and(|n| n != 1) {
-            return Err(ApiError::bad_request(FLAVOR, "only n = 1 is supported"));
-        }
+    fn options(self, kind: Kind) -> Result<(Options, Shape), ApiError> {
+        let choices = match self.n {
+            None => 1,
+            Some(n) if (1..=MAX_CHOICES as u32).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(ApiError::bad_request(
+                    FLAVOR,
+                    format!("n must be 1 to {MAX_CHOICES}, got {n}"),
+                ))
+            }
+        };
         let logprobs = self.logprobs(kind)?;
         let include_usage = self.stream_options.is_some_and(|o| o.include_usage);
         let grammar = openai_response_format(self.response_format.as_ref())
@@ -191,7 +212,12 @@ impl Sampling {
             logprobs,
             ..Options::default()
         };
-        Ok((options, self.stream, include_usage))
+        let shape = Shape {
+            stream: self.stream,
+            include_usage,
+            choices,
+        };
+        Ok((options, shape))
     }
 }
 
@@ -373,7 +399,7 @@ impl Identity {
             }),
         };
         let mut body = self.envelope(false, json!([choice]));
-        body["usage"] = usage(summary);
+        body["usage"] = usage(std::slice::from_ref(summary));
         body["seed"] = json!(summary.seed);
         body
     }
@@ -422,12 +448,17 @@ fn call_json(call: &ToolCall, id: String) -> Value {
     })
 }
 
-fn usage(summary: &Summary) -> Value {
+/// The usage of a request's choices: the prompt once, every choice's
+/// tokens.
+fn usage(summaries: &[Summary]) -> Value {
+    let first = summaries.first();
+    let prompt = first.map_or(0, |s| s.prompt_tokens);
+    let completion: usize = summaries.iter().map(|s| s.completion_tokens).sum();
     json!({
-        "prompt_tokens": summary.prompt_tokens,
-        "completion_tokens": summary.completion_tokens,
-        "total_tokens": summary.prompt_tokens + summary.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": summary.cached_tokens},
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": first.map_or(0, |s| s.cached_tokens)},
     })
 }
 
@@ -497,7 +528,8 @@ pub async fn completions(
     result.await.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Prepares, submits and answers one request of either endpoint.
+/// Prepares, submits and answers one request of either endpoint: `n`
+/// choices are `n` sequences, choice `i` sampled with the seed plus `i`.
 async fn generate(
     state: &AppState,
     kind: Kind,
@@ -506,37 +538,120 @@ async fn generate(
     sampling: Sampling,
     (arrived, scope): (Instant, Scope),
 ) -> Result<Response, ApiError> {
-    let (options, stream, include_usage) = sampling.options(kind)?;
-    let prepared =
-        generation::prepare_blocking(state, FLAVOR, model, source, options, scope).await?;
+    let (options, shape) = sampling.options(kind)?;
+    let seed = options
+        .seed
+        .unwrap_or_else(|| generation::fresh_seed() as i64);
+    let mut choices = Vec::with_capacity(shape.choices);
+    for i in 0..shape.choices {
+        let options = Options {
+            seed: Some(seed.wrapping_add(i as i64)),
+            ..options.clone()
+        };
+        let prepared =
+            generation::prepare_blocking(state, FLAVOR, model, source.clone(), options, scope)
+                .await?;
+        choices.push(prepared);
+    }
     let name = match state.registry.preset(model) {
         Some(preset) => preset.name.clone(),
-        None => prepared.model.name.clone(),
+        None => choices[0].model.name.clone(),
     };
-    let identity = Identity::new(kind, &name);
-    let tool_format = prepared.tool_format;
-    let asked_logprobs = prepared.logprobs.is_some();
-    let events = generation::submit(state, FLAVOR, prepared, arrived)?;
+    let identity = Arc::new(Identity::new(kind, &name));
+    let tool_format = choices[0].tool_format;
+    let asked_logprobs = choices[0].logprobs.is_some();
+    let mut receivers = Vec::with_capacity(choices.len());
+    for prepared in choices {
+        receivers.push(generation::submit(state, FLAVOR, prepared, arrived)?);
+    }
     let shutdown = state.shutdown.clone();
-    if stream {
-        let answer = StreamedAnswer::new(identity, include_usage, tool_format);
-        let events = answer.events(events, shutdown);
+    if shape.stream {
+        let answers = receivers.into_iter().enumerate().map(|(index, events)| {
+            let answer = StreamedAnswer::new(identity.clone(), index, tool_format);
+            answer.chunks(events, shutdown.clone()).boxed()
+        });
+        let events = sse_events(answers.collect(), identity, shape.include_usage);
         return Ok(Sse::new(events)
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    let collected = generation::collect(FLAVOR, events, shutdown).await?;
-    let mut body = identity.whole(collected.text, &collected.summary, tool_format);
-    if asked_logprobs {
-        body["choices"][0]["logprobs"] = identity.logprobs(&collected.logprobs, 0);
+    let collected = futures_util::future::try_join_all(
+        receivers
+            .into_iter()
+            .map(|events| generation::collect(FLAVOR, events, shutdown.clone())),
+    )
+    .await?;
+    let mut body = Value::Null;
+    let mut answers = Vec::with_capacity(collected.len());
+    for (index, collected) in collected.iter().enumerate() {
+        let mut whole = identity.whole(collected.text.clone(), &collected.summary, tool_format);
+        let choice = &mut whole["choices"][0];
+        choice["index"] = json!(index);
+        if asked_logprobs {
+            choice["logprobs"] = identity.logprobs(&collected.logprobs, 0);
+        }
+        answers.push(choice.take());
+        if index == 0 {
+            body = whole;
+        }
     }
+    body["choices"] = Value::Array(answers);
+    let summaries: Vec<Summary> = collected.iter().map(|c| c.summary).collect();
+    body["usage"] = usage(&summaries);
     Ok(Json(body).into_response())
+}
+
+/// The SSE stream of a streamed answer: the choices' chunks as they come,
+/// then the usage when asked (all choices together) and `[DONE]`.
+fn sse_events(
+    choices: Vec<futures_util::stream::BoxStream<'static, ChoiceItem>>,
+    identity: Arc<Identity>,
+    include_usage: bool,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let summaries = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = summaries.clone();
+    let chunks = stream::select_all(choices).flat_map(move |item| {
+        let values = match item {
+            ChoiceItem::Chunks(values) => values,
+            ChoiceItem::Finished(summary) => {
+                if let Ok(mut seen) = seen.lock() {
+                    seen.push(summary);
+                }
+                Vec::new()
+            }
+        };
+        stream::iter(values)
+    });
+    let tail = stream::once(async move {
+        let summaries = summaries.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut tail = Vec::new();
+        if include_usage && !summaries.is_empty() {
+            let mut last = identity.envelope(true, json!([]));
+            last["usage"] = usage(&summaries);
+            tail.push(last.to_string());
+        }
+        tail.push("[DONE]".to_owned());
+        stream::iter(tail)
+    })
+    .flatten();
+    chunks
+        .map(|value| value.to_string())
+        .chain(tail)
+        .map(|data| Ok(SseEvent::default().data(data)))
+}
+
+/// What one choice's stream yields: chunks to send, or its summary once it
+/// finished.
+enum ChoiceItem {
+    Chunks(Vec<Value>),
+    Finished(Summary),
 }
 
 /// What a streamed answer has sent so far.
 struct StreamedAnswer {
-    identity: Identity,
-    include_usage: bool,
+    identity: Arc<Identity>,
+    /// The choice's index among the request's `n`.
+    index: usize,
     /// Reads tool calls out of the text, when they are to be read.
     splitter: Option<ToolCallSplitter>,
     tool_format: Option<ToolCallFormat>,
@@ -551,10 +666,10 @@ struct StreamedAnswer {
 }
 
 impl StreamedAnswer {
-    fn new(identity: Identity, include_usage: bool, tool_format: Option<ToolCallFormat>) -> Self {
+    fn new(identity: Arc<Identity>, index: usize, tool_format: Option<ToolCallFormat>) -> Self {
         StreamedAnswer {
             identity,
-            include_usage,
+            index,
             splitter: tool_format.map(ToolCallSplitter::new),
             tool_format,
             first: true,
@@ -565,15 +680,15 @@ impl StreamedAnswer {
         }
     }
 
-    /// The SSE stream: a chunk per piece of text or tool call, a last chunk
-    /// with the finish reason, the usage when asked, then `[DONE]`. A
-    /// failure after the stream started, or the server shutting down, is
-    /// sent as an `error` object before the `[DONE]`.
-    fn events(
+    /// The choice's chunks: one per piece of text or tool call, a last
+    /// chunk with the finish reason; a failure after the stream started, or
+    /// the server shutting down, is sent as an `error` object. Every chunk
+    /// carries the choice's index.
+    fn chunks(
         self,
         events: UnboundedReceiver<Event>,
         shutdown: watch::Receiver<bool>,
-    ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    ) -> impl Stream<Item = ChoiceItem> {
         stream::unfold(
             (self, events, shutdown),
             |(mut answer, mut events, mut shutdown)| async move {
@@ -581,14 +696,18 @@ impl StreamedAnswer {
                     return None;
                 }
                 let next = next_event(&mut events, &mut shutdown).await;
-                let data = answer.chunks_for(next);
-                let mut items: Vec<Result<SseEvent, Infallible>> = data
-                    .into_iter()
-                    .map(|v| Ok(SseEvent::default().data(v.to_string())))
-                    .collect();
-                if answer.done {
-                    items.push(Ok(SseEvent::default().data("[DONE]")));
+                let finished = match &next {
+                    Next::Event(Event::Done(summary)) => Some(*summary),
+                    _ => None,
+                };
+                let mut chunks = answer.chunks_for(next);
+                for chunk in &mut chunks {
+                    if chunk["choices"][0].is_object() {
+                        chunk["choices"][0]["index"] = json!(answer.index);
+                    }
                 }
+                let mut items = vec![ChoiceItem::Chunks(chunks)];
+                items.extend(finished.map(ChoiceItem::Finished));
                 Some((stream::iter(items), (answer, events, shutdown)))
             },
         )
@@ -704,11 +823,6 @@ impl StreamedAnswer {
         let mut last = self.identity.chunk(None, false, Some(finish));
         last["seed"] = json!(summary.seed);
         out.push(last);
-        if self.include_usage {
-            let mut last = self.identity.envelope(true, json!([]));
-            last["usage"] = usage(summary);
-            out.push(last);
-        }
         out
     }
 }

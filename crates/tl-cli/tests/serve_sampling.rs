@@ -1,7 +1,9 @@
-//! `logprobs` through `tl serve` (issue 29): every token's log-probability
-//! is `log_softmax` of the step's logits as the engine computes them for the
-//! same prompt, in the shape each API gives it, streamed or whole; bad
-//! requests are 400s. Uses the default model on the CPU.
+//! What `tl serve` samples beyond one answer (issue 29): `logprobs`, every
+//! token's log-probability being `log_softmax` of the step's logits as the
+//! engine computes them for the same prompt, in the shape each API gives
+//! it, streamed or whole; and `n` choices, choice `i` the answer its own
+//! request with the seed plus `i` gets. Bad requests are 400s. Uses the
+//! default model on the CPU.
 
 mod common;
 
@@ -217,6 +219,89 @@ fn bad_logprobs_requests_are_refused() {
         assert!(
             response.body.contains(expected),
             "{path} {body}: {}",
+            response.body
+        );
+    }
+}
+
+/// The chat answer of `body` with `fields` added.
+fn chat(server: &Server, fields: Value) -> Value {
+    let mut body = json!({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a story."}],
+        "max_tokens": 12, "temperature": 1.0});
+    for (key, value) in fields.as_object().unwrap() {
+        body[key] = value.clone();
+    }
+    let response = server.post("/v1/chat/completions", &body.to_string());
+    assert_eq!(response.status, 200, "{}", response.body);
+    response.json()
+}
+
+#[test]
+fn n_choices_are_the_answers_of_consecutive_seeds() {
+    let server = Server::start(&["--parallel", "3"]);
+    let alone: Vec<Value> = (0..3)
+        .map(|i| chat(&server, json!({"seed": 40 + i}))["choices"][0]["message"].clone())
+        .collect();
+    let together = chat(&server, json!({"seed": 40, "n": 3}));
+    let choices = together["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 3);
+    let mut completion_tokens = 0;
+    for (i, choice) in choices.iter().enumerate() {
+        assert_eq!(choice["index"], json!(i));
+        assert_eq!(choice["message"], alone[i], "choice {i}");
+        completion_tokens += 12 * usize::from(choice["finish_reason"] == "length");
+    }
+    assert_eq!(together["seed"], json!(40));
+    let counted = together["usage"]["completion_tokens"].as_u64().unwrap() as usize;
+    assert!(
+        counted >= completion_tokens && counted <= 36,
+        "{}",
+        together["usage"]
+    );
+
+    // Streamed: each index's deltas make up its answer; the usage comes once.
+    let body = json!({"model": MODEL, "messages": [{"role": "user", "content": "Tell me a story."}],
+        "max_tokens": 12, "temperature": 1.0, "seed": 40, "n": 3, "stream": true,
+        "stream_options": {"include_usage": true}});
+    let (status, reader) = open_stream(&server.address, "/v1/chat/completions", &body.to_string());
+    assert_eq!(status, 200);
+    let (mut texts, mut usages, mut finishes) = (vec![String::new(); 3], 0, 0);
+    for line in reader.lines().map_while(Result::ok) {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            break;
+        }
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        if chunk["usage"].is_object() {
+            usages += 1;
+            assert_eq!(
+                chunk["usage"]["completion_tokens"].as_u64().unwrap() as usize,
+                counted
+            );
+        }
+        if let Some(choice) = chunk["choices"].get(0) {
+            let i = choice["index"].as_u64().unwrap() as usize;
+            texts[i].push_str(choice["delta"]["content"].as_str().unwrap_or(""));
+            finishes += usize::from(choice["finish_reason"].is_string());
+        }
+    }
+    assert_eq!((usages, finishes), (1, 3));
+    for (i, text) in texts.iter().enumerate() {
+        assert_eq!(
+            Some(text.as_str()),
+            alone[i]["content"].as_str(),
+            "streamed choice {i}"
+        );
+    }
+    for n in [0, 17] {
+        let body = json!({"model": MODEL, "prompt": "Hi", "n": n});
+        let response = server.post("/v1/completions", &body.to_string());
+        assert_eq!(response.status, 400, "{}", response.body);
+        assert!(
+            response.body.contains("n must be 1 to 16"),
+            "{}",
             response.body
         );
     }
