@@ -4,6 +4,7 @@
 //! and Ctrl-C stops a reply without leaving.
 
 mod conversation;
+mod highlight;
 mod input;
 mod quiet_input;
 mod slash;
