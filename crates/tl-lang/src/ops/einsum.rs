@@ -98,10 +98,60 @@ fn multiply(p: &Product, a: &CandleTensor, b: &CandleTensor) -> Result<CandleTen
     }
     let a = a.reshape((p.batches, p.m, p.k))?;
     let b = b.reshape((p.batches, p.k, p.n))?;
+    if let Some(product) = small_matmul(&a, &b, p)? {
+        return Ok(product);
+    }
     Ok(match a.dtype() {
         CandleDType::U8 => join::bool_matmul(&a, &b)?,
         _ => a.matmul(&b)?,
     })
+}
+
+/// Products of at most this many multiply-adds are summed by a plain loop:
+/// candle's matmul hands even a 4×4 product to its thread pool, which costs
+/// tens of microseconds a product on a busy machine (an equation in a loop).
+const SMALL_PRODUCT: usize = 4096;
+
+/// `a [batches, m, k] · b [batches, k, n]` by a plain loop when it is small,
+/// of floats, and not on the gradient's tape (which only candle's own
+/// operations record); none otherwise.
+fn small_matmul(a: &CandleTensor, b: &CandleTensor, p: &Product) -> Result<Option<CandleTensor>> {
+    let work = [p.batches, p.m, p.k, p.n]
+        .iter()
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n));
+    let small = work.is_some_and(|w| w <= SMALL_PRODUCT) && p.k > 0;
+    if !small || a.track_op() || b.track_op() {
+        return Ok(None);
+    }
+    Ok(match a.dtype() {
+        CandleDType::F32 => Some(loop_matmul::<f32>(a, b, p)?),
+        CandleDType::F64 => Some(loop_matmul::<f64>(a, b, p)?),
+        _ => None,
+    })
+}
+
+fn loop_matmul<T: candle_core::WithDType>(
+    a: &CandleTensor,
+    b: &CandleTensor,
+    p: &Product,
+) -> Result<CandleTensor> {
+    let (a, b) = (
+        a.flatten_all()?.to_vec1::<T>()?,
+        b.flatten_all()?.to_vec1::<T>()?,
+    );
+    let mut out = Vec::with_capacity(p.batches * p.m * p.n);
+    for batch in 0..p.batches {
+        let a = &a[batch * p.m * p.k..(batch + 1) * p.m * p.k];
+        let b = &b[batch * p.k * p.n..(batch + 1) * p.k * p.n];
+        for row in a.chunks_exact(p.k) {
+            for col in 0..p.n {
+                let terms = row.iter().zip(b[col..].iter().step_by(p.n));
+                out.push(terms.fold(T::from_f64(0.0), |sum, (&x, &y)| sum + x * y));
+            }
+        }
+    }
+    let device = &candle_core::Device::Cpu;
+    Ok(CandleTensor::from_vec(out, (p.batches, p.m, p.n), device)?)
 }
 
 /// The type sums are done in: see the module comment.

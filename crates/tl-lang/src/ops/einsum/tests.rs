@@ -266,3 +266,14 @@ fn bool_joins_equal_counting_products_over_word_boundaries() -> TestResult {
     assert_eq!(nothing.flatten_all()?.to_vec1::<u8>()?, vec![0; 6]);
     Ok(())
 }
+
+#[test]
+fn small_products_in_a_loop_equal_matmul() -> TestResult {
+    // 2·5·7·3 multiply-adds take the plain loop; 2·50·70·30 take matmul.
+    for (m, k, n) in [(5, 7, 3), (50, 70, 30)] {
+        let (a, b) = (seq(&[2, m, k]), seq(&[2, k, n]));
+        let out = einsum("bik,bkj->bij", &[a.clone(), b.clone()])?;
+        assert!(close_relative(&out, &a.matmul(&b)?), "{m}×{k}×{n}");
+    }
+    Ok(())
+}
