@@ -122,6 +122,9 @@ pub struct Interpreter {
     /// is (a new global, function or relation); a kept equation plan made
     /// under another count is made again.
     definitions: u64,
+    /// The GPU the program's equations use under `--device cuda`, once
+    /// opened (see `equation/contract.rs`).
+    gpu: Option<tl_engine::ops::GpuOps>,
 }
 
 /// Loop iterations and calls between two checks of the memory budget (a check
@@ -155,6 +158,7 @@ impl Interpreter {
             jump: Jump::Return(Value::None),
             since_budget_check: std::cell::Cell::new(0),
             definitions: 0,
+            gpu: None,
         }
     }
 

@@ -10,7 +10,7 @@
 //! free (one operand) — so it is one batched matmul. That keeps
 //! attention-style patterns (`bhqd,bhkd->bhqk`) as fast as `@`. The plan
 //! depends on the operands' shapes only, so it can be made once and run
-//! again.
+//! again, here on the CPU or, for float32, on a GPU (`gpu.rs`).
 //!
 //! Element types: floats are summed in their type (half precision in f32);
 //! ints in f64 (exact below 2^53) and converted back; bools as bools, where
@@ -268,6 +268,7 @@ fn sum_axes(t: CandleTensor, axes: &[usize]) -> Result<CandleTensor> {
     Ok(t)
 }
 
+pub mod gpu;
 mod join;
 mod plan;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! batched matrix product or one broadcast multiply. It looks at sizes only,
 //! never at values, so a caller that evaluates the same spec over tensors of
 //! the same shapes again (an index equation in a loop) plans once and runs
-//! the plan each time.
+//! the plan each time, on the CPU or on a GPU.
 
 use std::collections::HashMap;
 
