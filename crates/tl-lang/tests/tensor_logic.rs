@@ -11,6 +11,16 @@ use std::time::Instant;
 use common::{interpreter, run_tests, runtime_error, workspace};
 use tl_lang::loader::load_source;
 
+/// Held by the tests that keep both cores busy, so that the timed closure
+/// does not share the machine with them (a binary's tests run in parallel).
+static BUSY_CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn hold_cores() -> std::sync::MutexGuard<'static, ()> {
+    BUSY_CORES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn equation_and_logic_programs_pass_their_tests() {
     for file in ["equations.tl", "logic.tl"] {
@@ -76,6 +86,7 @@ const CLOSURE_RULES: &str = "Path(x, y) <- Edge(x, y).\nPath(x, z) <- Path(x, y)
 
 #[test]
 fn transitive_closure_as_rules_equals_bfs_and_is_fast() {
+    let _cores = hold_cores();
     let (nodes, edges) = (2000, random_edges(2000, 10_000, 0x9e37_79b9_7f4a_7c15));
     let text = graph_program(nodes, &edges, CLOSURE_RULES);
     let program = load_source("closure.tl", &text, &workspace()).expect("parses");
@@ -115,6 +126,7 @@ fn transitive_closure_as_rules_equals_bfs_and_is_fast() {
 
 #[test]
 fn transitive_closure_as_a_recursive_equation_equals_the_rules() {
+    let _cores = hold_cores();
     let (nodes, edges) = (2000, random_edges(2000, 10_000, 0x2545_f491_4f6c_dd1d));
     let rules = format!(
         "{CLOSURE_RULES}\
@@ -247,6 +259,7 @@ fn value_on(device: tl_engine::DeviceChoice, block: &str) -> tl_lang::Value {
 
 #[test]
 fn float_equations_contract_on_the_gpu_under_device_cuda() {
+    let _cores = hold_cores();
     if let Err(e) = tl_engine::ops::GpuOps::open(Default::default()) {
         assert!(
             e.means_no_gpu(),
@@ -269,6 +282,7 @@ fn float_equations_contract_on_the_gpu_under_device_cuda() {
 
 #[test]
 fn the_gpu_program_passes_on_the_cpu() {
+    let _cores = hold_cores();
     // The same checks without a GPU: the program's own correctness.
     value_on(tl_engine::DeviceChoice::Cpu, "0");
 }
