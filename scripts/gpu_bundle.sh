@@ -2,7 +2,7 @@
 # Builds what scripts/gpu_checks.sh and scripts/gpu_compare.sh run on a GPU
 # machine (which builds nothing) and packs it into DIR, compressed, for a copy
 # that moves at most 64 MiB at a time:
-#   part1  tl, kernels, cuda_backend, every_backend (gzip), and the first 40 MB of the default
+#   part1  tl, kernels, cuda_backend, every_backend, tensor_logic (gzip), and the first 40 MB of the default
 #          model (model.part1); with extra NAME=PATH arguments, those tl binaries
 #          too (tl-NAME.gz), e.g. a build of an older commit to compare against
 #   part2  the rest of the default model (model.part2)
@@ -32,12 +32,12 @@ pack() {  # source, name
 }
 pack target/release/tl tl
 cargo test --release --no-run -p tl-cuda --test kernels -p tl-engine --test cuda_backend --test every_backend \
-    --message-format=json 2>/dev/null |
+    -p tl-lang --test tensor_logic --message-format=json 2>/dev/null |
     python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("kernels", "cuda_backend", "every_backend"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("kernels", "cuda_backend", "every_backend", "tensor_logic"):
         print(m["target"]["name"], m["executable"])' |
     while read -r name path; do pack "$path" "$name"; done
 for spec in "$@"; do

@@ -6,6 +6,7 @@
 #   kernels       tl-cuda's kernel tests (cargo test --release --no-run)
 #   cuda_backend  tl-engine's whole-model GPU tests (the GPU against the CPU)
 #   every_backend tl-engine's per-backend tests (each body on the CPU and the GPU)
+#   tensor_logic  tl-lang's tensor-logic tests (index equations on the GPU)
 #   model.gguf    the default model (SmolLM2-135M-Instruct Q4_1), optional
 # Results go to OUT (logs, bench tables and JSON).
 #
@@ -66,6 +67,11 @@ mkdir -p "$HOME/.cache/tensorlogic/models"
 step "whole-model GPU tests ($TEST_MODELS)"
 TL_GPU_TEST_MODELS="$TEST_MODELS" run_logged cuda_backend "$BIN/cuda_backend" --test-threads=1 --nocapture
 TL_GPU_TEST_MODELS="$TEST_MODELS" run_logged every_backend "$BIN/every_backend" --test-threads=1 --nocapture
+
+step "index equations on the GPU (--device cuda)"
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+run_logged lang_gpu "$BIN/tensor_logic" --test-threads=1 --nocapture float_equations_contract_on_the_gpu
+run_logged lang_equations_cuda "$BIN/tl" run --device cuda --test "$REPO/tests/lang/equations.tl"
 
 if [ "$MODE" = tests ]; then
     step "benchmarks skipped (tests mode)"

@@ -102,13 +102,7 @@ impl Backend {
                     fallback: None,
                 }),
                 Err(e) => {
-                    let no_gpu = matches!(
-                        e,
-                        Error::Cuda(
-                            tl_cuda::CudaError::LibraryMissing { .. }
-                                | tl_cuda::CudaError::NoDevice
-                        )
-                    );
+                    let no_gpu = e.means_no_gpu();
                     Ok(Loaded {
                         backend: cpu()?,
                         fallback: Some(Fallback {

@@ -52,3 +52,15 @@ pub enum Error {
 
 /// Result alias for the engine.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Whether this says the machine has no usable CUDA (no driver, library
+    /// or GPU): the expected case on most machines, where `auto` quietly
+    /// uses the CPU and GPU tests skip.
+    pub fn means_no_gpu(&self) -> bool {
+        matches!(
+            self,
+            Error::Cuda(tl_cuda::CudaError::LibraryMissing { .. } | tl_cuda::CudaError::NoDevice)
+        )
+    }
+}

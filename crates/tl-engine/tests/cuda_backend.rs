@@ -1183,3 +1183,54 @@ fn program_ops_on_the_gpu_match_the_cpu() {
         );
     }
 }
+
+/// `GpuOps::matmul`, the language's equation contraction on a GPU opened
+/// without a model, against a product summed in f64: batched, with sizes
+/// that fit no tile, a single column (the broadcast multiply an equation
+/// makes of an outer product) and an empty inner size.
+#[test]
+fn program_matmul_on_the_gpu_matches_a_product_in_f64() {
+    tl_testdata::hold_gpu();
+    let ops = match tl_engine::ops::GpuOps::open(Default::default()) {
+        Ok(ops) => ops,
+        Err(e) if e.means_no_gpu() => {
+            eprintln!("skipped on cuda: no usable GPU here ({e})");
+            return;
+        }
+        Err(e) => panic!("a GPU is present but could not be opened: {e}"),
+    };
+    for (batches, m, k, n) in [
+        (3, 37, 53, 29),
+        (1, 1, 300, 1),
+        (2, 17, 1, 19),
+        (2, 4, 0, 3),
+    ] {
+        let (a, b) = (values(batches * m * k, 11), values(batches * k * n, 12));
+        let a_gpu = ops.upload(&a, vec![batches, m, k]).unwrap();
+        let b_gpu = ops.upload(&b, vec![batches, k, n]).unwrap();
+        let got = host(&ops, &ops.matmul(&a_gpu, &b_gpu).unwrap());
+        let mut want = vec![0.0f32; batches * m * n];
+        for (at, out) in want.iter_mut().enumerate() {
+            let (batch, row, col) = (at / (m * n), at / n % m, at % n);
+            let sum: f64 = (0..k)
+                .map(|i| {
+                    let x = a[(batch * m + row) * k + i] as f64;
+                    x * b[(batch * k + i) * n + col] as f64
+                })
+                .sum();
+            *out = sum as f32;
+        }
+        let scale = want.iter().fold(1f32, |s, x| s.max(x.abs()));
+        let worst = (got.iter().zip(&want)).fold(0f32, |w, (g, e)| w.max((g - e).abs()));
+        assert!(
+            worst <= 1e-5 * scale,
+            "[{batches}, {m}, {k}] x [{batches}, {k}, {n}]: off by {worst} (scale {scale})"
+        );
+    }
+    let (a, b) = (
+        ops.upload(&[1.0; 6], vec![1, 2, 3]).unwrap(),
+        ops.upload(&[1.0; 6], vec![1, 2, 3]).unwrap(),
+    );
+    let refused = ops.matmul(&a, &b).err().map(|e| e.to_string());
+    assert!(refused.is_some_and(|e| e.contains("matmul of [1, 2, 3] and [1, 2, 3]")));
+}

@@ -27,6 +27,10 @@ pub struct EquationRef<'a> {
     pub target: Target<'a>,
     pub value: &'a Expr,
     pub span: Span,
+    /// A body's equation whose name is a variable already: it sets that
+    /// variable, and its right side reads the variable's value, as
+    /// `acc = acc + x` would (it is never recursive).
+    pub updates: bool,
 }
 
 /// The left side's indices, as the item or the assignment wrote them.
@@ -46,6 +50,7 @@ impl<'a> EquationRef<'a> {
             target: Target::Item(eq),
             value: &eq.value,
             span: eq.span,
+            updates: false,
         }
     }
 
@@ -61,9 +66,10 @@ impl<'a> EquationRef<'a> {
     }
 
     /// Whether the right side uses the tensor being defined (a recursive
-    /// equation, solved by iterating to a fixpoint).
+    /// equation, solved by iterating to a fixpoint). An equation that
+    /// updates a variable reads its value instead.
     pub fn is_recursive(&self) -> bool {
-        mentions_operand(self.value, self.name)
+        !self.updates && mentions_operand(self.value, self.name)
     }
 
     /// A body's assignment `target = value` as an equation, if it names an
@@ -113,6 +119,7 @@ impl<'a> EquationRef<'a> {
             target: target_kind,
             value,
             span,
+            updates: is_bound(name),
         }))
     }
 }

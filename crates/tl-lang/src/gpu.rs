@@ -4,7 +4,9 @@
 //! there: `linear`, `rms_norm`, `rope`, `attention`, `silu`, `+` and `*` of
 //! equal shapes, `reshape`, `transpose` and taking one row. Any other
 //! operation reads its GPU operands back and runs on the host, so a program
-//! means the same wherever its tensors are; only the speed differs.
+//! means the same wherever its tensors are; only the speed differs. Index
+//! equations contract float32 tensors there too, and on a GPU of their own
+//! under `--device cuda` (`interp/equation/contract.rs`).
 
 use tl_engine::ops::{GpuOps, GpuTensor};
 use tl_syntax::DType;
@@ -21,10 +23,11 @@ pub fn gpu_among(tensors: &[&Tensor]) -> Option<GpuOps> {
 }
 
 /// `t` as float32 values on the GPU of `ops`: itself when it is there,
-/// else its values converted to float32 and copied up.
+/// else its values converted to float32 and copied up (from the host, or
+/// through it from another queue, which orders the two).
 pub fn f32_on(ops: &GpuOps, t: &Tensor) -> Result<GpuTensor> {
     match t {
-        Tensor::Gpu(g) if !g.tensor.is_f16() => Ok(g.tensor.clone()),
+        Tensor::Gpu(g) if !g.tensor.is_f16() && g.ops.same_queue(ops) => Ok(g.tensor.clone()),
         _ => {
             let values = to_f32_vec(&t.to_dense()?)?;
             Ok(ops.upload(&values, t.dims())?)
@@ -35,7 +38,7 @@ pub fn f32_on(ops: &GpuOps, t: &Tensor) -> Result<GpuTensor> {
 /// `t` as float16 values on the GPU of `ops`, when it is float16.
 pub fn f16_on(ops: &GpuOps, t: &Tensor) -> Result<Option<GpuTensor>> {
     match t {
-        Tensor::Gpu(g) if g.tensor.is_f16() => Ok(Some(g.tensor.clone())),
+        Tensor::Gpu(g) if g.tensor.is_f16() && g.ops.same_queue(ops) => Ok(Some(g.tensor.clone())),
         _ if t.dtype() == DType::F16 => {
             let values = t.to_dense()?.flatten_all()?.to_vec1::<half::f16>()?;
             Ok(Some(ops.upload_f16(&values, t.dims())?))

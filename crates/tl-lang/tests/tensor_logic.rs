@@ -11,6 +11,16 @@ use std::time::Instant;
 use common::{interpreter, run_tests, runtime_error, workspace};
 use tl_lang::loader::load_source;
 
+/// Held by the tests that keep both cores busy, so that the timed closure
+/// does not share the machine with them (a binary's tests run in parallel).
+static BUSY_CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn hold_cores() -> std::sync::MutexGuard<'static, ()> {
+    BUSY_CORES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn equation_and_logic_programs_pass_their_tests() {
     for file in ["equations.tl", "logic.tl"] {
@@ -76,6 +86,7 @@ const CLOSURE_RULES: &str = "Path(x, y) <- Edge(x, y).\nPath(x, z) <- Path(x, y)
 
 #[test]
 fn transitive_closure_as_rules_equals_bfs_and_is_fast() {
+    let _cores = hold_cores();
     let (nodes, edges) = (2000, random_edges(2000, 10_000, 0x9e37_79b9_7f4a_7c15));
     let text = graph_program(nodes, &edges, CLOSURE_RULES);
     let program = load_source("closure.tl", &text, &workspace()).expect("parses");
@@ -115,6 +126,7 @@ fn transitive_closure_as_rules_equals_bfs_and_is_fast() {
 
 #[test]
 fn transitive_closure_as_a_recursive_equation_equals_the_rules() {
+    let _cores = hold_cores();
     let (nodes, edges) = (2000, random_edges(2000, 10_000, 0x2545_f491_4f6c_dd1d));
     let rules = format!(
         "{CLOSURE_RULES}\
@@ -171,4 +183,106 @@ fn shapes_known_only_at_run_time_fail_with_the_index_pointed_at() {
         left.contains("index `k` is only on the left side"),
         "{left}"
     );
+}
+
+/// Equations under `--device cuda`: their float32 contractions run on the
+/// GPU (cuBLAS, so they agree with the CPU's `@`, sums and `attention` to
+/// rounding); bools, ints and diagonals stay on the CPU.
+const ON_THE_GPU: &str = r#"
+fn attention_as_equations(q, k, v) {
+    let scale = 1.0 / sqrt(float(shape(q)[2]));
+    let mask = causal_mask(shape(q)[1]);
+    S[h, i, j] = q[h, i, d] k[h, j, d] * scale + mask[i, j];
+    let top = max(S, 2);
+    E[h, i, j] = exp(S[h, i, j] - top[h, i]);
+    Z[h, i] = E[h, i, j];
+    O[h, i, e] = E[h, i, j] v[h, j, e] / Z[h, i];
+    O
+}
+
+test float_contractions_agree_with_the_cpu {
+    let a = randn([33, 65], 1);
+    let b = randn([65, 17], 2);
+    let v = randn([17], 3);
+    C[i, k] = a[i, j] b[j, k];
+    assert_close(C, a @ b, 1e-5);
+    Ct[k, i] = a[i, j] b[j, k];
+    assert_close(Ct, transpose(a @ b), 1e-5);
+    Chain[i] = a[i, j] b[j, k] v[k];
+    assert_close(Chain, a @ (b @ v), 1e-5);
+    Rows[i] = a[i, j];
+    assert_close(Rows, sum(a, 1), 1e-5);
+    Total = a[i, j];
+    assert_close(Total, sum(a), 1e-5);
+    Outer[i, k] = v[i] v[k];
+    assert_close(Outer, unsqueeze(v, 1) * unsqueeze(v, 0), 1e-5);
+    Layer[i, k] = relu(a[i, j] b[j, k] + 0.5);
+    assert_close(Layer, relu(a @ b + 0.5), 1e-5);
+    let queries = randn([4, 40, 16], 4);
+    let keys = randn([4, 40, 16], 5);
+    let values = randn([4, 40, 16], 6);
+    let by_equations = attention_as_equations(queries, keys, values);
+    assert_close(by_equations, attention(queries, keys, values), 1e-5);
+    let square = randn([9, 9], 7);
+    Trace = square[i, i];
+    assert_close(Trace, sum(square * eye(9)), 1e-5);
+    let edges = tensor([[false, true, false], [false, false, true], [false, false, false]]);
+    Two[x, z] = edges[x, y] edges[y, z];
+    assert_eq(Two, tensor([[false, false, true], [false, false, false], [false, false, false]]));
+    let ints = tensor([[1, 2], [3, 4]]);
+    Product[i, k] = ints[i, j] ints[j, k];
+    assert_eq(Product, tensor([[7, 10], [15, 22]]));
+}
+"#;
+
+/// Runs `block`'s value in an interpreter of `ON_THE_GPU` on `device`.
+fn value_on(device: tl_engine::DeviceChoice, block: &str) -> tl_lang::Value {
+    let text = format!("{ON_THE_GPU}\ntest probe {{ {block} }}\n");
+    let program = load_source("gpu.tl", &text, &workspace()).expect("parses");
+    let mut context = tl_lang::builtins::Context::captured(".".into(), Box::new(std::io::sink()));
+    context.device = device;
+    let mut interp = tl_lang::interp::Interpreter::new(context);
+    interp.define(program.items).expect("defines");
+    let tests = interp.tests().to_vec();
+    for test in &tests {
+        if let Err(e) = interp.run_block(&test.body) {
+            panic!(
+                "test {} on {device:?}: {}",
+                test.name.name,
+                e.to_diagnostic().render(&program.sources)
+            );
+        }
+    }
+    let probe = tests.last().expect("the probe");
+    interp.run_block(&probe.body).expect("the probe runs")
+}
+
+#[test]
+fn float_equations_contract_on_the_gpu_under_device_cuda() {
+    let _cores = hold_cores();
+    if let Err(e) = tl_engine::ops::GpuOps::open(Default::default()) {
+        assert!(
+            e.means_no_gpu(),
+            "a GPU is present but could not be opened: {e}"
+        );
+        eprintln!("skipped on cuda: no usable GPU here ({e})");
+        return;
+    }
+    let product = "let a = randn([8, 5], 1); C[i, k] = a[i, j] a[k, j]; C";
+    let on = |device| match value_on(device, product) {
+        tl_lang::Value::Tensor(t) => t.as_gpu().is_some(),
+        other => panic!("a tensor, not {}", other.type_name()),
+    };
+    assert!(on(tl_engine::DeviceChoice::Cuda), "contracted on the GPU");
+    assert!(
+        !on(tl_engine::DeviceChoice::Auto),
+        "auto keeps host tensors on the CPU"
+    );
+}
+
+#[test]
+fn the_gpu_program_passes_on_the_cpu() {
+    let _cores = hold_cores();
+    // The same checks without a GPU: the program's own correctness.
+    value_on(tl_engine::DeviceChoice::Cpu, "0");
 }

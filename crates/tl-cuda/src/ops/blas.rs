@@ -99,3 +99,87 @@ pub fn gemm_f16_into(
         .map_err(|e| CudaError::blas("gemm_f16", e))
     })
 }
+
+/// The sizes of a batched matrix product: `batches` products of an `m × k`
+/// and a `k × n` matrix.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchedProduct {
+    pub batches: usize,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+}
+
+/// `c[b] = a[b] · b[b]` for row-major f32 matrices stored one batch after
+/// another (a `[batches][m][k]`, b `[batches][k][n]`, c `[batches][m][n]`),
+/// summed in f32 (`CUBLAS_COMPUTE_32F`: no TF32 shortcut), for the language's
+/// index equations.
+pub fn gemm_f32_batched(
+    gpu: &Gpu,
+    a: Span<'_, f32>,
+    b: Span<'_, f32>,
+    c: Span<'_, f32>,
+    size: BatchedProduct,
+) -> Result<()> {
+    let BatchedProduct { batches, m, k, n } = size;
+    let count = |x: usize, y: usize| {
+        (batches.checked_mul(x))
+            .and_then(|v| v.checked_mul(y))
+            .ok_or_else(|| {
+                CudaError::Unsupported(format!("a batched product of {batches}×{x}×{y} values"))
+            })
+    };
+    a.require(count(m, k)?, "batched GEMM a")?;
+    b.require(count(k, n)?, "batched GEMM b")?;
+    c.require(count(m, n)?, "batched GEMM c")?;
+    if batches == 0 || m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        // cuBLAS takes no leading dimension of 0; the product is zeros,
+        // which the caller writes itself.
+        return Err(CudaError::Unsupported(
+            "a batched product over an empty inner dimension".into(),
+        ));
+    }
+    let (rows, cols, inner) = (int(m, "rows")?, int(n, "cols")?, int(k, "inner size")?);
+    let batch_count = int(batches, "batches")?;
+    let stride = |x: usize, y: usize| (x * y) as i64;
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B's rows are Bᵀ's
+    // columns (leading dimension n), A's rows Aᵀ's (leading dimension k).
+    let name = || format!("cublas gemm_f32_batched {batches}x{m}x{k}x{n}");
+    gpu.timed(name, || {
+        // SAFETY: the spans hold the sizes checked above (each batch's matrix
+        // lies `stride` values after the previous one), the handle's stream is
+        // our stream, and alpha/beta are live locals read during the call.
+        unsafe {
+            cudarc::cublas::result::gemm_strided_batched_ex(
+                *gpu.blas().handle(),
+                cublasOperation_t::CUBLAS_OP_N,
+                cublasOperation_t::CUBLAS_OP_N,
+                cols,
+                rows,
+                inner,
+                &alpha as *const f32 as *const c_void,
+                b.address() as *const c_void,
+                cudaDataType::CUDA_R_32F,
+                cols,
+                stride(k, n),
+                a.address() as *const c_void,
+                cudaDataType::CUDA_R_32F,
+                inner,
+                stride(m, k),
+                &beta as *const f32 as *const c_void,
+                c.address() as *mut c_void,
+                cudaDataType::CUDA_R_32F,
+                cols,
+                stride(m, n),
+                batch_count,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| CudaError::blas("gemm_f32_batched", e))
+    })
+}

@@ -3,6 +3,8 @@
 //! `attention`, `silu`, `embedding`, `+` and `*` on tensors that live on the
 //! device). Each op launches the kernels the model's own passes compute with,
 //! unfused, so a program gets the numbers `model.forward` gets on this GPU.
+//! `matmul` (a cuBLAS batched product) is the language's index equations'
+//! contraction, which a GPU opened without a model also runs.
 //! Tensors stay on the device between ops; reading one back is a download,
 //! the only wait for the GPU (temporaries are freed in stream order, after the
 //! launches that read them).
@@ -12,10 +14,11 @@ use std::sync::Arc;
 use candle_core::Device;
 use half::f16;
 use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, Heads, LayerCache};
+use tl_cuda::ops::blas::{gemm_f32_batched, BatchedProduct};
 use tl_cuda::ops::gemv::{gemv_batched, Batching, Epilogue};
 use tl_cuda::ops::program::{self as program_ops, CacheRows, SwapAxes};
 use tl_cuda::ops::rows as row_ops;
-use tl_cuda::{Buffer, DeviceMatrix, Gpu, Span};
+use tl_cuda::{Buffer, DeviceMatrix, Gpu, GpuOptions, Span};
 use tl_gguf::GgufFile;
 
 pub use tl_cuda::ops::program::Elementwise;
@@ -135,6 +138,19 @@ impl GpuMatrix {
 impl GpuOps {
     pub(crate) fn new(gpu: Arc<Gpu>) -> Self {
         GpuOps { gpu }
+    }
+
+    /// The ops of the first GPU, opened with `options` for a program that
+    /// computes there without a model (its index equations under
+    /// `--device cuda`).
+    pub fn open(options: GpuOptions) -> Result<GpuOps> {
+        Ok(GpuOps::new(Arc::new(Gpu::open(0, options)?)))
+    }
+
+    /// Whether `other` queues its work on the same stream as these ops, so
+    /// that a tensor of one can be read by the other's ops without a wait.
+    pub fn same_queue(&self, other: &GpuOps) -> bool {
+        Arc::ptr_eq(&self.gpu, &other.gpu)
     }
 
     /// A new f32 tensor of `dims` on the GPU (uninitialised values are never
@@ -313,6 +329,28 @@ impl GpuOps {
         Ok(out)
     }
 
+    /// The batched product of f32 `a [batches, m, k]` and `b [batches, k,
+    /// n]`: `[batches, m, n]`, summed in f32 by cuBLAS (not in the CPU's
+    /// order: results agree to rounding, not to the bit).
+    pub fn matmul(&self, a: &GpuTensor, b: &GpuTensor) -> Result<GpuTensor> {
+        let (batches, m, k) = three_dims(a, "matmul: a", "[batches, m, k]")?;
+        let (b_batches, b_k, n) = three_dims(b, "matmul: b", "[batches, k, n]")?;
+        if (b_batches, b_k) != (batches, k) {
+            return Err(Error::InvalidRequest(format!(
+                "matmul of {:?} and {:?}",
+                a.dims, b.dims
+            )));
+        }
+        let out = self.alloc(vec![batches, m, n])?;
+        if k == 0 {
+            return Ok(out); // a sum over nothing: the zeros allocated
+        }
+        let size = BatchedProduct { batches, m, k, n };
+        let (x, y) = (a.f32_span("matmul")?, b.f32_span("matmul")?);
+        gemm_f32_batched(&self.gpu, x, y, out.f32_span("matmul")?, size)?;
+        Ok(out)
+    }
+
     /// `silu(x)` elementwise, with the CPU's arithmetic over the flattened values.
     pub fn silu(&self, x: &GpuTensor) -> Result<GpuTensor> {
         let out = self.alloc(x.dims.clone())?;
@@ -367,8 +405,9 @@ impl GpuOps {
         v: &GpuTensor,
         start: usize,
     ) -> Result<GpuTensor> {
-        let (heads, seq, head_dim) = three_dims(q, "q")?;
-        let (kv_heads, len, k_dim) = three_dims(k, "k")?;
+        let layout = "[heads, length, head_dim]";
+        let (heads, seq, head_dim) = three_dims(q, "attention: q", layout)?;
+        let (kv_heads, len, k_dim) = three_dims(k, "attention: k", layout)?;
         if k_dim != head_dim || v.dims != k.dims || start + seq > len {
             return Err(Error::InvalidRequest(format!(
                 "attention of q {:?} at {start} over k {:?} and v {:?}",
@@ -494,11 +533,11 @@ impl CudaCache {
     }
 }
 
-fn three_dims(t: &GpuTensor, what: &str) -> Result<(usize, usize, usize)> {
+fn three_dims(t: &GpuTensor, what: &str, layout: &str) -> Result<(usize, usize, usize)> {
     match t.dims[..] {
         [a, b, c] => Ok((a, b, c)),
         _ => Err(Error::InvalidRequest(format!(
-            "attention: {what} must be [heads, length, head_dim], not {:?}",
+            "{what} must be {layout}, not {:?}",
             t.dims
         ))),
     }

@@ -5,16 +5,18 @@
 //! code runs is decided once (whether a variable has a written type, which
 //! operand is a constant, what a block has to end).
 //!
-//! The kinds that loops and calls run most are compiled here; every other
-//! kind (index equations, struct literals, indexing, ...) is compiled to a
-//! closure that runs its syntax node through the tree walker, the one
-//! definition of those kinds. Both work on the same frame, through the same
+//! The kinds that loops and calls run most are compiled here, and an index
+//! equation keeps its plan between runs (`equation/plan.rs`); every other
+//! kind (struct literals, indexing, ...) is compiled to a closure that runs
+//! its syntax node through the tree walker, the one definition of those
+//! kinds. Both work on the same frame, through the same
 //! helpers, so the two can nest either way.
 
 use tl_syntax::ast::{BinaryOp, Block, Expr, ExprKind, Ident, Resolved, Stmt, StmtKind};
 use tl_syntax::Span;
 
 use super::call::CallArgs;
+use super::equation::EquationSite;
 use super::expr::{binary, condition, int_arith, int_binary, int_of};
 use super::resolve::Layout;
 use super::{Flow, Interpreter, Jump};
@@ -338,10 +340,13 @@ impl<'a> Compiler<'a> {
                 })
             }
             StmtKind::Assign {
-                equation: Some(_), ..
+                target,
+                value,
+                equation: Some(declares),
+                ..
             } => {
-                let stmt = stmt.clone();
-                Box::new(move |interp| interp.exec(&stmt))
+                let site = EquationSite::new(target, value, *declares, span);
+                Box::new(move |interp| interp.run_equation_site(&site))
             }
         }
     }

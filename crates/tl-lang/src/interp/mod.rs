@@ -118,6 +118,13 @@ pub struct Interpreter {
     /// Loop iterations and calls since the memory budget was last compared
     /// with what the process holds.
     since_budget_check: std::cell::Cell<u32>,
+    /// Counts the definitions that can change what a name in an equation
+    /// is (a new global, function or relation); a kept equation plan made
+    /// under another count is made again.
+    definitions: u64,
+    /// The GPU the program's equations use under `--device cuda`, once
+    /// opened (see `equation/contract.rs`).
+    gpu: Option<tl_engine::ops::GpuOps>,
 }
 
 /// Loop iterations and calls between two checks of the memory budget (a check
@@ -150,12 +157,15 @@ impl Interpreter {
             depth: 0,
             jump: Jump::Return(Value::None),
             since_budget_check: std::cell::Cell::new(0),
+            definitions: 0,
+            gpu: None,
         }
     }
 
     /// Declares the items (functions, structs, methods, blocks) and evaluates
     /// global tensor declarations in order. A name declared twice is an error.
     pub fn define(&mut self, items: Vec<Item>) -> Result<()> {
+        self.definitions += 1;
         let mut globals = Vec::new();
         let mut functions = Vec::new();
         let mut methods = Vec::new();
@@ -306,10 +316,17 @@ impl Interpreter {
                 crate::learning::learnable(&t.to_dense()?).map_err(|e| e.or_at(span))?;
             value = Value::tensor(learnable);
         }
-        self.globals.insert(decl.name.name.clone(), value);
+        self.set_global(&decl.name.name, value);
         self.global_types
             .insert(decl.name.name.clone(), decl.ty.clone());
         Ok(())
+    }
+
+    /// Sets a global, counting a new one as a definition.
+    fn set_global(&mut self, name: &str, value: Value) {
+        if self.globals.insert(name.to_string(), value).is_none() {
+            self.definitions += 1;
+        }
     }
 
     /// Runs the `main` block.

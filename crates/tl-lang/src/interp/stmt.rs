@@ -140,7 +140,7 @@ impl Interpreter {
     }
 
     /// The assignment as an equation, when it names an index variable.
-    fn equation_of<'a>(
+    pub(crate) fn equation_of<'a>(
         &self,
         target: &'a Expr,
         value: &'a Expr,

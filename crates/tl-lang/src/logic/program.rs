@@ -235,7 +235,17 @@ impl LogicProgram {
             }
         }
         let head = self.resolve_atom(&rule.head, &mut vars, out);
+        // A variable written in a positive atom whose relation is unknown
+        // is not "only in the head": that atom has its own error.
+        let written_in_body = |name: &str| {
+            (rule.body.iter())
+                .filter(|l| !l.negated)
+                .any(|l| l.atom.args.iter().any(|a| a.name == name))
+        };
         for (name, _, span) in &vars.vars[bound..] {
+            if written_in_body(name) {
+                continue;
+            }
             out.push(
                 Diagnostic::error(
                     format!("variable `{name}` appears only in the rule's head"),

@@ -128,10 +128,7 @@ impl Parser<'_> {
         );
         let starts_factor = match self.peek_kind() {
             TokenKind::Ident(_) => true,
-            TokenKind::LParen => {
-                self.prev_kind() == Some(&TokenKind::RBracket)
-                    && self.prev_span().end != self.peek().span.start
-            }
+            TokenKind::LParen => self.juxtaposed_paren(),
             _ => false,
         };
         (after_operand && starts_factor && !self.newline_before_current()).then_some((
@@ -139,6 +136,17 @@ impl Parser<'_> {
             MULTIPLICATIVE,
             false,
         ))
+    }
+
+    /// Whether the `(` here opens the second factor of a juxtaposed
+    /// product: it follows an operand ending in `]` or `)` after a space
+    /// (`W[i, j] (x[j] + b[j])`, `(p[n] - y[n]) (p[n] - y[n])`), where
+    /// without the space it would be a call of that operand.
+    pub(super) fn juxtaposed_paren(&self) -> bool {
+        matches!(
+            self.prev_kind(),
+            Some(TokenKind::RBracket | TokenKind::RParen)
+        ) && self.prev_span().end != self.peek().span.start
     }
 
     /// or_expr: all binary operators, `||` binding loosest.

@@ -60,8 +60,8 @@
 //!                  ||  then  &&  then  == != < <= > >= (not chainable)
 //!                  then  + -  then  * / % @   (all left associative)
 //!                and juxtaposition at the level of `*`: an operand ending
-//!                in `]` or `)` followed on the same line by IDENT, or one
-//!                ending in `]` followed by a space and "(" (`W[i, j] X[j]`)
+//!                in `]` or `)` followed on the same line by IDENT, or by a
+//!                space and "(" (`W[i, j] X[j]`, `(a[i] - b[i]) (a[i] - b[i])`)
 //! unary       := ("-" | "!") unary | postfix
 //! postfix     := primary ("." IDENT call_args? | "[" index_args "]")*
 //! index_args  := index_arg ("," index_arg)* ","?

@@ -23,14 +23,10 @@ impl Parser<'_> {
                     self.chain_link()?;
                     self.index(expr)?
                 }
-                // `W[i, j] (X[j] + b[j])` is a juxtaposed product; `fs[0](x)`,
-                // without the space, was meant as a call.
-                TokenKind::LParen
-                    if matches!(expr.kind, ExprKind::Index { .. })
-                        && self.prev_span().end != self.peek().span.start =>
-                {
-                    break
-                }
+                // `W[i, j] (X[j] + b[j])` and `(a[i] - b[i]) (a[i] - b[i])` are
+                // juxtaposed products; `fs[0](x)`, without the space, was
+                // meant as a call.
+                TokenKind::LParen if self.juxtaposed_paren() => break,
                 TokenKind::LParen => return Err(self.call_of_non_name(&expr)),
                 _ => break,
             };

@@ -232,6 +232,15 @@ fn juxtaposition_multiplies_at_the_level_of_star() {
         expr("R(x, y) E[x, i] E[y, j]"),
         "(* (* (call R x y) (index E x i)) (index E y j))"
     );
+    // After `)` as after `]`: a squared error, a call times a sum.
+    assert_eq!(
+        expr("(p[n] - y[n]) (p[n] - y[n]) / 2.0"),
+        "(/ (* (- (index p n) (index y n)) (- (index p n) (index y n))) 2.0)"
+    );
+    assert_eq!(
+        expr("relu(h[i]) (x[i] + 1)"),
+        "(* (call relu (index h i)) (+ (index x i) 1))"
+    );
 }
 
 #[test]
@@ -243,6 +252,10 @@ fn juxtaposition_stops_at_a_line_break_and_calls_stay_calls() {
     );
     let call_of_call = error("main { f(x)(y); }");
     assert!(call_of_call
+        .to_string()
+        .starts_with("only a named function can be called"));
+    let call_of_parens = error("main { (f)(y); }");
+    assert!(call_of_parens
         .to_string()
         .starts_with("only a named function can be called"));
 }

@@ -4,7 +4,8 @@ use candle_core::{DType as CandleDType, Device, Tensor as CandleTensor};
 
 use std::collections::HashMap;
 
-use super::{cheapest_pair, einsum, parse};
+use super::plan::cheapest_pair_of;
+use super::{einsum, parse};
 use crate::error::LangError;
 
 type TestResult = std::result::Result<(), LangError>;
@@ -198,12 +199,10 @@ fn many_operands_contract_cheapest_pair_first() -> TestResult {
     // The operands' order does not matter; the result's is the output's.
     let reordered = einsum("kl,ij,jk->li", &[c.clone(), a.clone(), b.clone()])?;
     assert!(close_relative(&reordered, &chained.t()?));
-    let v = seq(&[50]);
-    let (ab_letters, v_letters) = (vec!['j', 'k'], vec!['k']);
     let sizes = HashMap::from([('i', 3), ('j', 40), ('k', 50)]);
-    let terms = vec![(a, vec!['i', 'j']), (b, ab_letters), (v, v_letters)];
+    let letters = [vec!['i', 'j'], vec!['j', 'k'], vec!['k']];
     assert_eq!(
-        cheapest_pair(&terms, &sizes),
+        cheapest_pair_of(&letters, &sizes),
         (1, 2),
         "matrix times vector first"
     );
@@ -265,5 +264,16 @@ fn bool_joins_equal_counting_products_over_word_boundaries() -> TestResult {
     assert_eq!(outer.dtype(), CandleDType::U8);
     let nothing = einsum("ik,kj->ij", &[bools(&[2, 0], 6), bools(&[0, 3], 7)])?;
     assert_eq!(nothing.flatten_all()?.to_vec1::<u8>()?, vec![0; 6]);
+    Ok(())
+}
+
+#[test]
+fn small_products_in_a_loop_equal_matmul() -> TestResult {
+    // 2·5·7·3 multiply-adds take the plain loop; 2·50·70·30 take matmul.
+    for (m, k, n) in [(5, 7, 3), (50, 70, 30)] {
+        let (a, b) = (seq(&[2, m, k]), seq(&[2, k, n]));
+        let out = einsum("bik,bkj->bij", &[a.clone(), b.clone()])?;
+        assert!(close_relative(&out, &a.matmul(&b)?), "{m}×{k}×{n}");
+    }
     Ok(())
 }
