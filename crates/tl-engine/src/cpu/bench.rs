@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use candle_core::quantized::{ggml_file::qtensor_from_ggml, GgmlDType, QMatMul};
 use candle_core::{Device, Module, Tensor};
 
-use super::test_support::{quantize_weights, Rng};
+use super::test_support::{quantize_weights, random_super_blocks, Rng};
 use super::{QuantizedMatrix, WeightType};
 
 /// Seconds per call of `f`: the fastest of many batches, since other processes on
@@ -70,28 +70,6 @@ fn candle_matmul(
         .and_then(|t| t.to_vec1())
         .expect("output");
     (seconds, out)
-}
-
-/// Random K-quant super-blocks (no test quantizer exists for them): random
-/// quants and scales, small f16 factors where the layout keeps them.
-fn random_super_blocks(ty: WeightType, blocks: usize, rng: &mut Rng) -> Vec<u8> {
-    let factors: &[usize] = match ty {
-        WeightType::Q2_K => &[80, 82],
-        WeightType::Q3_K => &[108],
-        WeightType::Q4_K | WeightType::Q5_K => &[0, 2],
-        WeightType::Q6_K => &[208],
-        other => unreachable!("{other} is not a K-quant"),
-    };
-    let mut bytes: Vec<u8> = (0..blocks * ty.block_bytes())
-        .map(|_| rng.next_u64() as u8)
-        .collect();
-    for block in bytes.chunks_exact_mut(ty.block_bytes()) {
-        for &at in factors {
-            let factor = half::f16::from_f32(rng.uniform() * 0.01);
-            block[at..at + 2].copy_from_slice(&factor.to_le_bytes());
-        }
-    }
-    bytes
 }
 
 fn bench_case(

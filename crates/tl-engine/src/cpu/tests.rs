@@ -4,7 +4,9 @@
 
 use super::activations::QuantizedActivations;
 use super::matrix::{Arithmetic, WeightRows};
-use super::test_support::{quantize_weights, random_blocks, reference_matmul, Rng};
+use super::test_support::{
+    quantize_weights, random_blocks, random_super_blocks, reference_matmul, Rng,
+};
 use super::{parallel, scalar, QuantizedMatrix, WeightType, BLOCK_VALUES};
 
 /// A NaN no kernel produces, to spot outputs left unwritten.
@@ -282,4 +284,48 @@ fn rejects_bad_shapes() {
     assert!(matrix.matmul(&[0.0; 63], 1, &mut out, 1).is_err());
     assert!(matrix.matmul(&[0.0; 64], 1, &mut out[..1], 1).is_err());
     assert!(matrix.matmul(&[], 0, &mut [], 1).is_ok());
+}
+
+/// K-quant batches take whole groups of eight weight rows through the lanes
+/// kernels and the rows left over one at a time: a 13-row matrix's outputs
+/// (one group and five rows alone) equal those of the same rows inside a
+/// 16-row matrix (two groups), for each type, with one thread and two.
+#[test]
+fn k_quant_rows_left_over_equal_rows_in_lane_groups() {
+    let types = [
+        WeightType::Q2_K,
+        WeightType::Q3_K,
+        WeightType::Q4_K,
+        WeightType::Q5_K,
+        WeightType::Q6_K,
+    ];
+    for ty in types {
+        let (cols, m) = (512, 9);
+        let mut rng = Rng::new(7);
+        let row_bytes = cols / ty.block_values() * ty.block_bytes();
+        let bytes = random_super_blocks(ty, 16 * cols / ty.block_values(), &mut rng);
+        let x = rng.activations(m * cols);
+        let product = |rows: usize, threads: usize| {
+            // Not repacked: llama.cpp repacks Q4_K only at a multiple of 8
+            // rows, and its repacked gemm rounds otherwise.
+            let matrix = QuantizedMatrix::new(ty, rows, cols, bytes[..rows * row_bytes].to_vec())
+                .expect("valid matrix")
+                .with_repacking(false);
+            let mut out = poisoned(m * rows);
+            matrix.matmul(&x, m, &mut out, threads).expect("matmul");
+            out
+        };
+        let whole = product(16, 2);
+        for threads in [1, 2] {
+            let part = product(13, threads);
+            for i in 0..m {
+                let what = format!("{ty} row {i}, {threads} threads");
+                assert_bitwise_equal(
+                    &part[i * 13..(i + 1) * 13],
+                    &whole[i * 16..i * 16 + 13],
+                    &what,
+                );
+            }
+        }
+    }
 }
