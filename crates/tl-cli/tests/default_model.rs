@@ -4,10 +4,11 @@
 
 mod common;
 
-use std::io::Write;
 use std::process::Stdio;
 
-use common::{default_model, gpl_perplexity, greedy_of, run, stderr, stdout, testdata, tl};
+use common::{
+    default_model, gpl_perplexity, greedy_of, output_with_stdin, run, stderr, stdout, testdata, tl,
+};
 
 fn model() -> &'static str {
     default_model().to_str().expect("model path is UTF-8")
@@ -344,21 +345,10 @@ fn generate_reads_the_prompt_from_stdin_or_a_file() {
         .output()
         .unwrap();
     assert!(direct.status.success(), "{}", stderr(&direct));
-    let mut child = tl()
-        .args(args)
-        .args(["-p", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"The capital of France is\n")
-        .unwrap();
-    let piped = child.wait_with_output().unwrap();
+    let piped = output_with_stdin(
+        tl().args(args).args(["-p", "-"]),
+        b"The capital of France is\n",
+    );
     assert!(piped.status.success(), "{}", stderr(&piped));
     assert_eq!(stdout(&piped), stdout(&direct));
     let dir = tempfile::tempdir().unwrap();
@@ -412,8 +402,10 @@ fn chat_answers_one_message_and_leaves() {
 #[test]
 fn chat_settings_show_and_history() {
     let cache = tempfile::tempdir().unwrap();
-    let mut child = tl()
-        .args([
+    let script =
+        "/set max_tokens 3\n/set presence_penalty 0.5\n/show\n/system\n/show\nHello there\n/quit\n";
+    let out = output_with_stdin(
+        tl().args([
             "chat",
             "-m",
             model(),
@@ -422,21 +414,9 @@ fn chat_settings_show_and_history() {
             "--system",
             "Be brief.",
         ])
-        .env("TL_CACHE_DIR", cache.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let script =
-        "/set max_tokens 3\n/set presence_penalty 0.5\n/show\n/system\n/show\nHello there\n/quit\n";
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        .env("TL_CACHE_DIR", cache.path()),
+        script.as_bytes(),
+    );
     let log = stderr(&out);
     assert!(out.status.success(), "{log}");
     assert!(log.contains("system: Be brief."), "{log}");
@@ -452,24 +432,14 @@ fn chat_settings_show_and_history() {
 fn chat_repl_answers_and_handles_commands() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("conversation.json");
-    let mut child = tl()
-        .args(["chat", "-m", model(), "--temperature", "0", "-n", "24"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let script = format!(
         "/help\nWhat is 2 + 2?\n/set temperature abc\n/stats\n/save {}\n/frobnicate\n/quit\n",
         saved.display()
     );
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        tl().args(["chat", "-m", model(), "--temperature", "0", "-n", "24"]),
+        script.as_bytes(),
+    );
     let (text, log) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{log}");
     // llama.cpp's reply to the same conversation: tests/golden/llama_cpp_chat_greedy.jsonl.
@@ -503,21 +473,11 @@ fn inspect_describes_the_model() {
 /// `tl embed`'s JSON output of `args` (after `-m MODEL --device cpu`), with
 /// `input` on stdin.
 fn embed_output(args: &[&str], input: &str) -> serde_json::Value {
-    let mut child = tl()
-        .args(["embed", "-m", model(), "--device", "cpu"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        tl().args(["embed", "-m", model(), "--device", "cpu"])
+            .args(args),
+        input.as_bytes(),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     serde_json::from_str(&stdout(&out)).unwrap()
 }

@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{default_model, stderr, stdout, tl};
+use common::{default_model, output_with_stdin, stderr, stdout, tl};
 
 fn program(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
@@ -196,21 +195,7 @@ fn benches_print_timings() {
 
 /// `tl repl` with `args`, `input` piped in; its output once it has ended.
 fn repl(args: &[&str], input: &str) -> std::process::Output {
-    let mut child = tl()
-        .arg("repl")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tl repl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write input");
-    child.wait_with_output().expect("repl output")
+    output_with_stdin(tl().arg("repl").args(args), input.as_bytes())
 }
 
 #[test]

@@ -16,6 +16,24 @@ pub fn tl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tl"))
 }
 
+/// Runs `command` with `input` on its stdin; its output once it has ended.
+pub fn output_with_stdin(command: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("tl's output")
+}
+
 /// `tl perplexity -c 512` of `model` on the GPL text (the reference text of
 /// llama.cpp's figures), its last line's value.
 pub fn gpl_perplexity(model: &Path) -> f64 {
