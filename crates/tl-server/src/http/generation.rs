@@ -131,6 +131,37 @@ pub struct Prepared {
     admitted: Admitted,
 }
 
+impl Prepared {
+    /// The same request sampled with `seed`, in a queue place of its own:
+    /// a further choice of a request for `n` (templated, tokenized and
+    /// compiled once for all of them).
+    pub fn with_seed(
+        &self,
+        state: &AppState,
+        flavor: Flavor,
+        seed: u64,
+    ) -> Result<Prepared, ApiError> {
+        let place = state.engine.reserve().map_err(|r| refused(flavor, r))?;
+        Ok(Prepared {
+            model: self.model.clone(),
+            prompt: self.prompt.clone(),
+            sampler: SamplerConfig {
+                seed,
+                ..self.sampler.clone()
+            },
+            constraint: self.constraint.clone(),
+            generation: self.generation.clone(),
+            keep_alive: self.keep_alive,
+            logprobs: self.logprobs,
+            tool_format: self.tool_format,
+            admitted: Admitted {
+                place,
+                scope: self.admitted.scope,
+            },
+        })
+    }
+}
+
 /// A request taken in: its place in the engine's queue (taken before its
 /// prompt is templated and tokenized) and whose KV caches it may reuse.
 pub struct Admitted {
@@ -397,7 +428,7 @@ fn sampler_config(options: &Options) -> SamplerConfig {
 /// A seed for a request that gave none, different each time (so asking again
 /// gives another answer) and reported in the response (so it can be given
 /// back to reproduce one).
-pub fn fresh_seed() -> u64 {
+fn fresh_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     static COUNT: AtomicU64 = AtomicU64::new(0);
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();

@@ -539,19 +539,12 @@ async fn generate(
     (arrived, scope): (Instant, Scope),
 ) -> Result<Response, ApiError> {
     let (options, shape) = sampling.options(kind)?;
-    let seed = options
-        .seed
-        .unwrap_or_else(|| generation::fresh_seed() as i64);
-    let mut choices = Vec::with_capacity(shape.choices);
-    for i in 0..shape.choices {
-        let options = Options {
-            seed: Some(seed.wrapping_add(i as i64)),
-            ..options.clone()
-        };
-        let prepared =
-            generation::prepare_blocking(state, FLAVOR, model, source.clone(), options, scope)
-                .await?;
-        choices.push(prepared);
+    let first = generation::prepare_blocking(state, FLAVOR, model, source, options, scope).await?;
+    let seed = first.sampler.seed;
+    let mut choices = vec![first];
+    for i in 1..shape.choices {
+        let choice = choices[0].with_seed(state, FLAVOR, seed.wrapping_add(i as u64))?;
+        choices.push(choice);
     }
     let name = match state.registry.preset(model) {
         Some(preset) => preset.name.clone(),
