@@ -190,14 +190,23 @@ __device__ __forceinline__ void load_words(const u8* p, int count, u32* words) {
 // header (`k4_scales` in the CPU backend).
 __device__ __forceinline__ void k4_group_scales(const u32* h, int p, KGroup& g) {
     const u32 low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-    const u32 scales[2] = {h[1] & low6, (h[3] & low4) | (((h[1] >> 6) & low2) << 4)};
-    const u32 mins[2] = {h[2] & low6, ((h[3] >> 4) & low4) | (((h[2] >> 6) & low2) << 4)};
+    // Sub-blocks 0..3 lie in the first words, 4..7 in the second; selected,
+    // not indexed by the run-time p, so that they stay in registers.
+    const bool second = p >= 2;
+    const u32 scales = second ? (h[3] & low4) | (((h[1] >> 6) & low2) << 4) : h[1] & low6;
+    const u32 mins = second ? ((h[3] >> 4) & low4) | (((h[2] >> 6) & low2) << 4) : h[2] & low6;
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
         const int sub = 2 * p + (t >> 1);
-        g.scale[t] = (scales[sub >> 2] >> (8 * (sub & 3))) & 0xff;
-        g.min[t] = (mins[sub >> 2] >> (8 * (sub & 3))) & 0xff;
+        g.scale[t] = (scales >> (8 * (sub & 3))) & 0xff;
+        g.min[t] = (mins >> (8 * (sub & 3))) & 0xff;
     }
+}
+
+// Word p (0..3) of h, by selects: indexing by the run-time p would put h,
+// and the group's loaded words with it, in local memory.
+__device__ __forceinline__ u32 word_of_group(const u32* h, int p) {
+    return p == 0 ? h[0] : p == 1 ? h[1] : p == 2 ? h[2] : h[3];
 }
 
 // Group p of K-quant super-block `block` (the layouts above).
@@ -229,7 +238,7 @@ __device__ __forceinline__ KGroup load_k_group(const u8* qs, const u8* sc, u64 b
         if (T == TYPE_Q2_K) {
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
-                const u32 s = (h[p] >> (8 * t)) & 0xff;
+                const u32 s = (word_of_group(h, p) >> (8 * t)) & 0xff;
                 g.scale[t] = s & 0xf;
                 g.min[t] = s >> 4;
             }
@@ -272,7 +281,7 @@ __device__ __forceinline__ KGroup load_k_group(const u8* qs, const u8* sc, u64 b
                                   (((high[w] >> (2 * k)) & 0x03030303u) << 4);
         }
 #pragma unroll
-        for (int t = 0; t < 4; ++t) g.scale[t] = (int)(i8)((h[p] >> (8 * t)) & 0xff);
+        for (int t = 0; t < 4; ++t) g.scale[t] = (int)(i8)((word_of_group(h, p) >> (8 * t)) & 0xff);
         g.d = h2f((u16)(h[4] & 0xffff));
     }
     return g;
