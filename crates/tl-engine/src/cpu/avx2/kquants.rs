@@ -334,15 +334,17 @@ const SPREAD_I16: [[u8; 32]; 8] = {
     picks
 };
 
-/// Byte shuffles for Q6_K's 32-value chunk `c`: byte `2c` into both bytes of
-/// each i16 of the low half, byte `2c + 1` in the high half.
-const DOUBLE_RUN_SCALES: [[u8; 32]; 8] = {
+/// Byte shuffles for Q6_K's 32-value chunk `c`, of the run scales widened to
+/// i16 with the chunk's half (`c / 4`) in both 128-bit lanes: run `2c`'s
+/// scale into every i16 of the low lane, run `2c + 1`'s into the high lane.
+const RUN_SCALE_PAIRS: [[u8; 32]; 8] = {
     let mut picks = [[0u8; 32]; 8];
     let mut c = 0;
     while c < 8 {
         let mut i = 0;
         while i < 32 {
-            picks[c][i] = (2 * c + i / 16) as u8;
+            let run = (2 * c + i / 16) % 8;
+            picks[c][i] = (2 * run + i % 2) as u8;
             i += 1;
         }
         c += 1;
@@ -494,8 +496,9 @@ fn row_state(lanes: __m256, mins: __m128) -> RowState {
 
 /// One Q6_K weight row against one activation row (`vec_dot`'s arithmetic):
 /// per 32 values one `maddubs` of the rebuilt 6-bit quants and one `madd`
-/// with the two 16-value scales (a byte shuffle and a shift widen them); the
-/// offset of 32 comes off through the activations' 16-value sums.
+/// with the two 16-value scales (one byte shuffle of the scales widened
+/// once per super-block); the offset of 32 comes off through the
+/// activations' 16-value sums.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
     let low4 = _mm256_set1_epi8(0x0f);
@@ -504,9 +507,14 @@ pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
     for (block, a) in weights.iter().zip(acts) {
         // SAFETY: 16 readable bytes at 192; `loadu` has no alignment requirement.
         let scales8 = unsafe { _mm_loadu_si128(block[192..208].as_ptr().cast()) };
-        let both = _mm256_broadcastsi128_si256(scales8);
+        let scales = _mm256_cvtepi8_epi16(scales8);
         let mut sum = _mm256_setzero_si256();
         for h in 0..2 {
+            let half_scales = if h == 0 {
+                _mm256_permute2x128_si256::<0x00>(scales, scales)
+            } else {
+                _mm256_permute2x128_si256::<0x11>(scales, scales)
+            };
             let first = load_32(&block[64 * h..]);
             let second = load_32(&block[64 * h + 32..]);
             let high = load_32(&block[128 + 32 * h..]);
@@ -532,15 +540,12 @@ pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
             for (k, q) in quants.into_iter().enumerate() {
                 let c = 4 * h + k;
                 let chunk = &a.quants.as_chunks::<32>().0[c];
-                // Runs 2c and 2c + 1: scale byte 2c doubled in each i16 of the
-                // low half, 2c + 1 in the high half; the arithmetic shift keeps
-                // one, sign-extended.
-                let run_scales = _mm256_srai_epi16::<8>(shuffle_by(both, &DOUBLE_RUN_SCALES[c]));
+                let run_scales = shuffle_by(half_scales, &RUN_SCALE_PAIRS[c]);
                 let pairs = _mm256_maddubs_epi16(q, load_i8x32(chunk));
                 sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, run_scales));
             }
         }
-        let offsets = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8), load_i16x16(&a.sums16));
+        let offsets = _mm256_madd_epi16(scales, load_i16x16(&a.sums16));
         let scaled = _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(offsets));
         let d = _mm256_set1_ps(a.d * half_at(block, 208));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(scaled), acc);
