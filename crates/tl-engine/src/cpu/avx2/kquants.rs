@@ -28,6 +28,8 @@ struct WeightRegisters {
     scales: __m256i,
     offset_scales: __m256i,
     mins: __m256i,
+    /// What the quants are stored above zero (Q3_K 4, Q6_K 32).
+    offset: i16,
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -75,21 +77,8 @@ fn registers(quants: [__m256i; 8], scales: __m256i, mins: __m256i, offset: i16) 
         scales,
         offset_scales: _mm256_mullo_epi16(scales, _mm256_set1_epi16(offset)),
         mins,
+        offset,
     }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn load(w: &Unpacked) -> WeightRegisters {
-    let mut quants = [_mm256_setzero_si256(); 8];
-    for (c, q) in quants.iter_mut().enumerate() {
-        *q = load_32(&w.quants[32 * c..]);
-    }
-    registers(
-        quants,
-        load_i16x16(&w.scales),
-        load_i16x16(&w.mins),
-        w.offset,
-    )
 }
 
 /// Q4_K straight from its bytes (the layout `unpack_q4_k` reads).
@@ -150,20 +139,112 @@ fn load_q6_k(block: &[u8; 210]) -> WeightRegisters {
     registers(quants, scales, _mm256_setzero_si256(), 32)
 }
 
-/// A super-block in registers: Q4_K and Q6_K straight from their bytes, the
-/// other types unpacked into `scratch` first.
+/// Q5_K straight from its bytes (the layout `unpack_q5_k` reads): Q4_K's
+/// nibbles and scales, and the fifth bit of value `32c + i` at bit `c` of
+/// byte `i` of the 32 bytes before the nibbles.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn load_super_block<const N: usize>(
-    w: &SuperBlock<'_, N>,
-    scratch: &mut Unpacked,
-) -> WeightRegisters {
-    if let Ok(q4_k) = <&[u8; 144]>::try_from(w.bytes.as_slice()) {
+fn load_q5_k(block: &[u8; 176]) -> WeightRegisters {
+    let (scales, mins) = q4_k_scales(&block[4..20]);
+    let nibbles = _mm256_set1_epi8(0x0f);
+    let fifths = load_32(&block[16..]);
+    let mut quants = [_mm256_setzero_si256(); 8];
+    for j in 0..4 {
+        let bytes = load_32(&block[48 + 32 * j..]);
+        quants[2 * j] = _mm256_or_si256(
+            _mm256_and_si256(bytes, nibbles),
+            bit_as(fifths, 1 << (2 * j), 0x10),
+        );
+        quants[2 * j + 1] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibbles),
+            bit_as(fifths, 1 << (2 * j + 1), 0x10),
+        );
+    }
+    registers(quants, runs_of_pairs(scales), runs_of_pairs(mins), 0)
+}
+
+/// The 16 run values of 8 sub-block values in i16 lanes (each for two runs).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn runs_of_pairs(values: __m128i) -> __m256i {
+    _mm256_set_m128i(
+        _mm_unpackhi_epi16(values, values),
+        _mm_unpacklo_epi16(values, values),
+    )
+}
+
+/// `value` in each byte of `bytes` where `bit` is set, else 0.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn bit_as(bytes: __m256i, bit: u8, value: u8) -> __m256i {
+    let bit = _mm256_set1_epi8(bit as i8);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    _mm256_and_si256(set, _mm256_set1_epi8(value as i8))
+}
+
+/// The 2-bit field `k` of each byte of the 32 at `bytes` (value
+/// `128j + 32k + i` of Q2_K and Q3_K lies in byte `32j + i`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn two_bits(bytes: __m256i, k: usize) -> __m256i {
+    let shifted = _mm256_srl_epi16(bytes, _mm_cvtsi32_si128(2 * k as i32));
+    _mm256_and_si256(shifted, _mm256_set1_epi8(0x03))
+}
+
+/// Q2_K straight from its bytes (the layout `unpack_q2_k` reads).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load_q2_k(block: &[u8; 84]) -> WeightRegisters {
+    let mut quants = [_mm256_setzero_si256(); 8];
+    for j in 0..2 {
+        let bytes = load_32(&block[16 + 32 * j..]);
+        for k in 0..4 {
+            quants[4 * j + k] = two_bits(bytes, k);
+        }
+    }
+    let [scales, mins] = crate::cpu::kquants::q2_k_scales(block);
+    registers(quants, load_i16x16(&scales), load_i16x16(&mins), 0)
+}
+
+/// Q3_K straight from its bytes (the layout `unpack_q3_k` reads): the two
+/// low bits, and 4 where bit `4j + k` of high byte `i` is set.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load_q3_k(block: &[u8; 110]) -> WeightRegisters {
+    let high = load_32(&block[..32]);
+    let mut quants = [_mm256_setzero_si256(); 8];
+    for j in 0..2 {
+        let bytes = load_32(&block[32 + 32 * j..]);
+        for k in 0..4 {
+            let top = bit_as(high, 1 << (4 * j + k), 4);
+            quants[4 * j + k] = _mm256_or_si256(two_bits(bytes, k), top);
+        }
+    }
+    let scales = crate::cpu::kquants::q3_k_scales(block);
+    registers(quants, load_i16x16(&scales), _mm256_setzero_si256(), 4)
+}
+
+/// A super-block in registers, straight from its bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load_super_block<const N: usize>(w: &SuperBlock<'_, N>) -> WeightRegisters {
+    load_bytes(w.bytes)
+}
+
+/// A super-block of any K-quant type in registers.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load_bytes<const N: usize>(bytes: &[u8; N]) -> WeightRegisters {
+    let bytes = bytes.as_slice();
+    if let Ok(q4_k) = <&[u8; 144]>::try_from(bytes) {
         load_q4_k(q4_k)
-    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(w.bytes.as_slice()) {
+    } else if let Ok(q6_k) = <&[u8; 210]>::try_from(bytes) {
         load_q6_k(q6_k)
+    } else if let Ok(q5_k) = <&[u8; 176]>::try_from(bytes) {
+        load_q5_k(q5_k)
+    } else if let Ok(q2_k) = <&[u8; 84]>::try_from(bytes) {
+        load_q2_k(q2_k)
+    } else if let Ok(q3_k) = <&[u8; 110]>::try_from(bytes) {
+        load_q3_k(q3_k)
     } else {
-        (w.unpack)(w.bytes, scratch);
-        load(scratch)
+        unreachable!("K-quant super-blocks are 84, 110, 144, 176 or 210 bytes")
     }
 }
 
@@ -281,18 +362,18 @@ fn sums(w: &WeightRegisters, a: &Q8KBlock) -> GroupSums {
 
 /// Adds the terms of `w` with activation row `block(i)` to the
 /// accumulators of every row `i`, a row at a time through [`step`] (the
-/// weight rows left over after the lanes kernels' groups of eight): Q4_K
-/// and Q6_K loaded straight from their bytes, the other types through
-/// `scratch`.
+/// weight rows left over after the lanes kernels' groups of eight), the
+/// super-block loaded straight from its bytes (`_scratch` is the portable
+/// path's, whose signature this shares).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn accumulate<'a, const N: usize>(
     kind: KArithmetic,
     w: &SuperBlock<'_, N>,
-    scratch: &mut Unpacked,
+    _scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
     (acc, acc_min): (&mut [f32], &mut [f32]),
 ) {
-    let registers = load_super_block(w, scratch);
+    let registers = load_super_block(w);
     for (i, (acc, acc_min)) in acc.iter_mut().zip(acc_min.iter_mut()).enumerate() {
         let a = block(i);
         let sums = if kind == KArithmetic::Q4KRepacked {
@@ -554,12 +635,91 @@ pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
     single_finish(kind, &row_state(acc, _mm_setzero_ps()))
 }
 
-/// [`Lanes`] in registers: the chunks' `maddubs` and `madd` with their
-/// scales added lane by lane; the offset comes off each value
-/// (`per_value_offset`, Q3_K's) or a run pair at a time through the run sums.
+/// [`Lanes`] from [`lane_vectors`].
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn single_lanes(w: &WeightRegisters, a: &Q8KBlock, per_value_offset: Option<i8>) -> Lanes {
+    let (scaled, mins) = lane_vectors(w, a, per_value_offset);
+    let mut lanes = Lanes::default();
+    // SAFETY: each array is 32 writable bytes; `storeu` has no alignment
+    // requirement.
+    unsafe {
+        _mm256_storeu_si256(lanes.scaled.as_mut_ptr().cast(), scaled);
+        _mm256_storeu_si256(lanes.mins.as_mut_ptr().cast(), mins);
+    }
+    lanes
+}
+
+/// One weight row of any K-quant type against one activation row with the
+/// single-row arithmetic `VecDot(type)` ([`single_step`] and
+/// [`single_finish`] in vector registers): each super-block loaded straight
+/// from its bytes, its lanes never leaving registers.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn k_row<const N: usize>(
+    kind: KArithmetic,
+    weights: &[[u8; N]],
+    acts: &[Q8KBlock],
+) -> f32 {
+    use crate::cpu::weight_type::WeightType as W;
+    let KArithmetic::VecDot(ty) = kind else {
+        unreachable!("{kind:?} is not a single-row arithmetic of every type")
+    };
+    let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm_setzero_ps());
+    for (b, (bytes, a)) in weights.iter().zip(acts).enumerate() {
+        prefetch_ahead(weights, b);
+        let registers = load_bytes(bytes);
+        let per_value = crate::cpu::kquants::offset_per_value(ty);
+        let (scaled, mins) =
+            lane_vectors(&registers, a, per_value.then_some(registers.offset as i8));
+        let (d, dmin) = crate::cpu::kquants::factors(bytes);
+        let (d, dmin) = (a.d * d, -a.d * dmin);
+        if ty == W::Q2_K {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins), acc);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(scaled), acc);
+        if ty == W::Q4_K {
+            // Lanes 2j and 2j + 1 of the minimums together.
+            let pairs = _mm256_hadd_epi32(mins, mins);
+            let mins = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b10_00>(pairs));
+            acc_min = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_min);
+        } else if ty == W::Q5_K {
+            let total = _mm_cvtepi32_ps(_mm_cvtsi32_si128(total(mins)));
+            acc_min = _mm_fmadd_ss(_mm_set_ss(dmin), total, acc_min);
+        }
+    }
+    single_finish(kind, &row_state(acc, acc_min))
+}
+
+/// Super-blocks a row kernel asks the cache for ahead of their use.
+const PREFETCH_BLOCKS: usize = 4;
+
+/// Asks for super-block `b + PREFETCH_BLOCKS` of `blocks` (or, past the
+/// row's end, the bytes after it: the next row, where rows are stored one
+/// after another).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn prefetch_ahead<const N: usize>(blocks: &[[u8; N]], b: usize) {
+    let ahead = blocks
+        .as_ptr()
+        .wrapping_add(b + PREFETCH_BLOCKS)
+        .cast::<i8>();
+    for line in (0..N).step_by(64) {
+        // A hint that never faults, whatever the address.
+        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line));
+    }
+}
+
+/// The scaled lanes and minimum lanes of [`Lanes`], in registers: the
+/// chunks' `maddubs` and `madd` with their scales added lane by lane; the
+/// offset comes off each value (`per_value_offset`, Q3_K's) or a run pair
+/// at a time through the run sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn lane_vectors(
+    w: &WeightRegisters,
+    a: &Q8KBlock,
+    per_value_offset: Option<i8>,
+) -> (__m256i, __m256i) {
     let (chunks, _) = a.quants.as_chunks::<32>();
     let mut scaled = _mm256_setzero_si256();
     for (c, chunk) in chunks.iter().enumerate() {
@@ -575,32 +735,25 @@ fn single_lanes(w: &WeightRegisters, a: &Q8KBlock, per_value_offset: Option<i8>)
     if per_value_offset.is_none() {
         scaled = _mm256_sub_epi32(scaled, _mm256_madd_epi16(w.offset_scales, run_sums));
     }
-    let mins = _mm256_madd_epi16(w.mins, run_sums);
-    let mut lanes = Lanes::default();
-    // SAFETY: each array is 32 writable bytes; `storeu` has no alignment
-    // requirement.
-    unsafe {
-        _mm256_storeu_si256(lanes.scaled.as_mut_ptr().cast(), scaled);
-        _mm256_storeu_si256(lanes.mins.as_mut_ptr().cast(), mins);
-    }
-    lanes
+    (scaled, _mm256_madd_epi16(w.mins, run_sums))
 }
 
 /// Adds the lanes of `w` with activation row `block(i)` to the single-row
-/// state of every row `i`: the weights in registers once, Q4_K and Q6_K
-/// straight from their bytes, the other types through `scratch`.
+/// state of every row `i`: the weights in registers once, straight from
+/// their bytes (`_scratch` is the portable path's, whose signature this
+/// shares).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn single_accumulate<'a, const N: usize>(
     kind: KArithmetic,
     w: &SuperBlock<'_, N>,
-    scratch: &mut Unpacked,
+    _scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
     states: &mut [RowState],
 ) {
-    let registers = load_super_block(w, scratch);
+    let registers = load_super_block(w);
     let per_value =
         matches!(kind, KArithmetic::VecDot(ty) if crate::cpu::kquants::offset_per_value(ty));
-    let per_value_offset = per_value.then_some(scratch.offset as i8);
+    let per_value_offset = per_value.then_some(registers.offset as i8);
     for (i, state) in states.iter_mut().enumerate() {
         let a = block(i);
         let lanes = single_lanes(&registers, a, per_value_offset);
@@ -633,16 +786,15 @@ struct LaneTile {
     dmin: __m256,
 }
 
-/// [`LaneTile`] of the super-blocks `rows` (Q4_K and Q6_K straight from
-/// their bytes, the other types through `scratch`).
+/// [`LaneTile`] of the super-blocks `rows`, straight from their bytes.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn lane_tile<const N: usize>(rows: [&SuperBlock<'_, N>; 8], scratch: &mut Unpacked) -> LaneTile {
+fn lane_tile<const N: usize>(rows: [&SuperBlock<'_, N>; 8]) -> LaneTile {
     let zero = _mm256_setzero_si256();
     let mut quants = [[zero; 8]; 8];
     let (mut scales, mut offsets, mut mins) = ([zero; 8], [zero; 8], [zero; 8]);
     let (mut d, mut dmin) = ([0.0f32; 8], [0.0f32; 8]);
     for (r, row) in rows.into_iter().enumerate() {
-        let registers = load_super_block(row, scratch);
+        let registers = load_super_block(row);
         quants[r] = registers.quants;
         scales[r] = registers.scales;
         offsets[r] = registers.offset_scales;
@@ -897,17 +1049,18 @@ lane_kernels!(
 
 /// Adds the terms of eight weight rows' super-blocks at one position with
 /// activation row `block(i)` to the accumulators of every row `i` (lane `r`
-/// for weight row `r`), with VNNI where `vnni` says the CPU has it.
+/// for weight row `r`), with VNNI where `vnni` says the CPU has it
+/// (`_scratch` is the portable path's, whose signature this shares).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn accumulate_lanes<'a, const N: usize>(
     kind: KArithmetic,
     vnni: bool,
     rows: [&SuperBlock<'_, N>; 8],
-    scratch: &mut Unpacked,
+    _scratch: &mut Unpacked,
     block: impl Fn(usize) -> &'a Q8KBlock,
     accumulators: (&mut [[f32; 8]], &mut [[f32; 8]]),
 ) {
-    let tile = lane_tile(rows, scratch);
+    let tile = lane_tile(rows);
     // Q4_K and Q5_K give both runs of a 32-value sub-block one scale.
     let same_scale = N == 144 || N == 176;
     SUMS.with_borrow_mut(|sums| {

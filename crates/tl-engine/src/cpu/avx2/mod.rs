@@ -37,8 +37,8 @@ pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {
 }
 
 /// Adds the terms of the K-quant super-block `w` with activation row
-/// `block(i)` to the accumulators of every row `i` (`scratch` holds the
-/// unpacked block where one is needed).
+/// `block(i)` to the accumulators of every row `i` (loaded straight from
+/// its bytes; `scratch` is for the portable path's signature).
 pub(crate) fn kquant_accumulate<'a, const N: usize>(
     kind: super::kquants::KArithmetic,
     w: &super::kquants::SuperBlock<'_, N>,
@@ -63,8 +63,9 @@ pub(crate) fn kquant_single_accumulate<'a, const N: usize>(
     unsafe { kquants::single_accumulate(kind, w, scratch, block, states) }
 }
 
-/// The lean single-row kernel for a K-quant weight row (Q4_K and Q6_K),
-/// as a function of the activation row; `None` for the other types.
+/// The lean single-row kernel for a K-quant weight row, as a function of
+/// the activation row: Q4_K's and Q6_K's own, the general one for the other
+/// types.
 pub(crate) fn kquant_row<const N: usize>(
     row: &[[u8; N]],
     kind: super::kquants::KArithmetic,
@@ -73,15 +74,15 @@ pub(crate) fn kquant_row<const N: usize>(
     let (q4_k, q6_k) = match N {
         144 => (bytes.as_chunks::<144>().0, &[][..]),
         210 => (&[][..], bytes.as_chunks::<210>().0),
-        _ => return None,
+        _ => (&[][..], &[][..]),
     };
     Some(move |acts: &[super::kquants::Q8KBlock]| {
         // SAFETY: as for `quantize_block`, the features are enabled at build time.
         unsafe {
-            if N == 144 {
-                kquants::q4_k_row(kind, q4_k, acts)
-            } else {
-                kquants::q6_k_row(q6_k, acts)
+            match N {
+                144 => kquants::q4_k_row(kind, q4_k, acts),
+                210 => kquants::q6_k_row(q6_k, acts),
+                _ => kquants::k_row(kind, row, acts),
             }
         }
     })
@@ -107,7 +108,8 @@ pub(crate) fn kquant_tile<const N: usize>(
 
 /// Adds the terms of eight K-quant weight rows' super-blocks at one
 /// position with activation row `block(i)` to the accumulators of every row
-/// `i` (lane `r` for weight row `r`; `scratch` holds unpacked blocks).
+/// `i` (lane `r` for weight row `r`; `scratch` is for the portable path's
+/// signature).
 pub(crate) fn kquant_accumulate_lanes<'a, const N: usize>(
     kind: super::kquants::KArithmetic,
     vnni: bool,

@@ -41,12 +41,8 @@ fn half(bytes: &[u8], at: usize) -> f32 {
 /// 2-bit quants, `f16 d`, `f16 dmin`. Value `128j + 32k + i` is bits `2k..2k+2`
 /// of byte `32j + i`.
 pub(crate) fn unpack_q2_k(block: &[u8; 84], out: &mut Unpacked) {
-    let (scales, rest) = block.split_at(16);
-    let qs = &rest[..64];
-    for (i, &s) in scales.iter().enumerate() {
-        out.scales[i] = i16::from(s & 0x0f);
-        out.mins[i] = i16::from(s >> 4);
-    }
+    let qs = &block[16..80];
+    [out.scales, out.mins] = q2_k_scales(block);
     for (half, qs) in out.quants.chunks_exact_mut(128).zip(qs.chunks_exact(32)) {
         for (k, chunk) in half.chunks_exact_mut(32).enumerate() {
             for (q, &byte) in chunk.iter_mut().zip(qs) {
@@ -59,21 +55,39 @@ pub(crate) fn unpack_q2_k(block: &[u8; 84], out: &mut Unpacked) {
     out.dmin = half(block, 82);
 }
 
+/// Q2_K's 16 run scales and minimums: the low and high nibbles of its
+/// first 16 bytes.
+pub(crate) fn q2_k_scales(block: &[u8; 84]) -> [[i16; 16]; 2] {
+    let (mut scales, mut mins) = ([0i16; 16], [0i16; 16]);
+    for (i, &s) in block[..16].iter().enumerate() {
+        scales[i] = i16::from(s & 0x0f);
+        mins[i] = i16::from(s >> 4);
+    }
+    [scales, mins]
+}
+
+/// Q3_K's 16 run scales from its 12 bytes of 6-bit scales (stored + 32).
+pub(crate) fn q3_k_scales(block: &[u8; 110]) -> [i16; 16] {
+    let s = &block[96..108];
+    let mut scales = [0i16; 16];
+    for i in 0..4 {
+        let top = |shift: u32| i16::from((s[8 + i] >> shift) & 3) << 4;
+        scales[i] = (i16::from(s[i] & 0x0f) | top(0)) - 32;
+        scales[4 + i] = (i16::from(s[4 + i] & 0x0f) | top(2)) - 32;
+        scales[8 + i] = (i16::from(s[i] >> 4) | top(4)) - 32;
+        scales[12 + i] = (i16::from(s[4 + i] >> 4) | top(6)) - 32;
+    }
+    scales
+}
+
 /// Q3_K (110 bytes): 32 bytes of high bits, 64 of 2-bit quants, 12 of 6-bit
 /// scales (stored + 32), `f16 d`. Value `128j + 32k + i` is bits `2k..2k+2` of
 /// byte `32j + i`, plus 4 when bit `4j + k` of high byte `i` is set (then 4
 /// is subtracted).
 pub(crate) fn unpack_q3_k(block: &[u8; 110], out: &mut Unpacked) {
     let (high, rest) = block.split_at(32);
-    let (qs, rest) = rest.split_at(64);
-    let s = &rest[..12];
-    for i in 0..4 {
-        let top = |shift: u32| i16::from((s[8 + i] >> shift) & 3) << 4;
-        out.scales[i] = (i16::from(s[i] & 0x0f) | top(0)) - 32;
-        out.scales[4 + i] = (i16::from(s[4 + i] & 0x0f) | top(2)) - 32;
-        out.scales[8 + i] = (i16::from(s[i] >> 4) | top(4)) - 32;
-        out.scales[12 + i] = (i16::from(s[4 + i] >> 4) | top(6)) - 32;
-    }
+    let qs = &rest[..64];
+    out.scales = q3_k_scales(block);
     out.mins = [0; 16];
     for (j, (half, qs)) in out
         .quants
