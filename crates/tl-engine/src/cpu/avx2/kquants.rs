@@ -190,6 +190,41 @@ fn two_bits(bytes: __m256i, k: usize) -> __m256i {
     _mm256_and_si256(shifted, _mm256_set1_epi8(0x03))
 }
 
+/// Q2_K's 16 run scales and minimums as i16: the low and high nibbles of
+/// its first 16 bytes (`q2_k_scales` in vector lanes).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q2_k_run_values(block: &[u8; 84]) -> (__m256i, __m256i) {
+    // SAFETY: 16 readable bytes at 0; `loadu` has no alignment requirement.
+    let bytes = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
+    let low = _mm_set1_epi8(0x0f);
+    let scales = _mm_and_si128(bytes, low);
+    let mins = _mm_and_si128(_mm_srli_epi16::<4>(bytes), low);
+    (_mm256_cvtepu8_epi16(scales), _mm256_cvtepu8_epi16(mins))
+}
+
+/// Q3_K's 16 run scales as i16 from its 12 bytes of 6-bit scales (stored +
+/// 32), four at a time in 32-bit words (`q3_k_scales` in vector lanes).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q3_k_run_scales(block: &[u8; 110]) -> __m256i {
+    let word = |i: usize| {
+        let at = 96 + 4 * i;
+        u32::from_le_bytes([block[at], block[at + 1], block[at + 2], block[at + 3]])
+    };
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let (low4, low2) = (0x0f0f_0f0f, 0x0303_0303);
+    // Scales 4q..4q + 4: a nibble of w0 or w1, and two bits of w2 above it.
+    let quarter = |nibbles: u32, shift: u32| (nibbles & low4) | (((w2 >> shift) & low2) << 4);
+    let stored = _mm_setr_epi32(
+        quarter(w0, 0) as i32,
+        quarter(w1, 2) as i32,
+        quarter(w0 >> 4, 4) as i32,
+        quarter(w1 >> 4, 6) as i32,
+    );
+    _mm256_cvtepi8_epi16(_mm_sub_epi8(stored, _mm_set1_epi8(32)))
+}
+
 /// Q2_K straight from its bytes (the layout `unpack_q2_k` reads).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn load_q2_k(block: &[u8; 84]) -> WeightRegisters {
@@ -200,8 +235,8 @@ fn load_q2_k(block: &[u8; 84]) -> WeightRegisters {
             quants[4 * j + k] = two_bits(bytes, k);
         }
     }
-    let [scales, mins] = crate::cpu::kquants::q2_k_scales(block);
-    registers(quants, load_i16x16(&scales), load_i16x16(&mins), 0)
+    let (scales, mins) = q2_k_run_values(block);
+    registers(quants, scales, mins, 0)
 }
 
 /// Q3_K straight from its bytes (the layout `unpack_q3_k` reads): the two
@@ -217,8 +252,7 @@ fn load_q3_k(block: &[u8; 110]) -> WeightRegisters {
             quants[4 * j + k] = _mm256_or_si256(two_bits(bytes, k), top);
         }
     }
-    let scales = crate::cpu::kquants::q3_k_scales(block);
-    registers(quants, load_i16x16(&scales), _mm256_setzero_si256(), 4)
+    registers(quants, q3_k_run_scales(block), _mm256_setzero_si256(), 4)
 }
 
 /// A super-block in registers, straight from its bytes.
@@ -650,10 +684,11 @@ fn single_lanes(w: &WeightRegisters, a: &Q8KBlock, per_value_offset: Option<i8>)
     lanes
 }
 
-/// One weight row of any K-quant type against one activation row with the
+/// One Q2_K, Q3_K or Q5_K weight row against one activation row with the
 /// single-row arithmetic `VecDot(type)` ([`single_step`] and
-/// [`single_finish`] in vector registers): each super-block loaded straight
-/// from its bytes, its lanes never leaving registers.
+/// [`single_finish`] in vector registers): each super-block's chunks built
+/// from its bytes where they are used ([`streamed_lanes`]), its lanes never
+/// leaving registers.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn k_row<const N: usize>(
     kind: KArithmetic,
@@ -667,27 +702,93 @@ pub(super) fn k_row<const N: usize>(
     let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm_setzero_ps());
     for (b, (bytes, a)) in weights.iter().zip(acts).enumerate() {
         prefetch_ahead(weights, b);
-        let registers = load_bytes(bytes);
-        let per_value = crate::cpu::kquants::offset_per_value(ty);
-        let (scaled, mins) =
-            lane_vectors(&registers, a, per_value.then_some(registers.offset as i8));
+        let (scaled, mins) = streamed_lanes(bytes, a);
         let (d, dmin) = crate::cpu::kquants::factors(bytes);
         let (d, dmin) = (a.d * d, -a.d * dmin);
         if ty == W::Q2_K {
             acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins), acc);
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(scaled), acc);
-        if ty == W::Q4_K {
-            // Lanes 2j and 2j + 1 of the minimums together.
-            let pairs = _mm256_hadd_epi32(mins, mins);
-            let mins = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b10_00>(pairs));
-            acc_min = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_min);
-        } else if ty == W::Q5_K {
+        if ty == W::Q5_K {
             let total = _mm_cvtepi32_ps(_mm_cvtsi32_si128(total(mins)));
             acc_min = _mm_fmadd_ss(_mm_set_ss(dmin), total, acc_min);
         }
     }
     single_finish(kind, &row_state(acc, acc_min))
+}
+
+/// [`lane_vectors`] of a Q2_K, Q3_K or Q5_K super-block with each chunk's
+/// quants built where they are used, so that the eight never hold registers
+/// at once; Q3_K's offset comes off each value.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn streamed_lanes<const N: usize>(bytes: &[u8; N], a: &Q8KBlock) -> (__m256i, __m256i) {
+    let (scales, mins) = run_values(bytes);
+    let (chunks, _) = a.quants.as_chunks::<32>();
+    let mut scaled = _mm256_setzero_si256();
+    for h in 0..2 {
+        let half_scales = if h == 0 {
+            _mm256_permute2x128_si256::<0x00>(scales, scales)
+        } else {
+            _mm256_permute2x128_si256::<0x11>(scales, scales)
+        };
+        for k in 0..4 {
+            let c = 4 * h + k;
+            let acts = load_i8x32(&chunks[c]);
+            let mut pairs = _mm256_maddubs_epi16(chunk_quants(bytes, c), acts);
+            if N == 110 {
+                let offsets = _mm256_maddubs_epi16(_mm256_set1_epi8(4), acts);
+                pairs = _mm256_sub_epi16(pairs, offsets);
+            }
+            let run_scales = shuffle_by(half_scales, &RUN_SCALE_PAIRS[c]);
+            scaled = _mm256_add_epi32(scaled, _mm256_madd_epi16(pairs, run_scales));
+        }
+    }
+    (scaled, _mm256_madd_epi16(mins, load_i16x16(&a.sums16)))
+}
+
+/// The 16 run scales and minimums (i16) of a Q2_K, Q3_K or Q5_K super-block.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn run_values<const N: usize>(bytes: &[u8; N]) -> (__m256i, __m256i) {
+    let bytes = bytes.as_slice();
+    if let Ok(q2_k) = <&[u8; 84]>::try_from(bytes) {
+        q2_k_run_values(q2_k)
+    } else if let Ok(q3_k) = <&[u8; 110]>::try_from(bytes) {
+        (q3_k_run_scales(q3_k), _mm256_setzero_si256())
+    } else {
+        assert_eq!(bytes.len(), 176, "Q2_K, Q3_K or Q5_K super-blocks");
+        let (scales, mins) = q4_k_scales(&bytes[4..20]);
+        (runs_of_pairs(scales), runs_of_pairs(mins))
+    }
+}
+
+/// The stored quants of chunk `c` (values `32c..32c + 32`) of a Q2_K, Q3_K
+/// or Q5_K super-block (the layouts `load_q2_k`, `load_q3_k` and
+/// `load_q5_k` read).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn chunk_quants<const N: usize>(bytes: &[u8; N], c: usize) -> __m256i {
+    let (j, k) = (c / 4, c % 4);
+    match N {
+        84 => two_bits(load_32(&bytes[16 + 32 * j..]), k),
+        110 => _mm256_or_si256(
+            two_bits(load_32(&bytes[32 + 32 * j..]), k),
+            bit_as(load_32(&bytes[..32]), 1 << c, 4),
+        ),
+        _ => {
+            let nibbles = load_32(&bytes[48 + 32 * (c / 2)..]);
+            let nibbles = if c.is_multiple_of(2) {
+                nibbles
+            } else {
+                _mm256_srli_epi16::<4>(nibbles)
+            };
+            _mm256_or_si256(
+                _mm256_and_si256(nibbles, _mm256_set1_epi8(0x0f)),
+                bit_as(load_32(&bytes[16..]), 1 << c, 0x10),
+            )
+        }
+    }
 }
 
 /// Super-blocks a row kernel asks the cache for ahead of their use.

@@ -64,8 +64,7 @@ pub(crate) fn kquant_single_accumulate<'a, const N: usize>(
 }
 
 /// The lean single-row kernel for a K-quant weight row, as a function of
-/// the activation row: Q4_K's and Q6_K's own, the general one for the other
-/// types.
+/// the activation row: Q4_K's and Q6_K's own, one for Q2_K, Q3_K and Q5_K.
 pub(crate) fn kquant_row<const N: usize>(
     row: &[[u8; N]],
     kind: super::kquants::KArithmetic,

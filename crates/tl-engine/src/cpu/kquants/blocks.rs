@@ -57,7 +57,7 @@ pub(crate) fn unpack_q2_k(block: &[u8; 84], out: &mut Unpacked) {
 
 /// Q2_K's 16 run scales and minimums: the low and high nibbles of its
 /// first 16 bytes.
-pub(crate) fn q2_k_scales(block: &[u8; 84]) -> [[i16; 16]; 2] {
+fn q2_k_scales(block: &[u8; 84]) -> [[i16; 16]; 2] {
     let (mut scales, mut mins) = ([0i16; 16], [0i16; 16]);
     for (i, &s) in block[..16].iter().enumerate() {
         scales[i] = i16::from(s & 0x0f);
@@ -67,7 +67,7 @@ pub(crate) fn q2_k_scales(block: &[u8; 84]) -> [[i16; 16]; 2] {
 }
 
 /// Q3_K's 16 run scales from its 12 bytes of 6-bit scales (stored + 32).
-pub(crate) fn q3_k_scales(block: &[u8; 110]) -> [i16; 16] {
+fn q3_k_scales(block: &[u8; 110]) -> [i16; 16] {
     let s = &block[96..108];
     let mut scales = [0i16; 16];
     for i in 0..4 {

@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 
 pub(crate) use activations::{Q8KBlock, SuperBlockActivations};
-pub(crate) use blocks::{factors, k4_scales, q2_k_scales, q3_k_scales, Unpacked};
+pub(crate) use blocks::{factors, k4_scales, Unpacked};
 pub(crate) use dot::{
     finish, offset_per_value, row_arithmetic, single_finish, single_step, step, GroupSums,
     KArithmetic, Lanes, RowState,
