@@ -449,9 +449,21 @@ const SPREAD_I16: [[u8; 32]; 8] = {
     picks
 };
 
-/// Byte shuffles for Q6_K's 32-value chunk `c`, of the run scales widened to
-/// i16 with the chunk's half (`c / 4`) in both 128-bit lanes: run `2c`'s
-/// scale into every i16 of the low lane, run `2c + 1`'s into the high lane.
+/// The 128-bit half `h` of `v` in both halves.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn half_in_both_lanes(v: __m256i, h: usize) -> __m256i {
+    if h == 0 {
+        _mm256_permute2x128_si256::<0x00>(v, v)
+    } else {
+        _mm256_permute2x128_si256::<0x11>(v, v)
+    }
+}
+
+/// Byte shuffles for 32-value chunk `c` in the row kernels, of the run
+/// scales widened to i16 with the chunk's half (`c / 4`) in both 128-bit
+/// lanes: run `2c`'s scale into every i16 of the low lane, run `2c + 1`'s
+/// into the high lane.
 const RUN_SCALE_PAIRS: [[u8; 32]; 8] = {
     let mut picks = [[0u8; 32]; 8];
     let mut c = 0;
@@ -625,11 +637,7 @@ pub(super) fn q6_k_row(weights: &[[u8; 210]], acts: &[Q8KBlock]) -> f32 {
         let scales = _mm256_cvtepi8_epi16(scales8);
         let mut sum = _mm256_setzero_si256();
         for h in 0..2 {
-            let half_scales = if h == 0 {
-                _mm256_permute2x128_si256::<0x00>(scales, scales)
-            } else {
-                _mm256_permute2x128_si256::<0x11>(scales, scales)
-            };
+            let half_scales = half_in_both_lanes(scales, h);
             let first = load_32(&block[64 * h..]);
             let second = load_32(&block[64 * h + 32..]);
             let high = load_32(&block[128 + 32 * h..]);
@@ -727,11 +735,7 @@ fn streamed_lanes<const N: usize>(bytes: &[u8; N], a: &Q8KBlock) -> (__m256i, __
     let (chunks, _) = a.quants.as_chunks::<32>();
     let mut scaled = _mm256_setzero_si256();
     for h in 0..2 {
-        let half_scales = if h == 0 {
-            _mm256_permute2x128_si256::<0x00>(scales, scales)
-        } else {
-            _mm256_permute2x128_si256::<0x11>(scales, scales)
-        };
+        let half_scales = half_in_both_lanes(scales, h);
         for k in 0..4 {
             let c = 4 * h + k;
             let acts = load_i8x32(&chunks[c]);
