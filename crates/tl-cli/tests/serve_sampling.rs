@@ -9,7 +9,7 @@ mod common;
 
 use std::io::BufRead;
 
-use common::server::{open_stream, Server};
+use common::server::{open_stream, sse_chunks, Server};
 use serde_json::{json, Value};
 use tl_engine::{Backend, DeviceChoice, GpuOptions, Session};
 use tl_gguf::GgufFile;
@@ -152,14 +152,7 @@ fn chat_and_ollama_logprobs_cover_each_token() {
     );
     assert_eq!(status, 200);
     let mut streamed = Vec::new();
-    for line in reader.lines().map_while(Result::ok) {
-        let Some(data) = line.strip_prefix("data: ") else {
-            continue;
-        };
-        if data == "[DONE]" {
-            break;
-        }
-        let chunk: Value = serde_json::from_str(data).unwrap();
+    for chunk in sse_chunks(reader.lines().map_while(Result::ok)) {
         if let Some(entries) = chunk["choices"][0]["logprobs"]["content"].as_array() {
             streamed.extend(entries.iter().cloned());
         }
@@ -266,14 +259,7 @@ fn n_choices_are_the_answers_of_consecutive_seeds() {
     let (status, reader) = open_stream(&server.address, "/v1/chat/completions", &body.to_string());
     assert_eq!(status, 200);
     let (mut texts, mut usages, mut finishes) = (vec![String::new(); 3], 0, 0);
-    for line in reader.lines().map_while(Result::ok) {
-        let Some(data) = line.strip_prefix("data: ") else {
-            continue;
-        };
-        if data == "[DONE]" {
-            break;
-        }
-        let chunk: Value = serde_json::from_str(data).unwrap();
+    for chunk in sse_chunks(reader.lines().map_while(Result::ok)) {
         if chunk["usage"].is_object() {
             usages += 1;
             assert_eq!(

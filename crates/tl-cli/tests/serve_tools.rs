@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::server::{request, Server};
+use common::server::{request, sse_chunks, Server};
 use serde_json::{json, Value};
 
 const MODEL: &str = "qwen-tools";
@@ -93,14 +93,7 @@ fn streamed_calls(server: &Server, extra: Value) -> (Vec<(String, String, String
     assert_eq!(response.status, 200, "{}", response.body);
     let mut calls: Vec<(String, String, String)> = Vec::new();
     let mut finish = String::new();
-    for line in response.body.lines() {
-        let Some(data) = line.strip_prefix("data: ") else {
-            continue;
-        };
-        if data == "[DONE]" {
-            break;
-        }
-        let chunk: Value = serde_json::from_str(data).unwrap();
+    for chunk in sse_chunks(response.body.lines().map(str::to_owned)) {
         let choice = &chunk["choices"][0];
         if let Some(reason) = choice["finish_reason"].as_str() {
             finish = reason.to_owned();

@@ -231,6 +231,17 @@ pub fn open_stream(address: &str, path: &str, body: &str) -> (u16, Box<dyn BufRe
     }
 }
 
+/// The JSON chunks of a server-sent-events stream, up to its `[DONE]`
+/// (lines other than `data:` ones skipped).
+pub fn sse_chunks(lines: impl IntoIterator<Item = String>) -> Vec<serde_json::Value> {
+    lines
+        .into_iter()
+        .filter_map(|line| line.strip_prefix("data: ").map(str::to_owned))
+        .take_while(|data| data != "[DONE]")
+        .map(|data| serde_json::from_str(&data).unwrap())
+        .collect()
+}
+
 fn open(
     address: &str,
     method: &str,
