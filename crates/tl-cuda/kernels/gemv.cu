@@ -422,11 +422,15 @@ struct BlockBatch {
 };
 
 // K-quants: items are groups of 64 values (item k of a row being group k % 4
-// of super-block k / 4), one at a time (a group unpacked takes 26 registers).
+// of super-block k / 4), kept as loaded until used. A thread keeps UNROLL
+// groups requested: each is unpacked, its slot requested again UNROLL items
+// on, and only then computed (produce_and_reload), so large matrices are not
+// bound by one memory latency per group; UNROLL per type keeps the bytes in
+// about 50 registers.
 template <int T>
 struct GroupBatch {
-    static constexpr int UNROLL = 1;
-    KGroup w[UNROLL];
+    static constexpr int UNROLL = T == TYPE_Q2_K || T == TYPE_Q4_K ? 4 : T == TYPE_Q6_K ? 1 : 2;
+    KGroupBytes<T> w[UNROLL];
 };
 
 template <int T>
@@ -513,8 +517,9 @@ __device__ __forceinline__ void load_batch(const u8* qs, const u8* sc, int rows,
         if (at.q >= NR * tile) break;
         const int s = at.q >= tile, i = at.q - s * tile;  // span, row
         if (i < valid)
-            batch.w[u] = load_k_group<T>(qs, sc, ((u64)s * rows + start + i) * blocks + at.b / 4,
-                                         at.b % 4);
+            batch.w[u] = load_k_group_bytes<T>(qs, sc,
+                                               ((u64)s * rows + start + i) * blocks + at.b / 4,
+                                               at.b % 4);
     }
 }
 
@@ -544,39 +549,55 @@ __device__ __forceinline__ void k_lanes_terms(const KGroup& g, const i8* a, cons
         term[(P::K_MINS + p) * stride] = __int_as_float((int)(chunk_mins[0] + chunk_mins[1]));
 }
 
-// Computes the groups' integer sums and stores them (and the factors, from
-// group 0) in the planes.
-template <int T, int ORDER, int NR>
-__device__ __forceinline__ void produce_batch(const GroupBatch<T>& batch, const StagedQ8K& x,
-                                              int rows, int blocks, int start, int tile, int first,
-                                              int step, float* planes) {
+// Computes group g's integer sums (item `at`, of super-block column b and
+// group p) and stores them, and the factors from group 0, in the planes.
+template <int T, int ORDER>
+__device__ __forceinline__ void produce_group(const KGroup& g, const StagedQ8K& x, ItemAt at,
+                                              int row_size, int stride, float* planes) {
     typedef Planes<T, ORDER> P;
+    const int b = at.b / 4, p = at.b % 4;  // super-block, group
+    const i8* a = x.q + b * 256 + 64 * p;
+    const int* sums16 = x.sum16 + b * 16 + 4 * p;
+    float* term = planes + at.q * row_size + b;
+    if constexpr (ORDER == ORDER_K_LANES) {
+        k_lanes_terms<T, P>(g, a, sums16, p, stride, term);
+    } else {
+        int scaled, mins;
+        k_group_sums<T>(g, a, sums16, &scaled, &mins);
+        term[p * stride] = __int_as_float(scaled);
+        if (k_has_mins(T)) term[(P::K_MINS + p) * stride] = __int_as_float(mins);
+    }
+    if (p == 0) {
+        term[P::K_D * stride] = g.d;
+        if (k_has_mins(T)) term[P::K_DMIN * stride] = g.dmin;
+    }
+}
+
+// Computes the batch's groups (items first, first + step, ...) one by one,
+// each slot requested again for the item UNROLL·step on before its group is
+// computed, so that UNROLL loads stay in flight.
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void produce_and_reload(GroupBatch<T>& batch, const u8* qs,
+                                                   const u8* sc, const StagedQ8K& x, int rows,
+                                                   int blocks, int start, int tile, int first,
+                                                   int step, float* planes) {
+    constexpr int UNROLL = GroupBatch<T>::UNROLL;
     const int stride = plane_stride(blocks), valid = min(tile, rows - start);
     const int row_size = row_floats<T, ORDER>(blocks);
     const ItemAt stepped = item_at(step, 4 * blocks);
-    ItemAt at = item_at(first, 4 * blocks);
+    ItemAt at = item_at(first, 4 * blocks), next = item_at(first + UNROLL * step, 4 * blocks);
 #pragma unroll
-    for (int u = 0; u < GroupBatch<T>::UNROLL; ++u, advance(at, stepped, 4 * blocks)) {
+    for (int u = 0; u < UNROLL; ++u) {
         if (at.q >= NR * tile) break;
-        const int s = at.q >= tile, i = at.q - s * tile;  // span, row
-        const int b = at.b / 4, p = at.b % 4;              // super-block, group
-        if (i >= valid) continue;
-        const KGroup& g = batch.w[u];
-        const i8* a = x.q + b * 256 + 64 * p;
-        const int* sums16 = x.sum16 + b * 16 + 4 * p;
-        float* term = planes + at.q * row_size + b;
-        if constexpr (ORDER == ORDER_K_LANES) {
-            k_lanes_terms<T, P>(g, a, sums16, p, stride, term);
-        } else {
-            int scaled, mins;
-            k_group_sums<T>(g, a, sums16, &scaled, &mins);
-            term[p * stride] = __int_as_float(scaled);
-            if (k_has_mins(T)) term[(P::K_MINS + p) * stride] = __int_as_float(mins);
-        }
-        if (p == 0) {
-            term[P::K_D * stride] = g.d;
-            if (k_has_mins(T)) term[P::K_DMIN * stride] = g.dmin;
-        }
+        const int i = at.q - (at.q >= tile) * tile;  // row of the span
+        const KGroup g = unpack_k_group<T>(batch.w[u], at.b % 4);
+        const int s = next.q >= tile, next_i = next.q - s * tile;
+        if (next.q < NR * tile && next_i < valid)
+            batch.w[u] = load_k_group_bytes<T>(
+                qs, sc, ((u64)s * rows + start + next_i) * blocks + next.b / 4, next.b % 4);
+        if (i < valid) produce_group<T, ORDER>(g, x, at, row_size, stride, planes);
+        advance(at, stepped, 4 * blocks);
+        advance(next, stepped, 4 * blocks);
     }
 }
 
@@ -1002,14 +1023,20 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
     const long long clk1 = clock64();
 #endif
     float* planes = tile_planes<T>(shared, cols);
-    // Each batch is requested before the one before it is used.
     for (int k0 = threadIdx.x; k0 < items; k0 += STEP * blockDim.x) {
-        TileBatch<T> next_batch;
-        const int k1 = k0 + STEP * blockDim.x;
-        if (k1 < items)
-            load_batch<T, NR>(qs, sc, rows, blocks, start, tile, k1, blockDim.x, next_batch);
-        produce_batch<T, ORDER, NR>(batch, xq, rows, blocks, start, tile, k0, blockDim.x, planes);
-        batch = next_batch;
+        if constexpr (is_k_quant(T)) {
+            produce_and_reload<T, ORDER, NR>(batch, qs, sc, xq, rows, blocks, start, tile, k0,
+                                             blockDim.x, planes);
+        } else {
+            // Each batch is requested before the one before it is used.
+            TileBatch<T> next_batch;
+            const int k1 = k0 + STEP * blockDim.x;
+            if (k1 < items)
+                load_batch<T, NR>(qs, sc, rows, blocks, start, tile, k1, blockDim.x, next_batch);
+            produce_batch<T, ORDER, NR>(batch, xq, rows, blocks, start, tile, k0, blockDim.x,
+                                        planes);
+            batch = next_batch;
+        }
     }
 #if GEMV_CLOCKS
     const long long clk2 = clock64();

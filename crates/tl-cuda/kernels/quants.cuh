@@ -173,18 +173,6 @@ struct KGroup {
     float d, dmin;
 };
 
-// Word w of 16 bytes loaded as a uint4 pair, in order.
-__device__ __forceinline__ void load_words(const u8* p, int count, u32* words) {
-#pragma unroll
-    for (int v = 0; v < count / 4; ++v) {
-        const uint4 u = ((const uint4*)p)[v];
-        words[4 * v] = u.x;
-        words[4 * v + 1] = u.y;
-        words[4 * v + 2] = u.z;
-        words[4 * v + 3] = u.w;
-    }
-}
-
 // The scales and minimums of Q4_K/Q5_K group p: sub-blocks 2p (runs 0, 1)
 // and 2p + 1 (runs 2, 3), from the 6-bit packing in words h1..h3 of the
 // header (`k4_scales` in the CPU backend).
@@ -209,22 +197,73 @@ __device__ __forceinline__ u32 word_of_group(const u32* h, int p) {
     return p == 0 ? h[0] : p == 1 ? h[1] : p == 2 ? h[2] : h[3];
 }
 
-// Group p of K-quant super-block `block` (the layouts above).
+// The bytes group p of a K-quant super-block is computed from, as loaded:
+// its quant words (16 bytes a vector, in the order unpack_k_group reads
+// them) and the super-block's header words. Kept packed, a group takes 12
+// (Q4_K) to 29 (Q6_K) registers, so that a thread can have several in
+// flight; unpacked it takes 26.
+__host__ __device__ constexpr int k_group_vectors(int t) {
+    return t == TYPE_Q2_K || t == TYPE_Q4_K ? 2 : t == TYPE_Q6_K ? 6 : 4;
+}
+
 template <int T>
-__device__ __forceinline__ KGroup load_k_group(const u8* qs, const u8* sc, u64 block, int p) {
-    KGroup g;
-    const u8* q = qs + block * quant_bytes(T);
-    u32 h[5];
+struct KGroupBytes {
+    uint4 q[k_group_vectors(T)];
+    u32 h[header_bytes(T) / 4];
+};
+
+// The vectors of group p of super-block `block` (the layouts above): the
+// low bits of its 128-value half, then the high bits where the type has them.
+template <int T>
+__device__ __forceinline__ KGroupBytes<T> load_k_group_bytes(const u8* qs, const u8* sc, u64 block,
+                                                             int p) {
+    KGroupBytes<T> g;
+    const uint4* q = (const uint4*)(qs + block * quant_bytes(T));
+    const u32* h = (const u32*)(sc + block * header_bytes(T));
 #pragma unroll
-    for (int w = 0; w < header_bytes(T) / 4; ++w) h[w] = ((const u32*)(sc + block * header_bytes(T)))[w];
+    for (int w = 0; w < header_bytes(T) / 4; ++w) g.h[w] = h[w];
+    const int j = p >> 1;  // the group's 128-value half
+    int low = 0, high = 0;  // vector offsets of the low and high bits
+    if (T == TYPE_Q2_K) low = 2 * j;
+    if (T == TYPE_Q3_K) low = 2 + 2 * j, high = 0;
+    if (T == TYPE_Q4_K) low = 2 * p;
+    if (T == TYPE_Q5_K) low = 2 + 2 * p, high = 0;
+    if (T == TYPE_Q6_K) low = 4 * j, high = 8 + 2 * j;
+    constexpr int LOW = T == TYPE_Q6_K ? 4 : 2;
+#pragma unroll
+    for (int v = 0; v < LOW; ++v) g.q[v] = q[low + v];
+#pragma unroll
+    for (int v = LOW; v < k_group_vectors(T); ++v) g.q[v] = q[high + v - LOW];
+    return g;
+}
+
+// Vectors first..first + count/4 - 1 of the group's bytes as words.
+template <int T>
+__device__ __forceinline__ void group_words(const KGroupBytes<T>& b, int first, int count,
+                                            u32* words) {
+#pragma unroll
+    for (int v = 0; v < count / 4; ++v) {
+        const uint4 u = b.q[first + v];
+        words[4 * v] = u.x;
+        words[4 * v + 1] = u.y;
+        words[4 * v + 2] = u.z;
+        words[4 * v + 3] = u.w;
+    }
+}
+
+// Group p of a K-quant super-block unpacked from its bytes.
+template <int T>
+__device__ __forceinline__ KGroup unpack_k_group(const KGroupBytes<T>& bytes, int p) {
+    KGroup g;
+    const u32* h = bytes.h;
     const int j = p >> 1, half = p & 1;  // 128-value half j, its half `half`
     g.dmin = 0.0f;
 #pragma unroll
     for (int t = 0; t < 4; ++t) g.min[t] = 0;
     if (T == TYPE_Q2_K || T == TYPE_Q3_K) {
         u32 low[8], high[8];
-        load_words(q + (T == TYPE_Q3_K ? 32 : 0) + 32 * j, 32, low);
-        if (T == TYPE_Q3_K) load_words(q, 32, high);
+        group_words(bytes, 0, 8, low);
+        if (T == TYPE_Q3_K) group_words(bytes, 2, 8, high);
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
             const int k = 2 * half + kk;
@@ -253,8 +292,8 @@ __device__ __forceinline__ KGroup load_k_group(const u8* qs, const u8* sc, u64 b
         }
     } else if (T == TYPE_Q4_K || T == TYPE_Q5_K) {
         u32 nibbles[8], fifths[8];
-        load_words(q + (T == TYPE_Q5_K ? 32 : 0) + 32 * p, 32, nibbles);
-        if (T == TYPE_Q5_K) load_words(q, 32, fifths);
+        group_words(bytes, 0, 8, nibbles);
+        if (T == TYPE_Q5_K) group_words(bytes, 2, 8, fifths);
 #pragma unroll
         for (int w = 0; w < 8; ++w) {
             u32 lo = nibbles[w] & 0x0f0f0f0fu, hi = (nibbles[w] >> 4) & 0x0f0f0f0fu;
@@ -270,8 +309,8 @@ __device__ __forceinline__ KGroup load_k_group(const u8* qs, const u8* sc, u64 b
         g.dmin = h2f((u16)(h[0] >> 16));
     } else {  // Q6_K
         u32 low[16], high[8];
-        load_words(q + 64 * j, 64, low);
-        load_words(q + 128 + 32 * j, 32, high);
+        group_words(bytes, 0, 16, low);
+        group_words(bytes, 4, 8, high);
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
             const int k = 2 * half + kk;
