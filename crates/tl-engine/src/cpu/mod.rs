@@ -28,6 +28,7 @@ pub(crate) mod attention;
 mod blocks;
 mod dequantize;
 pub(crate) mod f16_vector;
+pub(crate) mod gemm;
 mod kquants;
 pub(crate) mod kv_cache;
 pub(crate) mod linear;

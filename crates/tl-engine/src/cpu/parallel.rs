@@ -92,6 +92,11 @@ impl OutputColumns<'_> {
         self.columns.clone()
     }
 
+    /// The output's rows (every share has them all).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
     /// Sets element `(row, column)`; `column` must lie in `self.columns()`.
     pub fn set(&mut self, row: usize, column: usize, value: f32) {
         assert!(

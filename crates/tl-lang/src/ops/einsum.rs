@@ -12,13 +12,16 @@
 //! depends on the operands' shapes only, so it can be made once and run
 //! again, here on the CPU or, for float32, on a GPU (`gpu.rs`).
 //!
-//! Element types: floats are summed in their type (half precision in f32);
+//! Element types: floats are summed in their type (half precision in f32;
+//! float32 products off the gradient's tape on the engine's `matmul_f32`,
+//! each element one fused chain over the summed letters in order);
 //! ints in f64 (exact below 2^53) and converted back; bools as bools, where
 //! a sum is "any" and a product "and", which makes a bool einsum a relational
 //! join ("there exists" over the summed letters), run by `join`'s kernel on
 //! bit-packed rows.
 
 use candle_core::{DType as CandleDType, Tensor as CandleTensor};
+use tl_engine::ops::{matmul_f32, MatmulShape};
 
 use super::type_of;
 use crate::error::{LangError, Result};
@@ -98,13 +101,48 @@ fn multiply(p: &Product, a: &CandleTensor, b: &CandleTensor) -> Result<CandleTen
     }
     let a = a.reshape((p.batches, p.m, p.k))?;
     let b = b.reshape((p.batches, p.k, p.n))?;
-    if let Some(product) = small_matmul(&a, &b, p)? {
-        return Ok(product);
-    }
+    // The gradient's tape records candle's own operations only.
+    let on_tape = a.track_op() || b.track_op();
     Ok(match a.dtype() {
         CandleDType::U8 => join::bool_matmul(&a, &b)?,
+        CandleDType::F32 if !on_tape => engine_matmul(&a, &b, p)?,
+        CandleDType::F64 if !on_tape && is_small(p) => loop_matmul::<f64>(&a, &b, p)?,
         _ => a.matmul(&b)?,
     })
+}
+
+/// `a [batches, m, k] · b [batches, k, n]` in f32 on the engine's product
+/// (`tl_engine::ops::matmul_f32`: each element one fused chain over k in
+/// order, the same bits at any size and thread count).
+fn engine_matmul(a: &CandleTensor, b: &CandleTensor, p: &Product) -> Result<CandleTensor> {
+    let mut out = vec![0.0f32; p.batches * p.m * p.n];
+    let shape = MatmulShape {
+        batches: p.batches,
+        m: p.m,
+        k: p.k,
+        n: p.n,
+    };
+    with_f32_values(a, |a| {
+        with_f32_values(b, |b| {
+            matmul_f32(a, b, shape, rayon::current_num_threads(), &mut out)
+                .map_err(|e| LangError::internal(format!("einsum: {e}")))
+        })
+    })?;
+    let device = &candle_core::Device::Cpu;
+    Ok(CandleTensor::from_vec(out, (p.batches, p.m, p.n), device)?)
+}
+
+/// `f` of a float32 tensor's values in row-major order: its own storage when
+/// it is contiguous on the CPU (no copy of a large operand), else a copy.
+fn with_f32_values<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    if let (candle_core::Storage::Cpu(cpu), Some((start, end))) =
+        (&*storage, layout.contiguous_offsets())
+    {
+        return f(&cpu.as_slice::<f32>()?[start..end]);
+    }
+    drop(storage);
+    f(&t.flatten_all()?.to_vec1::<f32>()?)
 }
 
 /// Products of at most this many multiply-adds are summed by a plain loop:
@@ -112,22 +150,11 @@ fn multiply(p: &Product, a: &CandleTensor, b: &CandleTensor) -> Result<CandleTen
 /// tens of microseconds a product on a busy machine (an equation in a loop).
 const SMALL_PRODUCT: usize = 4096;
 
-/// `a [batches, m, k] · b [batches, k, n]` by a plain loop when it is small,
-/// of floats, and not on the gradient's tape (which only candle's own
-/// operations record); none otherwise.
-fn small_matmul(a: &CandleTensor, b: &CandleTensor, p: &Product) -> Result<Option<CandleTensor>> {
+fn is_small(p: &Product) -> bool {
     let work = [p.batches, p.m, p.k, p.n]
         .iter()
         .try_fold(1usize, |acc, &n| acc.checked_mul(n));
-    let small = work.is_some_and(|w| w <= SMALL_PRODUCT) && p.k > 0;
-    if !small || a.track_op() || b.track_op() {
-        return Ok(None);
-    }
-    Ok(match a.dtype() {
-        CandleDType::F32 => Some(loop_matmul::<f32>(a, b, p)?),
-        CandleDType::F64 => Some(loop_matmul::<f64>(a, b, p)?),
-        _ => None,
-    })
+    work.is_some_and(|w| w <= SMALL_PRODUCT) && p.k > 0
 }
 
 fn loop_matmul<T: candle_core::WithDType>(

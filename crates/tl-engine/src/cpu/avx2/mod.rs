@@ -9,6 +9,7 @@
 //! them against every group of 4 activation rows of the chunk (4 weight rows a
 //! tile with AVX-512 VNNI, found at run time; 2 with AVX2 alone).
 
+mod gemm;
 mod kquants;
 #[cfg(test)]
 mod loop_peak;
@@ -28,6 +29,8 @@ use super::blocks::WeightBlock;
 use super::matrix::{Arithmetic, WeightRows, TILE_ROWS};
 use super::parallel::OutputColumns;
 use super::weight_type::{WeightType, BLOCK_VALUES};
+
+pub(crate) use gemm::f32_product_block;
 
 /// Quantizes one block of 32 activations like llama.cpp's AVX2 code.
 pub(crate) fn quantize_block(x: &[f32; BLOCK_VALUES]) -> QuantizedBlock {

@@ -1,8 +1,9 @@
 //! A term's tensors contracted by the einsum its plan holds: on a GPU, for
 //! float32 operands, when one is at hand (an operand lives there, or the
-//! program runs with `--device cuda`), else on the CPU; bools, ints, other
-//! floats, diagonals and tensors on the gradient's tape always run on the
-//! CPU, on the language's own kernels.
+//! program runs with `--device cuda`), else on the CPU, where float32
+//! products run on the engine's (`tl_engine::ops::matmul_f32`); bools,
+//! ints, other floats, diagonals and tensors on the gradient's tape always
+//! run on the CPU, on the language's own kernels or candle's.
 
 use tl_engine::ops::GpuOps;
 use tl_engine::DeviceChoice;

@@ -277,3 +277,27 @@ fn small_products_in_a_loop_equal_matmul() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn float32_products_are_fused_chains_in_order_whatever_the_shape() -> TestResult {
+    // Each element of a two-operand float32 product is one fused
+    // multiply-add chain over the summed letter in order (the engine's
+    // `matmul_f32`): the bits of a row do not depend on the rows beside it,
+    // and a transposed operand gives the same bits.
+    let (m, k, n) = (37, 300, 21);
+    let a = seq(&[m, k]);
+    let b = (seq(&[k, n]) * 0.5)?;
+    let all = values(&einsum("ij,jk->ik", &[a.clone(), b.clone()])?);
+    let (av, bv) = (values(&a), values(&b));
+    for i in 0..m {
+        for j in 0..n {
+            let chain = (0..k).fold(0.0f32, |sum, l| av[i * k + l].mul_add(bv[l * n + j], sum));
+            assert_eq!(all[i * n + j].to_bits(), chain.to_bits(), "({i}, {j})");
+        }
+    }
+    let row = einsum("ij,jk->ik", &[a.narrow(0, 5, 1)?, b.clone()])?;
+    assert_eq!(values(&row), all[5 * n..6 * n]);
+    let transposed = einsum("ji,jk->ik", &[a.t()?.contiguous()?, b])?;
+    assert_eq!(values(&transposed), all);
+    Ok(())
+}
