@@ -1,11 +1,12 @@
 //! The f32 product kernels of `cpu::gemm`: each output element one fused
 //! multiply-add chain over k in order, as the portable loop.
 
+use super::simd::transpose_8x8;
 use super::OutputColumns;
 use std::arch::x86_64::{
-    __m256, __m256i, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
-    _mm256_permute2f128_ps, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setr_ps, _mm256_setzero_ps,
-    _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
+    __m256, __m256i, _mm256_broadcast_ss, _mm256_castps_si256, _mm256_castsi256_ps,
+    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps, _mm256_set1_ps, _mm256_setr_epi32,
+    _mm256_setr_ps, _mm256_setzero_ps, _mm256_storeu_ps,
 };
 
 /// A tile of the wide kernel: 6 rows × 16 columns, 12 accumulators.
@@ -264,7 +265,9 @@ unsafe fn narrow<const N: usize>(
         let mut acc = [_mm256_setzero_ps(); N];
         let mut kk = 0;
         while kk + LANE_ROWS <= k {
-            let columns = transpose(std::array::from_fn(|r| _mm256_loadu_ps(a_rows[r].add(kk))));
+            let rows =
+                std::array::from_fn(|r| _mm256_castps_si256(_mm256_loadu_ps(a_rows[r].add(kk))));
+            let columns = transpose_8x8(rows).map(|c| _mm256_castsi256_ps(c));
             for (s, column) in columns.iter().enumerate() {
                 let b_row = b.add((kk + s) * n);
                 for (j, acc) in acc.iter_mut().enumerate() {
@@ -289,36 +292,4 @@ unsafe fn narrow<const N: usize>(
             }
         }
     }
-}
-
-/// The 8 × 8 transpose: lane r of result s is lane s of input r.
-#[target_feature(enable = "avx")]
-fn transpose(r: [__m256; 8]) -> [__m256; 8] {
-    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    // Columns s and s + 4 of rows 0..4 (s0..s3) and of rows 4..8 (s4..s7).
-    let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-    let s1 = _mm256_shuffle_ps::<0xee>(t0, t2);
-    let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-    let s3 = _mm256_shuffle_ps::<0xee>(t1, t3);
-    let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-    let s5 = _mm256_shuffle_ps::<0xee>(t4, t6);
-    let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-    let s7 = _mm256_shuffle_ps::<0xee>(t5, t7);
-    [
-        _mm256_permute2f128_ps::<0x20>(s0, s4),
-        _mm256_permute2f128_ps::<0x20>(s1, s5),
-        _mm256_permute2f128_ps::<0x20>(s2, s6),
-        _mm256_permute2f128_ps::<0x20>(s3, s7),
-        _mm256_permute2f128_ps::<0x31>(s0, s4),
-        _mm256_permute2f128_ps::<0x31>(s1, s5),
-        _mm256_permute2f128_ps::<0x31>(s2, s6),
-        _mm256_permute2f128_ps::<0x31>(s3, s7),
-    ]
 }

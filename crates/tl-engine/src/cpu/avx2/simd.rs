@@ -187,3 +187,38 @@ pub(super) fn hsum_i32x8(x: __m256i) -> i32 {
     let one = _mm_add_epi32(pair, _mm_shuffle_epi32::<0b10_11_00_01>(pair));
     _mm_cvtsi128_si32(one)
 }
+
+/// The 8×8 transpose of i32 lanes: lane `r` of output `j` is lane `j` of
+/// input `r`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn transpose_8x8(x: [__m256i; 8]) -> [__m256i; 8] {
+    let lo32 = |a, b| _mm256_unpacklo_epi32(a, b);
+    let hi32 = |a, b| _mm256_unpackhi_epi32(a, b);
+    let (t0, t1, t2, t3) = (
+        lo32(x[0], x[1]),
+        hi32(x[0], x[1]),
+        lo32(x[2], x[3]),
+        hi32(x[2], x[3]),
+    );
+    let (t4, t5, t6, t7) = (
+        lo32(x[4], x[5]),
+        hi32(x[4], x[5]),
+        lo32(x[6], x[7]),
+        hi32(x[6], x[7]),
+    );
+    let lo64 = |a, b| _mm256_unpacklo_epi64(a, b);
+    let hi64 = |a, b| _mm256_unpackhi_epi64(a, b);
+    let (u0, u1, u2, u3) = (lo64(t0, t2), hi64(t0, t2), lo64(t1, t3), hi64(t1, t3));
+    let (u4, u5, u6, u7) = (lo64(t4, t6), hi64(t4, t6), lo64(t5, t7), hi64(t5, t7));
+    [
+        _mm256_permute2x128_si256::<0x20>(u0, u4),
+        _mm256_permute2x128_si256::<0x20>(u1, u5),
+        _mm256_permute2x128_si256::<0x20>(u2, u6),
+        _mm256_permute2x128_si256::<0x20>(u3, u7),
+        _mm256_permute2x128_si256::<0x31>(u0, u4),
+        _mm256_permute2x128_si256::<0x31>(u1, u5),
+        _mm256_permute2x128_si256::<0x31>(u2, u6),
+        _mm256_permute2x128_si256::<0x31>(u3, u7),
+    ]
+}
