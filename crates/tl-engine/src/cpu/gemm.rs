@@ -163,6 +163,8 @@ mod tests {
             // Few rows, many columns: shares of columns.
             (1, 3, 70, 200),
             (1, 30, 40, 130),
+            // Shares larger than the blocked kernel's row and column blocks.
+            (1, 1030, 9, 2100),
         ] {
             let shape = MatmulShape { batches, m, k, n };
             for threads in [1, 3] {

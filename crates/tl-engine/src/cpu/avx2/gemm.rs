@@ -1,13 +1,15 @@
 //! The f32 product kernels of `cpu::gemm`: each output element one fused
 //! multiply-add chain over k in order, as the portable loop.
 
-use super::simd::transpose_8x8;
-use super::OutputColumns;
 use std::arch::x86_64::{
     __m256, __m256i, _mm256_broadcast_ss, _mm256_castps_si256, _mm256_castsi256_ps,
     _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps, _mm256_set1_ps, _mm256_setr_epi32,
     _mm256_setr_ps, _mm256_setzero_ps, _mm256_storeu_ps,
 };
+use std::ops::Range;
+
+use super::simd::transpose_8x8;
+use super::OutputColumns;
 
 /// A tile of the wide kernel: 6 rows × 16 columns, 12 accumulators.
 const TILE_ROWS: usize = 6;
@@ -65,12 +67,38 @@ fn in_place(a: &[f32], b: &[f32], k: usize, n: usize, m: usize, out: &mut Output
     }
 }
 
-/// Many rows: k in blocks of K_BLOCK; for each, b's rows of the block and
-/// the share's columns are copied into panels of 16 columns (zeros past the
-/// last), read in order by every row tile. The chains run on across blocks
-/// through `acc`, f32 as in registers, so the bits are those of one chain.
+/// Rows and columns a blocked share computes at a time: its running sums
+/// (4 MB) and b's panels (1 MB) stay bounded whatever the product's size.
+const ROW_BLOCK: usize = 1024;
+const COLUMN_BLOCK: usize = 1024;
+
+/// Many rows: the share in blocks of ROW_BLOCK rows × COLUMN_BLOCK columns.
 fn blocked(a: &[f32], b: &[f32], k: usize, n: usize, m: usize, out: &mut OutputColumns) {
     let columns = out.columns();
+    for first_row in (0..m).step_by(ROW_BLOCK) {
+        let rows = first_row..(first_row + ROW_BLOCK).min(m);
+        for first_col in columns.clone().step_by(COLUMN_BLOCK) {
+            let cols = first_col..(first_col + COLUMN_BLOCK).min(columns.end);
+            blocked_part(a, b, k, n, rows.clone(), cols, out);
+        }
+    }
+}
+
+/// Rows `rows` × columns `columns` of a blocked share: k in blocks of
+/// K_BLOCK; for each, b's rows of the block and these columns are copied into
+/// panels of 16 columns (zeros past the last), read in order by every row
+/// tile. The chains run on across blocks through `acc`, f32 as in
+/// registers, so the bits are those of one chain.
+fn blocked_part(
+    a: &[f32],
+    b: &[f32],
+    k: usize,
+    n: usize,
+    rows: Range<usize>,
+    columns: Range<usize>,
+    out: &mut OutputColumns,
+) {
+    let m = rows.len();
     let panels = columns.len().div_ceil(TILE_COLS);
     let width = panels * TILE_COLS;
     let mut acc = vec![[[0.0f32; TILE_COLS]; TILE_ROWS]; m.div_ceil(TILE_ROWS) * panels];
@@ -89,16 +117,17 @@ fn blocked(a: &[f32], b: &[f32], k: usize, n: usize, m: usize, out: &mut OutputC
             .enumerate()
         {
             for row in (0..m).step_by(TILE_ROWS) {
-                let rows = (m - row).min(TILE_ROWS);
+                let tile_rows = (m - row).min(TILE_ROWS);
                 let tile_acc = &mut acc[(row / TILE_ROWS) * panels + p];
-                // SAFETY: rows `row..row + rows` of `a` hold k values each
-                // (the caller's assert), so `k0 + depth` of them are in bounds;
-                // the panel holds `depth` rows of 16.
+                // SAFETY: rows `rows.start + row..` of `a` (`tile_rows` of
+                // them) hold k values each (the caller's assert), so `k0 +
+                // depth` of them are in bounds; the panel holds `depth` rows
+                // of 16.
                 unsafe {
                     tile::<true>(
-                        &a[row * k + k0..],
+                        &a[(rows.start + row) * k + k0..],
                         k,
-                        rows,
+                        tile_rows,
                         panel,
                         TILE_COLS,
                         depth,
@@ -114,11 +143,12 @@ fn blocked(a: &[f32], b: &[f32], k: usize, n: usize, m: usize, out: &mut OutputC
         let col = columns.start + p * TILE_COLS;
         let cols = (columns.end - col).min(TILE_COLS);
         for (r, values) in tile_acc.iter().enumerate().take(m.saturating_sub(row)) {
+            let at = rows.start + row + r;
             if cols == TILE_COLS {
-                out.set_run(row + r, col, values);
+                out.set_run(at, col, values);
             } else {
                 for (c, &value) in values.iter().enumerate().take(cols) {
-                    out.set(row + r, col + c, value);
+                    out.set(at, col + c, value);
                 }
             }
         }
