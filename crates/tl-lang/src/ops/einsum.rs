@@ -21,8 +21,8 @@
 //! bit-packed rows.
 
 use candle_core::{DType as CandleDType, Tensor as CandleTensor};
-use tl_engine::ops::{matmul_f32, MatmulShape};
 
+use super::matmul::engine_product;
 use super::type_of;
 use crate::error::{LangError, Result};
 
@@ -105,44 +105,10 @@ fn multiply(p: &Product, a: &CandleTensor, b: &CandleTensor) -> Result<CandleTen
     let on_tape = a.track_op() || b.track_op();
     Ok(match a.dtype() {
         CandleDType::U8 => join::bool_matmul(&a, &b)?,
-        CandleDType::F32 if !on_tape => engine_matmul(&a, &b, p)?,
+        CandleDType::F32 if !on_tape => engine_product(&a, &b, [p.batches, p.m, p.k, p.n])?,
         CandleDType::F64 if !on_tape && is_small(p) => loop_matmul::<f64>(&a, &b, p)?,
         _ => a.matmul(&b)?,
     })
-}
-
-/// `a [batches, m, k] · b [batches, k, n]` in f32 on the engine's product
-/// (`tl_engine::ops::matmul_f32`: each element one fused chain over k in
-/// order, the same bits at any size and thread count).
-fn engine_matmul(a: &CandleTensor, b: &CandleTensor, p: &Product) -> Result<CandleTensor> {
-    let mut out = vec![0.0f32; p.batches * p.m * p.n];
-    let shape = MatmulShape {
-        batches: p.batches,
-        m: p.m,
-        k: p.k,
-        n: p.n,
-    };
-    with_f32_values(a, |a| {
-        with_f32_values(b, |b| {
-            matmul_f32(a, b, shape, rayon::current_num_threads(), &mut out)
-                .map_err(|e| LangError::internal(format!("einsum: {e}")))
-        })
-    })?;
-    let device = &candle_core::Device::Cpu;
-    Ok(CandleTensor::from_vec(out, (p.batches, p.m, p.n), device)?)
-}
-
-/// `f` of a float32 tensor's values in row-major order: its own storage when
-/// it is contiguous on the CPU (no copy of a large operand), else a copy.
-fn with_f32_values<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
-    let (storage, layout) = t.storage_and_layout();
-    if let (candle_core::Storage::Cpu(cpu), Some((start, end))) =
-        (&*storage, layout.contiguous_offsets())
-    {
-        return f(&cpu.as_slice::<f32>()?[start..end]);
-    }
-    drop(storage);
-    f(&t.flatten_all()?.to_vec1::<f32>()?)
 }
 
 /// Products of at most this many multiply-adds are summed by a plain loop:

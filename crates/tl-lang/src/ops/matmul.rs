@@ -2,7 +2,8 @@
 //! batch dimensions broadcast, and vectors (a vector on the left is a row, on the
 //! right a column, and the added dimension is removed from the result).
 
-use candle_core::Tensor as CandleTensor;
+use candle_core::{DType, Device, Storage, Tensor as CandleTensor};
+use tl_engine::ops::{matmul_f32, MatmulShape};
 
 use super::shapes::{broadcast_shapes, checked_numel, format_shape};
 use super::{dtype_mismatch, type_of};
@@ -43,11 +44,14 @@ pub fn matmul(a: &CandleTensor, b: &CandleTensor) -> Result<CandleTensor> {
         message: format!("cannot {phrase}: the result's {}", e.message),
         ..e
     })?;
-    // Candle's kernel takes transposed views but not arbitrary strides; copying
-    // is the fallback, not the rule, so views of weights stay cheap.
-    let mut out = match lhs.broadcast_matmul(&rhs) {
-        Ok(out) => out,
-        Err(_) => lhs.contiguous()?.broadcast_matmul(&rhs.contiguous()?)?,
+    let mut out = match row_major_product(&lhs, &rhs)? {
+        Some(out) => out.reshape(result.as_slice())?,
+        // Candle's kernel takes transposed views but not arbitrary strides;
+        // copying is the fallback, not the rule, so views of weights stay cheap.
+        None => match lhs.broadcast_matmul(&rhs) {
+            Ok(out) => out,
+            Err(_) => lhs.contiguous()?.broadcast_matmul(&rhs.contiguous()?)?,
+        },
     };
     if b.rank() == 1 {
         out = out.squeeze(out.rank() - 1)?;
@@ -76,4 +80,63 @@ fn check_operands(a: &CandleTensor, b: &CandleTensor, phrase: &str) -> Result<()
         return Err(dtype_mismatch(phrase, da, db));
     }
     Ok(())
+}
+
+/// `lhs · rhs` on the engine's f32 product when both are float32, off the
+/// gradient's tape (which records candle's operations only), in row-major
+/// order on the CPU and with the same batch dimensions: the product
+/// equations use, so `W @ x` and `Y[i] = W[i, j] x[j]` give the same bits.
+/// None otherwise (transposed views, broadcast batches).
+fn row_major_product(lhs: &CandleTensor, rhs: &CandleTensor) -> Result<Option<CandleTensor>> {
+    let (l, r) = (lhs.dims(), rhs.dims());
+    let suits = lhs.dtype() == DType::F32
+        && rhs.dtype() == DType::F32
+        && !lhs.track_op()
+        && !rhs.track_op()
+        && l[..l.len() - 2] == r[..r.len() - 2]
+        && row_major_on_cpu(lhs)
+        && row_major_on_cpu(rhs);
+    if !suits {
+        return Ok(None);
+    }
+    let batches = l[..l.len() - 2].iter().product();
+    let (m, k, n) = (l[l.len() - 2], l[l.len() - 1], r[r.len() - 1]);
+    Ok(Some(engine_product(lhs, rhs, [batches, m, k, n])?))
+}
+
+fn row_major_on_cpu(t: &CandleTensor) -> bool {
+    let (storage, layout) = t.storage_and_layout();
+    matches!(&*storage, Storage::Cpu(_)) && layout.contiguous_offsets().is_some()
+}
+
+/// `a [batches, m, k] · b [batches, k, n]` (`sizes`), float32, on the
+/// engine's product (`tl_engine::ops::matmul_f32`: each element one fused
+/// chain over k in order, the same bits at any size and thread count), as
+/// `[batches, m, n]`.
+pub(super) fn engine_product(
+    a: &CandleTensor,
+    b: &CandleTensor,
+    sizes: [usize; 4],
+) -> Result<CandleTensor> {
+    let [batches, m, k, n] = sizes;
+    let mut out = vec![0.0f32; batches * m * n];
+    let shape = MatmulShape { batches, m, k, n };
+    with_f32_values(a, |a| {
+        with_f32_values(b, |b| {
+            matmul_f32(a, b, shape, rayon::current_num_threads(), &mut out)
+                .map_err(|e| LangError::internal(format!("matrix product: {e}")))
+        })
+    })?;
+    Ok(CandleTensor::from_vec(out, (batches, m, n), &Device::Cpu)?)
+}
+
+/// `f` of a float32 tensor's values in row-major order: its own storage when
+/// it is contiguous on the CPU (no copy of a large operand), else a copy.
+fn with_f32_values<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    if let (Storage::Cpu(cpu), Some((start, end))) = (&*storage, layout.contiguous_offsets()) {
+        return f(&cpu.as_slice::<f32>()?[start..end]);
+    }
+    drop(storage);
+    f(&t.flatten_all()?.to_vec1::<f32>()?)
 }

@@ -301,3 +301,18 @@ fn float32_products_are_fused_chains_in_order_whatever_the_shape() -> TestResult
     assert_eq!(values(&transposed), all);
     Ok(())
 }
+
+#[test]
+fn the_matrix_operator_gives_an_equations_bits() -> TestResult {
+    // `@` on float32 operands in order runs the product equations use.
+    let (a, b) = (seq(&[3, 37, 300]), (seq(&[3, 300, 21]) * 0.5)?);
+    let product = crate::ops::matmul(&a, &b)?;
+    let equation = einsum("bij,bjk->bik", &[a.clone(), b])?;
+    assert_eq!(values(&product), values(&equation));
+    let (matrix, vector) = (a.get(0)?, seq(&[300]));
+    let by_operator = crate::ops::matmul(&matrix, &vector)?;
+    let by_equation = einsum("ij,j->i", &[matrix, vector])?;
+    assert_eq!(by_operator.dims(), &[37]);
+    assert_eq!(values(&by_operator), values(&by_equation));
+    Ok(())
+}
