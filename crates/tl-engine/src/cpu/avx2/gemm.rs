@@ -58,10 +58,26 @@ fn in_place(a: &[f32], b: &[f32], k: usize, n: usize, m: usize, out: &mut Output
                     tile::<false>(&a[row * k..], k, rows, &b[col..], n, k, cols, &mut acc)
                 }
             }
-            for (r, values) in acc.iter().enumerate().take(rows) {
-                for (c, &value) in values.iter().enumerate().take(cols) {
-                    out.set(row + r, col + c, value);
-                }
+            store_tile(out, row, rows, col, cols, &acc);
+        }
+    }
+}
+
+/// The first `rows` × `cols` values of a tile into `out` at (row, col).
+fn store_tile(
+    out: &mut OutputColumns,
+    row: usize,
+    rows: usize,
+    col: usize,
+    cols: usize,
+    tile: &[[f32; TILE_COLS]; TILE_ROWS],
+) {
+    for (r, values) in tile.iter().enumerate().take(rows) {
+        if cols == TILE_COLS {
+            out.set_run(row + r, col, values);
+        } else {
+            for (c, &value) in values.iter().enumerate().take(cols) {
+                out.set(row + r, col + c, value);
             }
         }
     }
@@ -131,7 +147,7 @@ fn blocked_part(
                         panel,
                         TILE_COLS,
                         depth,
-                        16,
+                        TILE_COLS,
                         tile_acc,
                     )
                 }
@@ -142,16 +158,8 @@ fn blocked_part(
         let (row, p) = ((t / panels) * TILE_ROWS, t % panels);
         let col = columns.start + p * TILE_COLS;
         let cols = (columns.end - col).min(TILE_COLS);
-        for (r, values) in tile_acc.iter().enumerate().take(m.saturating_sub(row)) {
-            let at = rows.start + row + r;
-            if cols == TILE_COLS {
-                out.set_run(at, col, values);
-            } else {
-                for (c, &value) in values.iter().enumerate().take(cols) {
-                    out.set(at, col + c, value);
-                }
-            }
-        }
+        let tile_rows = (m - row).min(TILE_ROWS);
+        store_tile(out, rows.start + row, tile_rows, col, cols, tile_acc);
     }
 }
 
