@@ -1109,7 +1109,10 @@ fn a_recorded_graph_replays_the_same_work() {
 }
 
 /// The QKV projection with RoPE and the cache write folded in gives what the
-/// separate steps give: the projection with its norm, then `rope_store_kv`.
+/// separate steps give: the projection with its norm, then `rope_store_kv`;
+/// and so does the projection split in two (queries and keys, then values,
+/// as where the values have another weight type), each part rotating and
+/// storing its own rows.
 #[test]
 fn qkv_projection_with_rope_matches_the_separate_steps() {
     let Some(gpu) = gpu() else { return };
@@ -1130,7 +1133,7 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
         let x = Buffer::from_host(&gpu, &rng.vec(cols)).unwrap();
         let norm = Buffer::from_host(&gpu, &rng.vec(cols)).unwrap();
         let position = Buffer::from_host(&gpu, &[(rng.next() % capacity as u64) as i32]).unwrap();
-        let caches: Vec<Buffer<u16>> = (0..4)
+        let caches: Vec<Buffer<u16>> = (0..6)
             .map(|_| poisoned_f16(&gpu, h.cache_len(capacity)))
             .collect();
         let layer = |i: usize| LayerCache {
@@ -1167,18 +1170,42 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
             cos_sin: tb.all(),
             position: position.all(),
             cache: layer(1),
+            first_row: 0,
         };
         gemv(&gpu, &m, x.all(), fused.all(), epilogue).unwrap();
         let want = download(&gpu, &separate, q_width);
         let got = download(&gpu, &fused, q_width);
         assert!(relative_error(&got, &want) < 1e-6, "{t:?}: queries");
+        // The same rows in two matrices: queries and keys, then values.
+        let split = poisoned_f32(&gpu, rows);
+        let row_bytes = bytes.len() / rows;
+        let top = q_width + kv_width;
+        for (first_row, part_rows) in [(0, top), (top, kv_width)] {
+            let part_bytes = &bytes[first_row * row_bytes..(first_row + part_rows) * row_bytes];
+            let part = DeviceMatrix::upload(&gpu, t, part_rows, cols, part_bytes).unwrap();
+            let epilogue = Epilogue::NormRope {
+                weight,
+                eps: 1e-5,
+                heads: h,
+                cos_sin: tb.all(),
+                position: position.all(),
+                cache: layer(2),
+                first_row,
+            };
+            let y = split.all().sub(first_row, rows - first_row).unwrap();
+            gemv(&gpu, &part, x.all(), y, epilogue).unwrap();
+        }
+        let got_split = download(&gpu, &split, q_width);
+        assert_eq!(got_split, got, "{t:?}: queries of the split projection");
         for i in 0..2 {
-            let (a, b) = (
+            let (a, b, c) = (
                 download(&gpu, &caches[i], h.cache_len(capacity)),
                 download(&gpu, &caches[2 + i], h.cache_len(capacity)),
+                download(&gpu, &caches[4 + i], h.cache_len(capacity)),
             );
-            // Same bits everywhere: the written position in both, NaN elsewhere.
+            // Same bits everywhere: the written position in all, NaN elsewhere.
             assert_eq!(a, b, "{t:?}: cache {i}");
+            assert_eq!(a, c, "{t:?}: cache {i} of the split projection");
         }
     }
 }

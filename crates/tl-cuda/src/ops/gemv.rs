@@ -118,7 +118,11 @@ pub enum Epilogue<'a> {
     /// The fused QKV projection of one token: `y = W·rmsnorm(x)·weight`, then
     /// RoPE at `*position` on the query rows (left in y) and the key rows, and
     /// the keys and values written to the cache at `*position` (their rows of
-    /// y are left unwritten). As `rope_store_kv` for one row.
+    /// y are left unwritten). As `rope_store_kv` for one row. W holds the
+    /// QKV rows from `first_row` on (queries, then keys, then values): all of
+    /// them from 0, or, for a projection split where the weight type changes,
+    /// the queries and keys from 0, the keys from the query width or the
+    /// values from there on (see [`qkv_part_widths`]).
     NormRope {
         weight: Span<'a, f32>,
         eps: f32,
@@ -126,6 +130,7 @@ pub enum Epilogue<'a> {
         cos_sin: Span<'a, f32>,
         position: Span<'a, i32>,
         cache: LayerCache<'a>,
+        first_row: usize,
     },
 }
 
@@ -367,10 +372,11 @@ fn launch_gemv(
             cos_sin,
             position,
             cache,
+            first_row,
             ..
         } => {
             position.require(sequences, "positions")?;
-            let mut rope = rope_args(heads, cos_sin, position, cache, rows)?;
+            let mut rope = rope_args(heads, cos_sin, position, cache, (first_row, rows))?;
             if batched {
                 // The batched kernels take the tables in the caches' places.
                 let [keys, values] = cache.table_args(sequences)?;
@@ -444,24 +450,44 @@ fn launch_gemv(
     }
 }
 
+/// The query and key widths `gemv_norm_rope_*` takes for a matrix holding
+/// the QKV rows [first_row, first_row + rows): its row r is a query below the
+/// first, a key below their sum, else a value (r less both). `None` when the
+/// rows do not start at the queries, the keys or the values, or run past the
+/// values.
+pub fn qkv_part_widths(heads: &Heads, first_row: usize, rows: usize) -> Option<(usize, usize)> {
+    let (q, kv) = (heads.q_width(), heads.kv_width());
+    if rows == 0 || first_row + rows > q + 2 * kv {
+        return None;
+    }
+    match first_row {
+        0 => Some((q, kv)),
+        f if f == q => Some((0, kv)),
+        f if f == q + kv => Some((0, 0)),
+        _ => None,
+    }
+}
+
 /// The RoPE/cache arguments of `gemv_norm_rope_*`, after checking that the
-/// matrix is the fused QKV projection of these heads.
+/// matrix holds `rows` rows of these heads' QKV projection from `first_row`
+/// (a whole projection: all its rows from 0).
 fn rope_args(
     heads: Heads,
     cos_sin: Span<'_, f32>,
     position: Span<'_, i32>,
     cache: LayerCache<'_>,
-    rows: usize,
+    (first_row, rows): (usize, usize),
 ) -> Result<Vec<Arg>> {
     heads.check()?;
     cache.check(&heads)?;
-    let (q_width, kv_width) = (heads.q_width(), heads.kv_width());
-    if rows != q_width + 2 * kv_width {
+    let Some((q_width, kv_width)) = qkv_part_widths(&heads, first_row, rows) else {
         return Err(CudaError::Unsupported(format!(
-            "a QKV projection with RoPE needs {} rows; this matrix has {rows}",
-            q_width + 2 * kv_width
+            "a QKV projection with RoPE takes rows from the queries, the keys or the values \
+             on, up to {}; this matrix has rows {first_row}..{}",
+            heads.q_width() + 2 * heads.kv_width(),
+            first_row + rows
         )));
-    }
+    };
     cos_sin.require(cache.capacity * heads.head_dim, "rope table")?;
     position.require(1, "position")?;
     Ok(vec![

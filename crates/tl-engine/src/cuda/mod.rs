@@ -237,8 +237,12 @@ impl CudaModel {
             && !rotation.halves
             && b.qkv_bias.is_none()
             && rotation.query_scale == 1.0;
-        match b.qkv.fused() {
-            Some(fused) if plain => {
+        if plain && self.parts_take_rope(b) {
+            // Each part (one, or one per weight type) rotates and stores its
+            // own rows.
+            let (parts, stride) = (b.qkv.parts(), b.qkv.rows());
+            let mut first_row = 0;
+            for (i, part) in parts.iter().enumerate() {
                 let norm_rope = Epilogue::NormRope {
                     weight,
                     eps,
@@ -246,22 +250,33 @@ impl CudaModel {
                     cos_sin: rotation.cos_sin,
                     position: positions,
                     cache: kv,
+                    first_row,
                 };
-                let qkv = Output {
-                    y: qkv,
-                    stride: fused.rows(),
-                };
-                let rows = (n, Batching::Alone);
-                Ok(gemv_batched_into(
-                    gpu, fused, x, qkv, norm_rope, rows, next, pre,
-                )?)
+                let y = qkv.sub(first_row, qkv.len() - first_row)?;
+                let output = Output { y, stride };
+                let (rows, hint) = ((n, Batching::Alone), parts.get(i + 1).or(next));
+                gemv_batched_into(gpu, part, x, output, norm_rope, rows, hint, pre)?;
+                first_row += part.rows();
             }
-            _ => {
-                self.project_qkv_parts(b, (x, pre), qkv, (n, Batching::Alone), next)?;
-                self.add_qkv_bias(b, qkv, n)?;
-                self.rope_store(layer, qkv, n, positions, kv)
-            }
+            return Ok(());
         }
+        self.project_qkv_parts(b, (x, pre), qkv, (n, Batching::Alone), next)?;
+        self.add_qkv_bias(b, qkv, n)?;
+        self.rope_store(layer, qkv, n, positions, kv)
+    }
+
+    /// Whether each part of block `b`'s QKV weights starts at the queries,
+    /// the keys or the values, so that its product can rotate and store its
+    /// own rows (`Epilogue::NormRope`).
+    fn parts_take_rope(&self, b: &BlockWeights) -> bool {
+        let heads = self.heads();
+        let mut first_row = 0;
+        b.qkv.parts().iter().all(|part| {
+            let fits =
+                tl_cuda::ops::gemv::qkv_part_widths(&heads, first_row, part.rows()).is_some();
+            first_row += part.rows();
+            fits
+        })
     }
 
     /// Block `b`'s normalised QKV projection of `n` rows (batched as

@@ -13,23 +13,15 @@ use crate::model::tensor_names::{self as names, BlockTensor};
 use crate::model::weights::WeightLoader;
 
 /// A block's query, key and value projections, `[q; k; v]` rows over the
-/// hidden size: one stacked matrix when the three share a type (one launch,
-/// RoPE and the cache write in its epilogue), else one matrix each (a Q4_K_M
-/// file keeps the values in Q6_K or Q8_0 beside Q4_K queries and keys), each
-/// filling its rows of the QKV output.
+/// hidden size, neighbours of one type stacked: one matrix when the three
+/// share a type, else one per run of a type (a Q4_K_M file keeps the values
+/// in Q6_K or Q8_0 beside Q4_K queries and keys: two). Each fills its rows of
+/// the QKV output, with RoPE and the cache write in its epilogue.
 pub struct Qkv {
     parts: Vec<DeviceMatrix>,
 }
 
 impl Qkv {
-    /// The stacked matrix, when there is one.
-    pub fn fused(&self) -> Option<&DeviceMatrix> {
-        match self.parts.as_slice() {
-            [whole] => Some(whole),
-            _ => None,
-        }
-    }
-
     /// The matrices in row order (one when fused).
     pub fn parts(&self) -> &[DeviceMatrix] {
         &self.parts
