@@ -220,7 +220,7 @@ pub struct GpuArgs {
         value_parser = gemv_blocks_per_sm
     )]
     pub gemv_blocks_per_sm: Option<usize>,
-    /// `#define`s for the GEMV kernels' source (e.g. GEMV_CLOCKS=1).
+    /// `#define`s for the kernels' source (e.g. GEMV_CLOCKS=1).
     #[arg(
         long,
         hide = true,

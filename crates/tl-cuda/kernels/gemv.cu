@@ -41,6 +41,11 @@ __device__ void stage_f32(const float* x, const float* norm_weight, float eps, i
     __syncthreads();
 }
 
+// Component j of v (j known when unrolled, so no local memory).
+__device__ __forceinline__ float component(const float4& v, int j) {
+    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
 // x as Q8 blocks in shared memory: the int8 values, and per block of 32 the
 // f16-rounded scale d, the f16-rounded d·Σq (Q8_1's s) and the exact Σq.
 struct StagedQ8 {
@@ -206,13 +211,63 @@ __device__ StagedQ8K stage_q8_k(const float* x, const float* norm_weight, float 
     return staged;
 }
 
-// x staged for weights of type T: Q8_K super-blocks for K-quants, else Q8
-// blocks.
+// The norm weights of the values a thread stages in stage_q8_k_early (values
+// 8·lane..8·lane + 7 of super-block `warp`), loaded before the wait for the
+// previous kernel, so that staging waits for x alone.
+struct EarlyNorm {
+    float w[8];
+};
+
+// Whether a normed K-quant product of rows of `cols` values stages x with
+// stage_q8_k_early: at most one super-block a warp.
+__device__ __forceinline__ bool stages_early(int cols) {
+    return cols / 256 <= (int)(blockDim.x / WARP);
+}
+
+__device__ __forceinline__ void load_early_norm(const float* norm_weight, int cols,
+                                                EarlyNorm& e) {
+    const int b = threadIdx.x / WARP, at = b * 256 + 8 * (threadIdx.x % WARP);
+    load_quarter(norm_weight, at / 8, b < cols / 256 ? cols / 8 : 0, e.w);
+}
+
+// stage_q8_k normalised, for x of at most one super-block a warp, the norm
+// weights in registers: x is read once, its squares summed (in f64, as
+// rms_scale) from the same registers.
+__device__ StagedQ8K stage_q8_k_early(const float* x, const EarlyNorm& e, float eps, int cols,
+                                      void* shared, double* scratch) {
+    const StagedQ8K staged = staged_q8_k_at(shared, cols);
+    const int lane = threadIdx.x % WARP, b = threadIdx.x / WARP;
+    const bool active = b < cols / 256;
+    float v[8];
+    load_quarter(x, (b * 256 + 8 * lane) / 8, active ? cols / 8 : 0, v);
+    double squares = 0.0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) squares += (double)(v[j] * v[j]);
+    const double total = block_sum_f64(squares, scratch);
+    const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+    if (active) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = (v[j] * scale) * e.w[j];
+        int q[8], run_sum;
+        const float d = quantize_q8_k_warp(v, q, &run_sum);
+        const int at = b * 256 + 8 * lane;
+        *(uint2*)(staged.q + at) = pack8(q);
+        if (lane == 0) staged.d[b] = d;
+        if (lane % 2 == 0) staged.sum16[b * 16 + lane / 2] = run_sum;
+    }
+    __syncthreads();
+    return staged;
+}
+
+// x staged for weights of type T: Q8_K super-blocks for K-quants (from the
+// early norm weights when `early`), else Q8 blocks.
 template <int T>
 __device__ __forceinline__ auto stage_x(const float* x, const float* norm_weight, float eps,
-                                        int cols, void* shared, double* scratch) {
+                                        int cols, void* shared, double* scratch,
+                                        const EarlyNorm& norm, bool early) {
     if constexpr (is_k_quant(T))
-        return stage_q8_k(x, norm_weight, eps, cols, shared, scratch);
+        return early ? stage_q8_k_early(x, norm, eps, cols, shared, scratch)
+                     : stage_q8_k(x, norm_weight, eps, cols, shared, scratch);
     else
         return stage_q8(x, norm_weight, eps, cols, shared, scratch);
 }
@@ -708,6 +763,124 @@ __device__ __forceinline__ void walk_k_lanes(const float* planes, const StagedQ8
     }
 }
 
+// Whether a tile's ORDER_K_LANES rows are walked by one thread each
+// (walk_k_lanes_row) rather than a thread per chain: when a thread per chain
+// would take the tile's rows in more than one pass (the output head's tiles);
+// with one pass the 8 chain threads of a row are quicker.
+template <int ORDER>
+__device__ __forceinline__ bool walks_rows(int tile) {
+    return ORDER == ORDER_K_LANES && tile * 8 > (int)blockDim.x;
+}
+
+// walk_k_lanes by one thread per row: its 8 lane chains (and Q4_K's four
+// minimum chains) side by side, each plane read four super-blocks at a time,
+// then combined as the shuffles there combine them: the same steps in the
+// same order, so the same bits. A row's factors are read once instead of by
+// each of its 8 chain threads, and every row of a large tile is walked in one
+// pass (walks_rows below).
+template <int T, int ORDER, int NR>
+__device__ __forceinline__ void walk_k_lanes_row(const float* planes, const StagedQ8K& x,
+                                                 int blocks, int tile, int i, float* out) {
+    typedef Planes<T, ORDER> P;
+    const int stride = plane_stride(blocks), row_size = row_floats<T, ORDER>(blocks);
+    constexpr int MIN_CHAINS = T == TYPE_Q4_K ? 4 : 1;
+    float acc[NR][8], min_acc[NR][MIN_CHAINS];
+#pragma unroll
+    for (int s = 0; s < NR; ++s) {
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[s][l] = 0.0f;
+#pragma unroll
+        for (int m = 0; m < MIN_CHAINS; ++m) min_acc[s][m] = 0.0f;
+    }
+    // Reads past the last super-block stay in shared memory (see walk_row).
+    for (int b0 = 0; b0 < blocks; b0 += 4) {
+        const float4 da4 = *(const float4*)(x.d + b0);
+#pragma unroll
+        for (int s = 0; s < NR; ++s) {
+            const float* row = planes + (s * tile + i) * row_size + b0;
+            float4 lanes[8], mins[P::K_MIN_TERMS], ds, dmins;
+#pragma unroll
+            for (int l = 0; l < 8; ++l) lanes[l] = *(const float4*)(row + l * stride);
+            ds = *(const float4*)(row + P::K_D * stride);
+            if (k_has_mins(T)) {
+                dmins = *(const float4*)(row + P::K_DMIN * stride);
+#pragma unroll
+                for (int m = 0; m < P::K_MIN_TERMS; ++m)
+                    mins[m] = *(const float4*)(row + (P::K_MINS + m) * stride);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (b0 + j >= blocks) break;
+                const float da = component(da4, j);
+                const float d = __fmul_rn(da, component(ds, j));
+                const float dmin = k_has_mins(T) ? __fmul_rn(-da, component(dmins, j)) : 0.0f;
+#pragma unroll
+                for (int l = 0; l < 8; ++l) {
+                    if (T == TYPE_Q2_K)
+                        acc[s][l] = fmaf(dmin, __int2float_rn(__float_as_int(component(mins[l], j))),
+                                         acc[s][l]);
+                    acc[s][l] =
+                        fmaf(d, __int2float_rn(__float_as_int(component(lanes[l], j))), acc[s][l]);
+                }
+                if (T == TYPE_Q4_K) {
+#pragma unroll
+                    for (int m = 0; m < 4; ++m)
+                        min_acc[s][m] = fmaf(
+                            dmin, __int2float_rn(__float_as_int(component(mins[m], j))), min_acc[s][m]);
+                }
+                if (T == TYPE_Q5_K) {
+                    u32 total = 0;
+#pragma unroll
+                    for (int m = 0; m < 4; ++m) total += (u32)__float_as_int(component(mins[m], j));
+                    min_acc[s][0] = fmaf(dmin, __int2float_rn((int)total), min_acc[s][0]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < NR; ++s) {
+        const float* a = acc[s];
+        float sum = __fadd_rn(__fadd_rn(__fadd_rn(a[0], a[4]), __fadd_rn(a[2], a[6])),
+                              __fadd_rn(__fadd_rn(a[1], a[5]), __fadd_rn(a[3], a[7])));
+        if (T == TYPE_Q4_K) {
+            const float* m = min_acc[s];
+            sum = __fadd_rn(sum, __fadd_rn(__fadd_rn(m[0], m[2]), __fadd_rn(m[1], m[3])));
+        }
+        if (T == TYPE_Q5_K) sum = __fadd_rn(sum, min_acc[s][0]);
+        out[s] = sum;
+    }
+}
+
+// One super-block's step of a K-quant row's walk (ORDER_* above): its four
+// group sums `scaled` and minimum sums `mins`, its d and dmin, and x's da.
+template <int T, int ORDER>
+__device__ __forceinline__ void k_super_block_step(const int* scaled, const int* mins, float d,
+                                                   float dmin, float da, float& acc,
+                                                   float& acc_min) {
+    if (ORDER == ORDER_K_GROUPS) {
+        const float scale = __fmul_rn(d, da), min_scale = __fmul_rn(dmin, da);
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            acc = fmaf(__int2float_rn(scaled[p]), scale, acc);
+            acc_min = fmaf(__int2float_rn(mins[p]), min_scale, acc_min);
+        }
+    } else if (ORDER == ORDER_K_GEMV) {
+        const u32 total = (u32)scaled[0] + (u32)scaled[1] + (u32)scaled[2] + (u32)scaled[3];
+        const u32 m = (u32)mins[0] + (u32)mins[1] + (u32)mins[2] + (u32)mins[3];
+        acc = fmaf(__int2float_rn((int)total), __fmul_rn(d, da), acc);
+        acc_min = fmaf(__int2float_rn((int)m), __fmul_rn(dmin, da), acc_min);
+    } else {
+        // The sums' totals wrap as the CPU's i32 sums do.
+        const u32 total = (u32)scaled[0] + (u32)scaled[1] + (u32)scaled[2] + (u32)scaled[3];
+        float r = __fmul_rn(d, __int2float_rn((int)total));
+        if (k_has_mins(T)) {
+            const u32 m = (u32)mins[0] + (u32)mins[1] + (u32)mins[2] + (u32)mins[3];
+            r = fmaf(-dmin, __int2float_rn((int)m), r);
+        }
+        acc = fmaf(r, da, acc);
+    }
+}
+
 // The walk of the NR spans' row `i` of K-quant weights, super-block after
 // super-block with the CPU backend's f32 steps (cpu/kquants/dot.rs `step`
 // and `finish`; ORDER_* above). One thread per row (c is always 0).
@@ -717,46 +890,46 @@ __device__ __forceinline__ void walk_row(const float* planes, const StagedQ8K& x
     typedef Planes<T, ORDER> P;
     const int stride = plane_stride(blocks), row_size = row_floats<T, ORDER>(blocks);
     if constexpr (ORDER == ORDER_K_LANES) {
-        walk_k_lanes<T, ORDER, NR>(planes, x, blocks, tile, i, c, out);
+        if (walks_rows<ORDER>(tile))
+            walk_k_lanes_row<T, ORDER, NR>(planes, x, blocks, tile, i, out);
+        else
+            walk_k_lanes<T, ORDER, NR>(planes, x, blocks, tile, i, c, out);
         return;
     }
     float acc[NR], acc_min[NR];
 #pragma unroll
     for (int s = 0; s < NR; ++s) acc[s] = acc_min[s] = 0.0f;
-    for (int b = 0; b < blocks; ++b) {
-        const float da = x.d[b];
+    // Each plane is read four super-blocks at a time: walkers of neighbouring
+    // rows then read different banks (row_floats), and the chain does not
+    // wait on shared memory once a super-block. Planes are padded to whole
+    // float4s (plane_stride), and x.d is followed by sum16, so the reads past
+    // the last super-block stay in the block's shared memory; their values
+    // are not used.
+    for (int b0 = 0; b0 < blocks; b0 += 4) {
+        const float4 da4 = *(const float4*)(x.d + b0);
 #pragma unroll
         for (int s = 0; s < NR; ++s) {
-            const float* term = planes + (s * tile + i) * row_size + b;
-            int scaled[4], mins[4] = {0, 0, 0, 0};
+            const float* row = planes + (s * tile + i) * row_size + b0;
+            float4 sums[4], min_sums[4], ds, dmins;
 #pragma unroll
             for (int p = 0; p < 4; ++p) {
-                scaled[p] = __float_as_int(term[p * stride]);
-                if (k_has_mins(T)) mins[p] = __float_as_int(term[(P::K_MINS + p) * stride]);
+                sums[p] = *(const float4*)(row + p * stride);
+                if (k_has_mins(T)) min_sums[p] = *(const float4*)(row + (P::K_MINS + p) * stride);
             }
-            const float d = term[P::K_D * stride];
-            const float dmin = k_has_mins(T) ? term[P::K_DMIN * stride] : 0.0f;
-            if (ORDER == ORDER_K_GROUPS) {
-                const float scale = __fmul_rn(d, da), min_scale = __fmul_rn(dmin, da);
+            ds = *(const float4*)(row + P::K_D * stride);
+            if (k_has_mins(T)) dmins = *(const float4*)(row + P::K_DMIN * stride);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (b0 + j >= blocks) break;
+                const float da = component(da4, j), d = component(ds, j);
+                const float dmin = k_has_mins(T) ? component(dmins, j) : 0.0f;
+                int scaled[4], mins[4] = {0, 0, 0, 0};
 #pragma unroll
                 for (int p = 0; p < 4; ++p) {
-                    acc[s] = fmaf(__int2float_rn(scaled[p]), scale, acc[s]);
-                    acc_min[s] = fmaf(__int2float_rn(mins[p]), min_scale, acc_min[s]);
+                    scaled[p] = __float_as_int(component(sums[p], j));
+                    if (k_has_mins(T)) mins[p] = __float_as_int(component(min_sums[p], j));
                 }
-            } else if (ORDER == ORDER_K_GEMV) {
-                const u32 total = (u32)scaled[0] + (u32)scaled[1] + (u32)scaled[2] + (u32)scaled[3];
-                const u32 m = (u32)mins[0] + (u32)mins[1] + (u32)mins[2] + (u32)mins[3];
-                acc[s] = fmaf(__int2float_rn((int)total), __fmul_rn(d, da), acc[s]);
-                acc_min[s] = fmaf(__int2float_rn((int)m), __fmul_rn(dmin, da), acc_min[s]);
-            } else {
-                // The sums' totals wrap as the CPU's i32 sums do.
-                const u32 total = (u32)scaled[0] + (u32)scaled[1] + (u32)scaled[2] + (u32)scaled[3];
-                float r = __fmul_rn(d, __int2float_rn((int)total));
-                if (k_has_mins(T)) {
-                    const u32 m = (u32)mins[0] + (u32)mins[1] + (u32)mins[2] + (u32)mins[3];
-                    r = fmaf(-dmin, __int2float_rn((int)m), r);
-                }
-                acc[s] = fmaf(r, da, acc[s]);
+                k_super_block_step<T, ORDER>(scaled, mins, d, dmin, da, acc[s], acc_min[s]);
             }
         }
     }
@@ -992,7 +1165,8 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
     constexpr int NR = MODE == 3 ? 2 : 1;
-    constexpr int CHAINS = Planes<T, ORDER>::CHAINS;
+    // Threads walking each row (walk_row).
+    const int walkers = walks_rows<ORDER>(tile) ? 1 : Planes<T, ORDER>::CHAINS;
     constexpr int STEP = TileBatch<T>::UNROLL;
     // Items: blocks of 32 weights, or the four 64-value groups of a K-quant
     // super-block.
@@ -1002,12 +1176,15 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
 #if GEMV_CLOCKS
     const long long clkw = clock64();
 #endif
+    EarlyNorm early_norm;
+    const bool early = is_k_quant(T) && MODE >= 2 && stages_early(cols);
+    if (early) load_early_norm(norm_weight, cols, early_norm);
     TileBatch<T> batch;  // the thread's next blocks
     load_batch<T, NR>(qs, sc, rows, blocks, start, tile, threadIdx.x, blockDim.x, batch);
     prefetch_inputs<MODE, BATCHED>(norm_weight, cols, rope, l2_prefetch, next);
     // What the first pass's epilogue reads, loaded now so that the tail does
     // not wait on memory: RoPE's inputs now, the residual after the wait.
-    const int first_i = min((int)threadIdx.x / CHAINS, tile - 1);
+    const int first_i = min((int)threadIdx.x / walkers, tile - 1);
     const int first_r = min(start + first_i, rows - 1);
     PairInputs first_pair;
     if (MODE == 4) first_pair = rope_pair_inputs<BATCHED>(rope, first_r & ~1);
@@ -1018,7 +1195,8 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
     const long long clk0 = clock64();
 #endif
     x = pre_add(x, pre, cols, eps, scratch);
-    const auto xq = stage_x<T>(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch);
+    const auto xq = stage_x<T>(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch,
+                               early_norm, early);
 #if GEMV_CLOCKS
     const long long clk1 = clock64();
 #endif
@@ -1046,18 +1224,19 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
     const long long clk3 = clock64();
 #endif
     // The walkers: in each pass over the tile's rows, thread t walks chain
-    // t % CHAINS of the pass's row t / CHAINS (whole warps, for the shuffles;
-    // threads past the tile's rows walk its last row and drop the sums).
-    const int c = threadIdx.x % CHAINS, per_pass = blockDim.x / CHAINS;
+    // t % walkers of the pass's row t / walkers (whole warps, for the
+    // shuffles; threads past the tile's rows walk its last row and drop the
+    // sums).
+    const int c = threadIdx.x % walkers, per_pass = blockDim.x / walkers;
     for (int pass = 0; pass < tile; pass += per_pass) {
-        if ((int)threadIdx.x >= ((tile - pass) * CHAINS + WARP - 1) / WARP * WARP) break;
-        const int i = min(pass + (int)threadIdx.x / CHAINS, tile - 1), r = start + i;
+        if ((int)threadIdx.x >= ((tile - pass) * walkers + WARP - 1) / WARP * WARP) break;
+        const int i = min(pass + (int)threadIdx.x / walkers, tile - 1), r = start + i;
         float sum[NR];
         walk_row<T, ORDER, NR>(planes, xq, blocks, tile, i, c, sum);
-        const bool owner = c == 0 && pass + (int)threadIdx.x / CHAINS < tile && r < rows;
+        const bool owner = c == 0 && pass + (int)threadIdx.x / walkers < tile && r < rows;
         if (MODE == 4) {
             // Rows r (even) and r + 1 are neighbouring walkers.
-            const float odd = __shfl_down_sync(FULL_MASK, sum[0], CHAINS);
+            const float odd = __shfl_down_sync(FULL_MASK, sum[0], walkers);
             if (owner && i % 2 == 0 && r + 1 < rows) {
                 if (pass == 0)
                     rope_store_pair_with(rope, first_pair, y, r, sum[0], odd);

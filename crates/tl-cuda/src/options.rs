@@ -49,7 +49,7 @@ pub struct GpuOptions {
     pub gemv_warps: usize,
     /// The most float GEMV blocks per multiprocessor, at least 1 (default 1).
     pub gemv_blocks_per_sm: usize,
-    /// `#define`s put before the GEMV kernels' source (variants for
+    /// `#define`s put before the kernels' source (variants for
     /// measurements, such as `GEMV_CLOCKS=1`); part of the source, so of the
     /// kernel cache key. Default: none.
     pub kernel_defines: Vec<KernelDefine>,
