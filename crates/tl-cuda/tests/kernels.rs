@@ -1163,16 +1163,16 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
             layer(0),
         )
         .unwrap();
-        let epilogue = Epilogue::NormRope {
+        let norm_rope = |cache, first_row| Epilogue::NormRope {
             weight,
             eps: 1e-5,
             heads: h,
             cos_sin: tb.all(),
             position: position.all(),
-            cache: layer(1),
-            first_row: 0,
+            cache,
+            first_row,
         };
-        gemv(&gpu, &m, x.all(), fused.all(), epilogue).unwrap();
+        gemv(&gpu, &m, x.all(), fused.all(), norm_rope(layer(1), 0)).unwrap();
         let want = download(&gpu, &separate, q_width);
         let got = download(&gpu, &fused, q_width);
         assert!(relative_error(&got, &want) < 1e-6, "{t:?}: queries");
@@ -1183,17 +1183,8 @@ fn qkv_projection_with_rope_matches_the_separate_steps() {
         for (first_row, part_rows) in [(0, top), (top, kv_width)] {
             let part_bytes = &bytes[first_row * row_bytes..(first_row + part_rows) * row_bytes];
             let part = DeviceMatrix::upload(&gpu, t, part_rows, cols, part_bytes).unwrap();
-            let epilogue = Epilogue::NormRope {
-                weight,
-                eps: 1e-5,
-                heads: h,
-                cos_sin: tb.all(),
-                position: position.all(),
-                cache: layer(2),
-                first_row,
-            };
             let y = split.all().sub(first_row, rows - first_row).unwrap();
-            gemv(&gpu, &part, x.all(), y, epilogue).unwrap();
+            gemv(&gpu, &part, x.all(), y, norm_rope(layer(2), first_row)).unwrap();
         }
         let got_split = download(&gpu, &split, q_width);
         assert_eq!(got_split, got, "{t:?}: queries of the split projection");
