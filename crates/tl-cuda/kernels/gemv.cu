@@ -777,7 +777,7 @@ __device__ __forceinline__ bool walks_rows(int tile) {
 // then combined as the shuffles there combine them: the same steps in the
 // same order, so the same bits. A row's factors are read once instead of by
 // each of its 8 chain threads, and every row of a large tile is walked in one
-// pass (walks_rows below).
+// pass (walks_rows).
 template <int T, int ORDER, int NR>
 __device__ __forceinline__ void walk_k_lanes_row(const float* planes, const StagedQ8K& x,
                                                  int blocks, int tile, int i, float* out) {
