@@ -160,6 +160,16 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 // together (8 measured 1% faster at depth 4096, slower at short depths).
 #define SCORE_POSITIONS 4
 
+// ATTN_CLOCKS=1 (set through TL_CUDA_KERNEL_DEFINES, a measurement aid):
+// block 0 and a middle block of a lone decode step's attention print "aclk
+// positions" then the cycles waiting for the previous kernel, reading the
+// query, and of the first tile's fill (producer 0): the scores, the values'
+// copies, the prefix max, the factors; then the wait for the fill at the
+// barrier (a chain thread), the walk over the tiles and the output.
+#ifndef ATTN_CLOCKS
+#define ATTN_CLOCKS 0
+#endif
+
 // Σ q·k over head_dim f16 pairs for `n` (up to SCORE_POSITIONS) consecutive
 // keys, summed as ggml_vec_dot_f16 does on AVX2: lane L keeps the running FMA
 // of elements L, L+32, ... (the CPU's accumulator (L/8, L%8)), then the lanes
@@ -198,6 +208,9 @@ struct F16AccumulatorTile {
     float scores[MAX_TILE_POSITIONS];
     float chunk_max[MAX_TILE_POSITIONS / WARP];
     float sum;
+#if ATTN_CLOCKS
+    long long fill_clocks[5];  // producer 0's, through the first fill
+#endif
 };
 
 // One filled tile buffer, as the chain reads it.
@@ -311,6 +324,9 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
     const int head_dim = PER_LANE * WARP;
     const int warp = p / WARP, lane = p % WARP, warps = producers / WARP;
     const float minus_infinity = -__int_as_float(0x7f800000);
+#if ATTN_CLOCKS
+    if (p == 0 && base == 0) t.fill_clocks[0] = clock64();
+#endif
     // Scores, SCORE_POSITIONS per warp at a time so their loads overlap.
     for (int i = warp * SCORE_POSITIONS; i < count; i += warps * SCORE_POSITIONS) {
         float dots[SCORE_POSITIONS];
@@ -325,9 +341,15 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
     // The values into shared memory, all copies in flight at once.
     const uint4* src = (const uint4*)(values + (u64)base * head_dim);
     uint4* dst = (uint4*)t.values[b];
+#if ATTN_CLOCKS
+    if (p == 0 && base == 0) t.fill_clocks[1] = clock64();
+#endif
     for (int i = p; i < count * head_dim / 8; i += producers) copy_16_async(dst + i, src + i);
     copy_values_wait();
     producer_barrier(producers);
+#if ATTN_CLOCKS
+    if (p == 0 && base == 0) t.fill_clocks[2] = clock64();
+#endif
     // Prefix max: within each chunk of 32 positions by shuffles (the
     // exclusive max goes to old_scale for now), then across chunks.
     for (int c = warp; c * WARP < count; c += warps) {
@@ -351,6 +373,9 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
         }
     }
     producer_barrier(producers);
+#if ATTN_CLOCKS
+    if (p == 0 && base == 0) t.fill_clocks[3] = clock64();
+#endif
     for (int i = p; i < count; i += producers) {
         const float before = fmaxf(t.chunk_max[i / WARP], t.old_scale[b][i]);
         const float score = t.scores[i];
@@ -362,6 +387,9 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
             t.weight[b][i] = expf_libm(score - before);
         }
     }
+#if ATTN_CLOCKS
+    if (p == 0 && base == 0) t.fill_clocks[4] = clock64();
+#endif
 }
 
 // One (row, head) of attention_f16_accumulator; PER_LANE = head_dim / 32.
@@ -396,15 +424,24 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
     const int first_producer = head_dim + WARP;
     const int producers = blockDim.x - first_producer;
     const int p = threadIdx.x - first_producer;  // the index among producers, if >= 0
+#if ATTN_CLOCKS
+    const long long a0 = clock64();
+#endif
     // The query rounded to f16 (held as the f32 of each half), lane's elements.
     const float* qr = q + (u64)row * q_stride + head * head_dim;
     float q16[PER_LANE];
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) q16[j] = h2f(f2h(qr[j * WARP + lane]));
+#if ATTN_CLOCKS
+    const long long a1 = clock64() + (q16[0] != q16[0]);  // after the query's load
+#endif
     float running = -__int_as_float(0x7f800000);  // producer 0's running maximum
     const int tiles = (visible + tile - 1) / tile;
     if (p >= 0) fill_tile<PER_LANE>(q16, keys, values, 0, min(tile, visible), scale, t, 0, p, producers, running);
     __syncthreads();
+#if ATTN_CLOCKS
+    const long long a2 = clock64();
+#endif
     float acc = 0.0f;  // an f16 value, held as f32
     float sum = 0.0f;
     for (int k = 0; k < tiles; ++k) {
@@ -423,11 +460,21 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
         __syncthreads();
     }
     if (threadIdx.x == head_dim) t.sum = sum;
+#if ATTN_CLOCKS
+    const long long a3 = clock64() + (acc != acc);  // after the chain
+#endif
     __syncthreads();
     if (threadIdx.x < head_dim) {
         const float inverse = t.sum == 0.0f ? 0.0f : 1.0f / t.sum;
         out[(u64)row * heads * head_dim + head * head_dim + threadIdx.x] = acc * inverse;
     }
+#if ATTN_CLOCKS
+    if ((blockIdx.x == 0 || blockIdx.x == gridDim.x / 2) && threadIdx.x == 0 && gridDim.y == 1) {
+        const long long* f = t.fill_clocks;
+        printf("aclk %d %lld %lld %lld %lld %lld %lld %lld %lld\n", visible, a1 - a0, f[1] - f[0],
+               f[2] - f[1], f[3] - f[2], f[4] - f[3], a2 - a1, a3 - a2, clock64() - a3);
+    }
+#endif
 }
 
 // attend_f16_accumulator for a head size known only at run time.
