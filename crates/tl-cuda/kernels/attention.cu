@@ -162,10 +162,11 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 
 // ATTN_CLOCKS=1 (set through TL_CUDA_KERNEL_DEFINES, a measurement aid):
 // block 0 and a middle block of a lone decode step's attention print "aclk
-// positions" then the cycles waiting for the previous kernel, reading the
-// query, and of the first tile's fill (producer 0): the scores, the values'
-// copies, the prefix max, the factors; then the wait for the fill at the
-// barrier (a chain thread), the walk over the tiles and the output.
+// positions" then cycles: reading the query (thread 0), from then to the
+// first fill's start (producer 0), that fill's scores, first barrier, chunk
+// maxima, factors (and the copies' wait), thread 0's clock after its
+// barrier less the fill's end (negative when the barrier's wait is deferred
+// past the clock read), the walk over the tiles and the output.
 #ifndef ATTN_CLOCKS
 #define ATTN_CLOCKS 0
 #endif
@@ -206,7 +207,8 @@ struct F16AccumulatorTile {
     float old_scale[2][MAX_TILE_POSITIONS];  // the factor the running output is scaled by first
     float weight[2][MAX_TILE_POSITIONS];     // the value's weight
     float scores[MAX_TILE_POSITIONS];
-    float chunk_max[MAX_TILE_POSITIONS / WARP];
+    float chunk_max[MAX_TILE_POSITIONS / WARP];  // each chunk of 32 positions' max score
+    unsigned long long exp2_table[32];           // EXP2_32ND, for the factors' expf
     float sum;
 #if ATTN_CLOCKS
     long long fill_clocks[5];  // producer 0's, through the first fill
@@ -313,10 +315,21 @@ __device__ __forceinline__ void copy_values_wait() {
 #endif
 }
 
+// Starts the copies of a tile's values into shared memory, all in flight at
+// once: the producers (p of `producers`) wait for their own with
+// copy_values_wait() before the block's barrier hands the tile on.
+__device__ __forceinline__ void copy_tile_values(const u16* values, int base, int count,
+                                                 int head_dim, u16* buffer, int p, int producers) {
+    const uint4* src = (const uint4*)(values + (u64)base * head_dim);
+    uint4* dst = (uint4*)buffer;
+    for (int i = p; i < count * head_dim / 8; i += producers) copy_16_async(dst + i, src + i);
+}
+
 // Fills buffer `b` with the tile of `count` positions from `base`: its values,
 // and the factors of every position (old_scale, weight). Only the producer
-// threads call it: `p` is the caller's index among them. `running` (held by
-// producer 0) is the maximum score before the tile, and after it on return.
+// threads call it: `p` is the caller's index among them. `running` (every
+// producer's alike) is the maximum score before the tile, and after it on
+// return.
 template <int PER_LANE>
 __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, int base, int count,
                           float scale, F16AccumulatorTile& t, int b, int p, int producers,
@@ -338,20 +351,18 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
                 if (i + j < count) t.scores[i + j] = dots[j] * scale;
         }
     }
-    // The values into shared memory, all copies in flight at once.
-    const uint4* src = (const uint4*)(values + (u64)base * head_dim);
-    uint4* dst = (uint4*)t.values[b];
+    // The values' copies, waited for at the end (started before the scores,
+    // they measured no faster).
+    copy_tile_values(values, base, count, head_dim, t.values[b], p, producers);
 #if ATTN_CLOCKS
     if (p == 0 && base == 0) t.fill_clocks[1] = clock64();
 #endif
-    for (int i = p; i < count * head_dim / 8; i += producers) copy_16_async(dst + i, src + i);
-    copy_values_wait();
     producer_barrier(producers);
 #if ATTN_CLOCKS
     if (p == 0 && base == 0) t.fill_clocks[2] = clock64();
 #endif
-    // Prefix max: within each chunk of 32 positions by shuffles (the
-    // exclusive max goes to old_scale for now), then across chunks.
+    // Each chunk of 32 positions' inclusive max by shuffles: the exclusive
+    // one goes to old_scale for now, the chunk's to chunk_max.
     for (int c = warp; c * WARP < count; c += warps) {
         const int i = c * WARP + lane;
         float inclusive = i < count ? t.scores[i] : minus_infinity;
@@ -365,28 +376,27 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
         if (lane == WARP - 1) t.chunk_max[c] = inclusive;
     }
     producer_barrier(producers);
-    if (p == 0) {
-        for (int c = 0; c * WARP < count; ++c) {
-            const float chunk = t.chunk_max[c];
-            t.chunk_max[c] = running;  // the max before chunk c
-            running = fmaxf(running, chunk);
-        }
-    }
-    producer_barrier(producers);
 #if ATTN_CLOCKS
     if (p == 0 && base == 0) t.fill_clocks[3] = clock64();
 #endif
+    // The maximum before position i: the running one, the earlier chunks'
+    // and the exclusive one within its chunk (fmaxf skips NaN scores, as the
+    // CPU's `score > max` does, so the order of the maxima does not matter).
     for (int i = p; i < count; i += producers) {
-        const float before = fmaxf(t.chunk_max[i / WARP], t.old_scale[b][i]);
+        float before = fmaxf(running, t.old_scale[b][i]);
+        for (int c = 0; c < i / WARP; ++c) before = fmaxf(before, t.chunk_max[c]);
         const float score = t.scores[i];
         if (score > before) {
-            t.old_scale[b][i] = expf_libm(before - score);
+            t.old_scale[b][i] = expf_libm_with(t.exp2_table, before - score);
             t.weight[b][i] = 1.0f;
         } else {
             t.old_scale[b][i] = 1.0f;
-            t.weight[b][i] = expf_libm(score - before);
+            t.weight[b][i] = expf_libm_with(t.exp2_table, score - before);
         }
     }
+    // Every producer carries the running maximum past the tile.
+    for (int c = 0; c * WARP < count; ++c) running = fmaxf(running, t.chunk_max[c]);
+    copy_values_wait();
 #if ATTN_CLOCKS
     if (p == 0 && base == 0) t.fill_clocks[4] = clock64();
 #endif
@@ -435,7 +445,7 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
 #if ATTN_CLOCKS
     const long long a1 = clock64() + (q16[0] != q16[0]);  // after the query's load
 #endif
-    float running = -__int_as_float(0x7f800000);  // producer 0's running maximum
+    float running = -__int_as_float(0x7f800000);  // the producers' running maximum
     const int tiles = (visible + tile - 1) / tile;
     if (p >= 0) fill_tile<PER_LANE>(q16, keys, values, 0, min(tile, visible), scale, t, 0, p, producers, running);
     __syncthreads();
@@ -471,8 +481,10 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
 #if ATTN_CLOCKS
     if ((blockIdx.x == 0 || blockIdx.x == gridDim.x / 2) && threadIdx.x == 0 && gridDim.y == 1) {
         const long long* f = t.fill_clocks;
-        printf("aclk %d %lld %lld %lld %lld %lld %lld %lld %lld\n", visible, a1 - a0, f[1] - f[0],
-               f[2] - f[1], f[3] - f[2], f[4] - f[3], a2 - a1, a3 - a2, clock64() - a3);
+        printf("aclk %d q %lld skew %lld scores %lld bar %lld scan %lld factors %lld handoff %lld "
+               "walk %lld out %lld\n",
+               visible, a1 - a0, f[0] - a1, f[1] - f[0], f[2] - f[1], f[3] - f[2], f[4] - f[3],
+               a2 - f[4], a3 - max(a2, f[4]), clock64() - a3);
     }
 #endif
 }
@@ -498,6 +510,13 @@ __device__ __forceinline__ void attend_f16_accumulator_any(
         ATTEND_F16(8)
     }
 #undef ATTEND_F16
+}
+
+// The expf table into shared memory, by the block's last warp (producers,
+// which read it after their barriers): a constant, so before the wait.
+__device__ __forceinline__ void load_exp2_table(F16AccumulatorTile& t) {
+    const int i = threadIdx.x - (blockDim.x - WARP);
+    if (i >= 0) t.exp2_table[i] = EXP2_32ND[i];
 }
 
 // Asks L2 for the keys and values of the first two tiles of (row, head) of
@@ -533,6 +552,7 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
     __shared__ F16AccumulatorTile tile;
     if (l2_prefetch)
         prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
+    load_exp2_table(tile);
     allow_next_kernel();
     wait_for_previous_kernel();
     attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
@@ -555,6 +575,7 @@ extern "C" __global__ void attention_f16_accumulator_batched(
     const u16* v_cache = v_tables[b];
     if (l2_prefetch)
         prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
+    load_exp2_table(tile);
     allow_next_kernel();
     wait_for_previous_kernel();
     q += b * rows * q_stride;

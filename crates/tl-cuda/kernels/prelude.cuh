@@ -209,7 +209,10 @@ __device__ const unsigned long long EXP2_32ND[32] = {
 // rounded to f32 once. The algorithm and the cubic's coefficients are those
 // of Arm's optimized-routines (MIT), which glibc uses; compared on every f32
 // below 88.7 with glibc 2.36's expf: no difference.
-__device__ __forceinline__ float expf_libm(float x) {
+//
+// `table` is EXP2_32ND or a copy of it in shared memory: the only memory
+// access, and a global one is a round trip to L2 on a kernel's critical path.
+__device__ __forceinline__ float expf_libm_with(const unsigned long long* table, float x) {
     if (x != x) return x;
     if (x < -0x1.9fe368p6f) return 0.0f;                           // below the smallest subnormal
     if (x > 0x1.62e42ep6f) return __int_as_float(0x7f800000);  // past the largest f32
@@ -221,10 +224,12 @@ __device__ __forceinline__ float expf_libm(float x) {
     const u64 k = (u64)__double_as_longlong(kd);
     kd = __dsub_rn(kd, shift);
     const double r = __fma_rn(inv_ln2_32, xd, -kd);
-    const double s = __longlong_as_double((long long)(EXP2_32ND[k % 32] + (k << 47)));
+    const double s = __longlong_as_double((long long)(table[k % 32] + (k << 47)));
     const double y = __fma_rn(__fma_rn(c0, r, c1), __dmul_rn(r, r), __fma_rn(c2, r, 1.0));
     return __double2float_rn(__dmul_rn(y, s));
 }
+
+__device__ __forceinline__ float expf_libm(float x) { return expf_libm_with(EXP2_32ND, x); }
 
 // x·sigmoid(x) as the CPU backend computes it: x / (1 + e^(0 - x)).
 __device__ __forceinline__ float silu(float g) {

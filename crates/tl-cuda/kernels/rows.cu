@@ -154,6 +154,8 @@ __device__ void dequantize_f16(const u8* qs, const u8* sc, u16* out, int rows, i
 // out[t] = table[ids[t]]·scale in f32 (an architecture's embedding scale, 1
 // for most); one block per token. An id outside the table
 // (which the host never sends) writes zeros rather than reading out of bounds.
+#define EMBED_VALUES 8
+
 template <int T>
 __device__ void embed(const u8* qs, const u8* sc, const u32* ids, int vocab, float* out,
                       int cols, float scale) {
@@ -161,8 +163,21 @@ __device__ void embed(const u8* qs, const u8* sc, const u32* ids, int vocab, flo
     wait_for_previous_kernel();
     const u32 id = ids[blockIdx.x];
     float* o = out + (u64)blockIdx.x * cols;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x)
-        o[c] = id < (u32)vocab ? __fmul_rn(value_at<T>(qs, sc, id, cols, c), scale) : 0.0f;
+    // EMBED_VALUES columns a thread are read before any is stored: a store
+    // might alias the weights, so reads after it would wait for the one before.
+    for (int c0 = threadIdx.x; c0 < cols; c0 += EMBED_VALUES * blockDim.x) {
+        float v[EMBED_VALUES];
+#pragma unroll
+        for (int u = 0; u < EMBED_VALUES; ++u) {
+            const int c = c0 + u * blockDim.x;
+            v[u] = c < cols && id < (u32)vocab ? value_at<T>(qs, sc, id, cols, c) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < EMBED_VALUES; ++u) {
+            const int c = c0 + u * blockDim.x;
+            if (c < cols) o[c] = id < (u32)vocab ? __fmul_rn(v[u], scale) : 0.0f;
+        }
+    }
 }
 
 #define ROW_KERNELS(NAME, T)                                                                 \
@@ -195,10 +210,10 @@ __device__ __forceinline__ bool argmax_better(float v, int j, float value, int i
     return v > value || (v == value && j < index) || (index == n && v == v);
 }
 
-// Reduces (value, index) over the block; thread 0 ends with the result.
-__device__ void block_argmax(float& value, int& index, int n) {
-    __shared__ float best_value[32];
-    __shared__ int best_index[32];
+// Reduces (value, index) over the warp; every lane ends with the result.
+// argmax_better is a total order (the largest value, then the lowest index),
+// so the order of the reduction does not change the answer.
+__device__ __forceinline__ void warp_argmax(float& value, int& index, int n) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float v = __shfl_xor_sync(FULL_MASK, value, o);
@@ -208,27 +223,35 @@ __device__ void block_argmax(float& value, int& index, int n) {
             index = j;
         }
     }
+}
+
+// Reduces (value, index) over the block; warp 0 ends with the result.
+__device__ void block_argmax(float& value, int& index, int n) {
+    __shared__ float best_value[32];
+    __shared__ int best_index[32];
+    warp_argmax(value, index, n);
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     if (lane == 0) {
         best_value[warp] = value;
         best_index[warp] = index;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < (int)(blockDim.x / WARP); ++w) {
-            if (argmax_better(best_value[w], best_index[w], value, index, n)) {
-                value = best_value[w];
-                index = best_index[w];
-            }
-        }
+    if (warp == 0) {
+        const bool held = lane < (int)(blockDim.x / WARP);
+        value = held ? best_value[lane] : -__int_as_float(0x7f800000);
+        index = held ? best_index[lane] : n;
+        warp_argmax(value, index, n);
     }
 }
+
+// Values per thread that argmax loads before comparing any.
+#define ARGMAX_LOADS 8
 
 // The index of the largest of n values (the lowest index among equals, as the
 // CPU sampler picks; NaN never wins), in one launch of several blocks: each
 // block reduces its share, and the last block to finish reduces the blocks'
-// results in block order (so the answer never depends on timing) and resets
-// the counter for the next launch. scratch: [0] the counter (0 between
+// results (in any order: the answer is the same, whatever the timing) and
+// resets the counter for the next launch. scratch: [0] the counter (0 between
 // launches), then gridDim.x values (as bits) and gridDim.x indices. Grid y
 // runs as many rows at once: row y's values at x + y·n, its result and
 // scratch at out + y·out_stride.
@@ -241,11 +264,21 @@ extern "C" __global__ void argmax(const float* x, int n, u32* out, int out_strid
     u32* scratch = out + 1;
     float value = -__int_as_float(0x7f800000);
     int index = n;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const float v = x[i];
-        if (argmax_better(v, i, value, index, n)) {
-            value = v;
-            index = i;
+    const int stride = gridDim.x * blockDim.x;
+    for (int i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < n; i0 += ARGMAX_LOADS * stride) {
+        float v[ARGMAX_LOADS];
+#pragma unroll
+        for (int u = 0; u < ARGMAX_LOADS; ++u) {
+            const int i = i0 + u * stride;
+            v[u] = i < n ? x[i] : -__int_as_float(0x7f800000);
+        }
+#pragma unroll
+        for (int u = 0; u < ARGMAX_LOADS; ++u) {
+            const int i = i0 + u * stride;
+            if (i < n && argmax_better(v[u], i, value, index, n)) {
+                value = v[u];
+                index = i;
+            }
         }
     }
     block_argmax(value, index, n);
@@ -257,11 +290,12 @@ extern "C" __global__ void argmax(const float* x, int n, u32* out, int out_strid
         last = atomicAdd(scratch, 1u) == gridDim.x - 1;
     }
     __syncthreads();
-    if (!last || threadIdx.x != 0) return;
+    if (!last || threadIdx.x >= WARP) return;
     __threadfence();
+    // The last block's first warp: lane b takes block b's result, and so on.
     value = -__int_as_float(0x7f800000);
     index = n;
-    for (int b = 0; b < (int)gridDim.x; ++b) {
+    for (int b = threadIdx.x; b < (int)gridDim.x; b += WARP) {
         const float v = __uint_as_float(shared_results[b]);
         const int j = (int)shared_results[gridDim.x + b];
         if (argmax_better(v, j, value, index, n)) {
@@ -269,8 +303,11 @@ extern "C" __global__ void argmax(const float* x, int n, u32* out, int out_strid
             index = j;
         }
     }
-    *out = index < n ? (u32)index : 0u;
-    *(volatile u32*)scratch = 0;
+    warp_argmax(value, index, n);
+    if (threadIdx.x == 0) {
+        *out = index < n ? (u32)index : 0u;
+        *(volatile u32*)scratch = 0;
+    }
 }
 
 // Keeps the GPU busy for `ns` nanoseconds. A kernel profile queues it before
