@@ -28,7 +28,9 @@
 // thread 0 of block 0 and of a middle block prints each tile GEMV's phase
 // clocks: "clk MODE rows cols tile block" then the cycles waiting for the
 // previous kernel, staging x, computing the terms, at the barrier, and
-// walking with the epilogue.
+// walking with the epilogue. Thread 0 of block 1 prints the K-quant staging's
+// own phases ("sclk"): normed in one pass (reading x and the sum of squares,
+// then the quantization), or in rounds (the scale, then the rounds).
 #ifndef GEMV_CLOCKS
 #define GEMV_CLOCKS 0
 #endif
@@ -189,24 +191,55 @@ __device__ __forceinline__ StagedQ8K staged_q8_k_at(void* shared, int cols) {
     return staged;
 }
 
+// Super-blocks a warp of stage_q8_k loads before quantizing any.
+#define STAGE_K_ROUNDS 4
+
+// Quantizes super-block b (lane l holding values 8l..8l+7 in v) into `staged`.
+__device__ __forceinline__ void stage_super_block(const float* v, int b, const StagedQ8K& staged) {
+    const int lane = threadIdx.x % WARP, at = b * 256 + 8 * lane;
+    int q[8], run_sum;
+    const float d = quantize_q8_k_warp(v, q, &run_sum);
+    *(uint2*)(staged.q + at) = pack8(q);
+    if (lane == 0) staged.d[b] = d;
+    if (lane % 2 == 0) staged.sum16[b * 16 + lane / 2] = run_sum;
+}
+
 // Stages x (normalised when norm_weight != 0) as Q8_K super-blocks, one warp
-// per super-block in turn (quantize_q8_k_warp).
+// per super-block in turn (quantize_q8_k_warp), each warp's next
+// STAGE_K_ROUNDS super-blocks read before any is quantized.
 __device__ StagedQ8K stage_q8_k(const float* x, const float* norm_weight, float eps, int cols,
                                 void* shared, double* scratch) {
     const StagedQ8K staged = staged_q8_k_at(shared, cols);
+#if GEMV_CLOCKS
+    const long long c0 = clock64();
+#endif
     const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
-    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
-    for (int b = threadIdx.x / WARP; b < cols / 256; b += warps) {
-        const int at = b * 256 + 8 * lane;
-        float v[8];
+#if GEMV_CLOCKS
+    const long long c1 = clock64() + (scale != scale);
+#endif
+    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP, blocks = cols / 256;
+    for (int b0 = threadIdx.x / WARP; b0 < blocks; b0 += STAGE_K_ROUNDS * warps) {
+        float v[STAGE_K_ROUNDS][8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = staged_input(x, norm_weight, scale, at + j);
-        int q[8], run_sum;
-        const float d = quantize_q8_k_warp(v, q, &run_sum);
-        *(uint2*)(staged.q + at) = pack8(q);
-        if (lane == 0) staged.d[b] = d;
-        if (lane % 2 == 0) staged.sum16[b * 16 + lane / 2] = run_sum;
+        for (int r = 0; r < STAGE_K_ROUNDS; ++r) {
+            const int b = b0 + r * warps;
+            load_quarter(x, (b * 256 + 8 * lane) / 8, b < blocks ? cols / 8 : 0, v[r]);
+            if (norm_weight && b < blocks) {
+                float w[8];
+                load_quarter(norm_weight, (b * 256 + 8 * lane) / 8, cols / 8, w);
+#pragma unroll
+                for (int j = 0; j < 8; ++j) v[r][j] = (v[r][j] * scale) * w[j];
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < STAGE_K_ROUNDS; ++r)
+            if (b0 + r * warps < blocks) stage_super_block(v[r], b0 + r * warps, staged);
     }
+#if GEMV_CLOCKS
+    const long long c2 = clock64() + (staged.d[0] != staged.d[0]);
+    if (blockIdx.x == 1 && blockIdx.y == 0 && threadIdx.x == 0)
+        printf("sclk rounds %d scale %lld rounds %lld\n", cols, c1 - c0, c2 - c1);
+#endif
     __syncthreads();
     return staged;
 }
@@ -238,6 +271,9 @@ __device__ StagedQ8K stage_q8_k_early(const float* x, const EarlyNorm& e, float 
     const StagedQ8K staged = staged_q8_k_at(shared, cols);
     const int lane = threadIdx.x % WARP, b = threadIdx.x / WARP;
     const bool active = b < cols / 256;
+#if GEMV_CLOCKS
+    const long long c0 = clock64();
+#endif
     float v[8];
     load_quarter(x, (b * 256 + 8 * lane) / 8, active ? cols / 8 : 0, v);
     double squares = 0.0;
@@ -245,16 +281,19 @@ __device__ StagedQ8K stage_q8_k_early(const float* x, const EarlyNorm& e, float 
     for (int j = 0; j < 8; ++j) squares += (double)(v[j] * v[j]);
     const double total = block_sum_f64(squares, scratch);
     const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+#if GEMV_CLOCKS
+    const long long c2 = clock64() + (scale != scale);
+#endif
     if (active) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) v[j] = (v[j] * scale) * e.w[j];
-        int q[8], run_sum;
-        const float d = quantize_q8_k_warp(v, q, &run_sum);
-        const int at = b * 256 + 8 * lane;
-        *(uint2*)(staged.q + at) = pack8(q);
-        if (lane == 0) staged.d[b] = d;
-        if (lane % 2 == 0) staged.sum16[b * 16 + lane / 2] = run_sum;
+        stage_super_block(v, b, staged);
     }
+#if GEMV_CLOCKS
+    const long long c3 = clock64() + (staged.d[0] != staged.d[0]);
+    if (blockIdx.x == 1 && blockIdx.y == 0 && threadIdx.x == 0)
+        printf("sclk one-pass %d read-and-sum %lld quantize %lld\n", cols, c2 - c0, c3 - c2);
+#endif
     __syncthreads();
     return staged;
 }

@@ -384,6 +384,31 @@ __device__ __forceinline__ void k_group_lanes(const KGroup& g, const i8* a, cons
     }
 }
 
+// The warp's largest |value| (amax), its signed value (max) and its first
+// index (first), from each lane's own (non-NaN, amax >= 0): the lanes' amax
+// compare as integers, so on sm_80+ two warp reductions and a shuffle find
+// them instead of five rounds of three shuffles. Every lane gets the result.
+__device__ __forceinline__ void warp_first_amax(float& amax, float& max, int& first) {
+#if __CUDA_ARCH__ >= 800
+    const u32 top = __reduce_max_sync(FULL_MASK, __float_as_uint(amax));
+    first = (int)__reduce_min_sync(FULL_MASK, __float_as_uint(amax) == top ? (u32)first : 256u);
+    max = __shfl_sync(FULL_MASK, max, first / 8 % WARP);
+    amax = __uint_as_float(top);
+#else
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float other_amax = __shfl_xor_sync(FULL_MASK, amax, o);
+        const float other_max = __shfl_xor_sync(FULL_MASK, max, o);
+        const int other_first = __shfl_xor_sync(FULL_MASK, first, o);
+        if (other_amax > amax || (other_amax == amax && other_first < first)) {
+            amax = other_amax;
+            max = other_max;
+            first = other_first;
+        }
+    }
+#endif
+}
+
 // llama.cpp's Q8_K quantization (`quantize_row_q8_K_ref`, the CPU backend's)
 // of one super-block of 256 values spread over a warp, lane l holding values
 // 8l..8l+7 in v: the value of largest magnitude (the first of equals) sets
@@ -402,17 +427,7 @@ __device__ __forceinline__ float quantize_q8_k_warp(const float* v, int* q, int*
             first = 8 * lane + j;
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float other_amax = __shfl_xor_sync(FULL_MASK, amax, o);
-        const float other_max = __shfl_xor_sync(FULL_MASK, max, o);
-        const int other_first = __shfl_xor_sync(FULL_MASK, first, o);
-        if (other_amax > amax || (other_amax == amax && other_first < first)) {
-            amax = other_amax;
-            max = other_max;
-            first = other_first;
-        }
-    }
+    warp_first_amax(amax, max, first);
     if (amax == 0.0f) {  // the same on every lane
 #pragma unroll
         for (int j = 0; j < 8; ++j) q[j] = 0;
