@@ -35,6 +35,41 @@
 #define GEMV_CLOCKS 0
 #endif
 
+// A post-norm branch to add to x before staging it (pre_add below): when
+// `branch` is given, x_out = x + rmsnorm(branch)·weight first, and x_out is
+// what the product reads. Every block computes the same values (and
+// writes them, or block 0 alone when they stay in registers), so x_out
+// needs no other synchronisation; x and branch are left as they are, so
+// the residual stream moves from x to x_out.
+struct PreAdd {
+    const float* branch;
+    const float* weight;
+    float* out;
+};
+
+// x + rmsnorm(branch)·weight into pre.out (the CPU backend's post-norm and
+// residual add, each product and the sum rounded once), visible to this
+// block on return; x itself when there is no branch. The stagings that hold
+// x in registers add it there instead (load_x_quarters).
+__device__ const float* pre_add(const float* x, const PreAdd& pre, int cols, float eps,
+                                double* scratch) {
+    if (!pre.branch) return x;
+    const float scale = rms_scale(pre.branch, cols, eps, scratch);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        pre.out[i] = __fadd_rn(x[i], __fmul_rn(__fmul_rn(pre.branch[i], scale), pre.weight[i]));
+    __syncthreads();
+    return pre.out;
+}
+
+// The PreAdd of sequence blockIdx.y of a batched launch.
+__device__ __forceinline__ PreAdd pre_add_of_sequence(PreAdd pre, int cols) {
+    if (pre.branch) {
+        pre.branch += (u64)blockIdx.y * cols;
+        pre.out += (u64)blockIdx.y * cols;
+    }
+    return pre;
+}
+
 // Stages x (normalised when norm_weight != 0) as f32 in shared memory.
 __device__ void stage_f32(const float* x, const float* norm_weight, float eps, int cols,
                           float* xs, double* scratch) {
@@ -71,6 +106,43 @@ __device__ __forceinline__ void load_quarter(const float* v, int k, int count, f
     } else {
 #pragma unroll
         for (int j = 0; j < 8; ++j) out[j] = v[8 * k + j];
+    }
+}
+
+// A thread's R quarters of x (threadIdx.x + r·blockDim.x; zeros past the
+// end), or of x + rmsnorm(branch)·weight when `pre` has a branch: computed
+// as pre_add does, in registers, the loads of x, branch and weight issued
+// together, and written to pre.out by the sequence's block 0 alone.
+template <int R>
+__device__ __forceinline__ void load_x_quarters(const float* x, const PreAdd& pre, float eps,
+                                                int cols, double* scratch, float (&v)[R][8]) {
+    const int quarters = cols / 8;
+#pragma unroll
+    for (int r = 0; r < R; ++r) load_quarter(x, threadIdx.x + r * blockDim.x, quarters, v[r]);
+    if (!pre.branch) return;
+    float branch[R][8], weight[R][8];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        load_quarter(pre.branch, threadIdx.x + r * blockDim.x, quarters, branch[r]);
+        load_quarter(pre.weight, threadIdx.x + r * blockDim.x, quarters, weight[r]);
+    }
+    double squares = 0.0;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) squares += (double)(branch[r][j] * branch[r][j]);
+    const double total = block_sum_f64(squares, scratch);
+    const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int k = threadIdx.x + r * blockDim.x;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            v[r][j] = __fadd_rn(v[r][j], __fmul_rn(__fmul_rn(branch[r][j], scale), weight[r][j]));
+        if (blockIdx.x == 0 && k < quarters) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) pre.out[8 * k + j] = v[r][j];
+        }
     }
 }
 
@@ -128,15 +200,13 @@ __device__ __forceinline__ void quantize_quarter(const float* v, int k, int coun
 // a block's four quarters are on four neighbouring lanes. When x fits in
 // STAGE_QUARTERS quarters a thread, it is read once, all its loads before any
 // use (the sum of squares and the quantization from the same registers).
-__device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps, int cols,
-                             void* shared, double* scratch) {
+__device__ StagedQ8 stage_q8(const float* x, const PreAdd& pre, const float* norm_weight,
+                             float eps, int cols, void* shared, double* scratch) {
     const StagedQ8 staged = staged_q8_at(shared, cols);
     const int quarters = cols / 8;
     if (quarters <= STAGE_QUARTERS * (int)blockDim.x) {
         float v[STAGE_QUARTERS][8];
-#pragma unroll
-        for (int r = 0; r < STAGE_QUARTERS; ++r)
-            load_quarter(x, threadIdx.x + r * blockDim.x, quarters, v[r]);
+        load_x_quarters<STAGE_QUARTERS>(x, pre, eps, cols, scratch, v);
         if (norm_weight) {
             float w[STAGE_QUARTERS][8];
 #pragma unroll
@@ -159,6 +229,7 @@ __device__ StagedQ8 stage_q8(const float* x, const float* norm_weight, float eps
             if (r * (int)blockDim.x < quarters)  // the same on every thread
                 quantize_quarter(v[r], threadIdx.x + r * blockDim.x, quarters, staged);
     } else {
+        x = pre_add(x, pre, cols, eps, scratch);
         const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
         // Whole warps go round, for the shuffles.
         const int lane = threadIdx.x % WARP;
@@ -207,12 +278,13 @@ __device__ __forceinline__ void stage_super_block(const float* v, int b, const S
 // Stages x (normalised when norm_weight != 0) as Q8_K super-blocks, one warp
 // per super-block in turn (quantize_q8_k_warp), each warp's next
 // STAGE_K_ROUNDS super-blocks read before any is quantized.
-__device__ StagedQ8K stage_q8_k(const float* x, const float* norm_weight, float eps, int cols,
-                                void* shared, double* scratch) {
+__device__ StagedQ8K stage_q8_k(const float* x, const PreAdd& pre, const float* norm_weight,
+                                float eps, int cols, void* shared, double* scratch) {
     const StagedQ8K staged = staged_q8_k_at(shared, cols);
 #if GEMV_CLOCKS
     const long long c0 = clock64();
 #endif
+    x = pre_add(x, pre, cols, eps, scratch);
     const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
 #if GEMV_CLOCKS
     const long long c1 = clock64() + (scale != scale);
@@ -266,16 +338,17 @@ __device__ __forceinline__ void load_early_norm(const float* norm_weight, int co
 // stage_q8_k normalised, for x of at most one super-block a warp, the norm
 // weights in registers: x is read once, its squares summed (in f64, as
 // rms_scale) from the same registers.
-__device__ StagedQ8K stage_q8_k_early(const float* x, const EarlyNorm& e, float eps, int cols,
-                                      void* shared, double* scratch) {
+__device__ StagedQ8K stage_q8_k_early(const float* x, const PreAdd& pre, const EarlyNorm& e,
+                                      float eps, int cols, void* shared, double* scratch) {
     const StagedQ8K staged = staged_q8_k_at(shared, cols);
     const int lane = threadIdx.x % WARP, b = threadIdx.x / WARP;
     const bool active = b < cols / 256;
 #if GEMV_CLOCKS
     const long long c0 = clock64();
 #endif
-    float v[8];
-    load_quarter(x, (b * 256 + 8 * lane) / 8, active ? cols / 8 : 0, v);
+    float quarter[1][8];  // quarter threadIdx.x: values 8·lane.. of super-block b
+    load_x_quarters<1>(x, pre, eps, cols, scratch, quarter);
+    float* v = quarter[0];
     double squares = 0.0;
 #pragma unroll
     for (int j = 0; j < 8; ++j) squares += (double)(v[j] * v[j]);
@@ -301,14 +374,14 @@ __device__ StagedQ8K stage_q8_k_early(const float* x, const EarlyNorm& e, float 
 // x staged for weights of type T: Q8_K super-blocks for K-quants (from the
 // early norm weights when `early`), else Q8 blocks.
 template <int T>
-__device__ __forceinline__ auto stage_x(const float* x, const float* norm_weight, float eps,
-                                        int cols, void* shared, double* scratch,
+__device__ __forceinline__ auto stage_x(const float* x, const PreAdd& pre, const float* norm_weight,
+                                        float eps, int cols, void* shared, double* scratch,
                                         const EarlyNorm& norm, bool early) {
     if constexpr (is_k_quant(T))
-        return early ? stage_q8_k_early(x, norm, eps, cols, shared, scratch)
-                     : stage_q8_k(x, norm_weight, eps, cols, shared, scratch);
+        return early ? stage_q8_k_early(x, pre, norm, eps, cols, shared, scratch)
+                     : stage_q8_k(x, pre, norm_weight, eps, cols, shared, scratch);
     else
-        return stage_q8(x, norm_weight, eps, cols, shared, scratch);
+        return stage_q8(x, pre, norm_weight, eps, cols, shared, scratch);
 }
 
 // How a row's f32 sum is ordered: the CPU backend's (llama.cpp's AVX2)
@@ -1095,39 +1168,6 @@ __device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int co
     }
 }
 
-// A post-norm branch to add to x before staging it (pre_add below): when
-// `branch` is given, x_out = x + rmsnorm(branch)·weight first, and x_out is
-// what the product reads. Every block computes and writes the same values,
-// so x_out needs no other synchronisation; x and branch are left as they
-// are, so the residual stream moves from x to x_out.
-struct PreAdd {
-    const float* branch;
-    const float* weight;
-    float* out;
-};
-
-// x + rmsnorm(branch)·weight into pre.out (the CPU backend's post-norm and
-// residual add, each product and the sum rounded once), visible to this
-// block on return; x itself when there is no branch.
-__device__ const float* pre_add(const float* x, const PreAdd& pre, int cols, float eps,
-                                double* scratch) {
-    if (!pre.branch) return x;
-    const float scale = rms_scale(pre.branch, cols, eps, scratch);
-    for (int i = threadIdx.x; i < cols; i += blockDim.x)
-        pre.out[i] = __fadd_rn(x[i], __fmul_rn(__fmul_rn(pre.branch[i], scale), pre.weight[i]));
-    __syncthreads();
-    return pre.out;
-}
-
-// The PreAdd of sequence blockIdx.y of a batched launch.
-__device__ __forceinline__ PreAdd pre_add_of_sequence(PreAdd pre, int cols) {
-    if (pre.branch) {
-        pre.branch += (u64)blockIdx.y * cols;
-        pre.out += (u64)blockIdx.y * cols;
-    }
-    return pre;
-}
-
 // MODE 0: plain, 1: residual, 2: norm, 3: norm + gated activation, 4: norm +
 // RoPE + cache write.
 //
@@ -1233,8 +1273,7 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
 #if GEMV_CLOCKS
     const long long clk0 = clock64();
 #endif
-    x = pre_add(x, pre, cols, eps, scratch);
-    const auto xq = stage_x<T>(x, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch,
+    const auto xq = stage_x<T>(x, pre, MODE >= 2 ? norm_weight : 0, eps, cols, shared, scratch,
                                early_norm, early);
 #if GEMV_CLOCKS
     const long long clk1 = clock64();
