@@ -109,6 +109,20 @@ __device__ __forceinline__ void load_quarter(const float* v, int k, int count, f
     }
 }
 
+// 1 / sqrt(mean(x²) + eps) of the cols values the block's threads hold, R
+// quarters each (zeros past the end): rms_scale's arithmetic.
+template <int R>
+__device__ __forceinline__ float rms_scale_of_quarters(const float (&v)[R][8], int cols, float eps,
+                                                       double* scratch) {
+    double squares = 0.0;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) squares += (double)(v[r][j] * v[r][j]);
+    const double total = block_sum_f64(squares, scratch);
+    return 1.0f / sqrtf((float)(total / (double)cols) + eps);
+}
+
 // A thread's R quarters of x (threadIdx.x + r·blockDim.x; zeros past the
 // end), or of x + rmsnorm(branch)·weight when `pre` has a branch: computed
 // as pre_add does, in registers, the loads of x, branch and weight issued
@@ -126,13 +140,7 @@ __device__ __forceinline__ void load_x_quarters(const float* x, const PreAdd& pr
         load_quarter(pre.branch, threadIdx.x + r * blockDim.x, quarters, branch[r]);
         load_quarter(pre.weight, threadIdx.x + r * blockDim.x, quarters, weight[r]);
     }
-    double squares = 0.0;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) squares += (double)(branch[r][j] * branch[r][j]);
-    const double total = block_sum_f64(squares, scratch);
-    const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+    const float scale = rms_scale_of_quarters<R>(branch, cols, eps, scratch);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int k = threadIdx.x + r * blockDim.x;
@@ -212,13 +220,7 @@ __device__ StagedQ8 stage_q8(const float* x, const PreAdd& pre, const float* nor
 #pragma unroll
             for (int r = 0; r < STAGE_QUARTERS; ++r)
                 load_quarter(norm_weight, threadIdx.x + r * blockDim.x, quarters, w[r]);
-            double squares = 0.0;
-#pragma unroll
-            for (int r = 0; r < STAGE_QUARTERS; ++r)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) squares += (double)(v[r][j] * v[r][j]);
-            const double total = block_sum_f64(squares, scratch);
-            const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+            const float scale = rms_scale_of_quarters<STAGE_QUARTERS>(v, cols, eps, scratch);
 #pragma unroll
             for (int r = 0; r < STAGE_QUARTERS; ++r)
 #pragma unroll
@@ -349,11 +351,7 @@ __device__ StagedQ8K stage_q8_k_early(const float* x, const PreAdd& pre, const E
     float quarter[1][8];  // quarter threadIdx.x: values 8·lane.. of super-block b
     load_x_quarters<1>(x, pre, eps, cols, scratch, quarter);
     float* v = quarter[0];
-    double squares = 0.0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) squares += (double)(v[j] * v[j]);
-    const double total = block_sum_f64(squares, scratch);
-    const float scale = 1.0f / sqrtf((float)(total / (double)cols) + eps);
+    const float scale = rms_scale_of_quarters<1>(quarter, cols, eps, scratch);
 #if GEMV_CLOCKS
     const long long c2 = clock64() + (scale != scale);
 #endif
