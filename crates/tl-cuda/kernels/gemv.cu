@@ -28,9 +28,11 @@
 // thread 0 of block 0 and of a middle block prints each tile GEMV's phase
 // clocks: "clk MODE rows cols tile block" then the cycles waiting for the
 // previous kernel, staging x, computing the terms, at the barrier, and
-// walking with the epilogue. Thread 0 of block 1 prints the K-quant staging's
-// own phases ("sclk"): normed in one pass (reading x and the sum of squares,
-// then the quantization), or in rounds (the scale, then the rounds).
+// walking with the epilogue. Thread 0 of block 1 prints the staging's own
+// phases ("sclk"): K-quants normed in one pass (reading x and the sum of
+// squares, then the quantization) or in rounds (the scale, then the rounds);
+// Q8 blocks held in registers (x with any post-norm branch added, the norm,
+// the quantization).
 #ifndef GEMV_CLOCKS
 #define GEMV_CLOCKS 0
 #endif
@@ -213,23 +215,38 @@ __device__ StagedQ8 stage_q8(const float* x, const PreAdd& pre, const float* nor
     const StagedQ8 staged = staged_q8_at(shared, cols);
     const int quarters = cols / 8;
     if (quarters <= STAGE_QUARTERS * (int)blockDim.x) {
+#if GEMV_CLOCKS
+        const long long c0 = clock64();
+#endif
         float v[STAGE_QUARTERS][8];
         load_x_quarters<STAGE_QUARTERS>(x, pre, eps, cols, scratch, v);
+#if GEMV_CLOCKS
+        const long long c1 = clock64() + (v[0][0] != v[0][0]);
+#endif
+        float scale = 1.0f;
         if (norm_weight) {
             float w[STAGE_QUARTERS][8];
 #pragma unroll
             for (int r = 0; r < STAGE_QUARTERS; ++r)
                 load_quarter(norm_weight, threadIdx.x + r * blockDim.x, quarters, w[r]);
-            const float scale = rms_scale_of_quarters<STAGE_QUARTERS>(v, cols, eps, scratch);
+            scale = rms_scale_of_quarters<STAGE_QUARTERS>(v, cols, eps, scratch);
 #pragma unroll
             for (int r = 0; r < STAGE_QUARTERS; ++r)
 #pragma unroll
                 for (int j = 0; j < 8; ++j) v[r][j] = (v[r][j] * scale) * w[r][j];
         }
+#if GEMV_CLOCKS
+        const long long c2 = clock64() + (scale != scale);
+#endif
 #pragma unroll
         for (int r = 0; r < STAGE_QUARTERS; ++r)
             if (r * (int)blockDim.x < quarters)  // the same on every thread
                 quantize_quarter(v[r], threadIdx.x + r * blockDim.x, quarters, staged);
+#if GEMV_CLOCKS
+        const long long c3 = clock64() + (staged.d[0] != staged.d[0]);
+        if (blockIdx.x == 1 && blockIdx.y == 0 && threadIdx.x == 0)
+            printf("sclk q8 %d x %lld norm %lld quantize %lld\n", cols, c1 - c0, c2 - c1, c3 - c2);
+#endif
     } else {
         x = pre_add(x, pre, cols, eps, scratch);
         const float scale = norm_weight ? rms_scale(x, cols, eps, scratch) : 1.0f;
