@@ -335,8 +335,8 @@ mod tests {
     }
 
     /// NVRTC needs no GPU, so wherever libnvrtc is installed the kernels are
-    /// compiled for the architectures we target; elsewhere the test says why it
-    /// skips.
+    /// compiled for the architectures we target (A100, A10/RTX 30, L4/L40/RTX
+    /// 40 and H100/H200); elsewhere the test says why it skips.
     #[test]
     fn kernels_compile_with_nvrtc() {
         if !crate::libraries::nvrtc_present() {
@@ -349,7 +349,7 @@ mod tests {
                 .windows(needle.len())
                 .any(|w| w == needle.as_bytes())
         };
-        for arch in ["sm_80", "sm_90"] {
+        for arch in ["sm_80", "sm_86", "sm_89", "sm_90"] {
             let cubins: Vec<Vec<u8>> = std::thread::scope(|scope| {
                 let jobs: Vec<_> = units
                     .iter()
