@@ -282,8 +282,8 @@ __device__ __forceinline__ float accumulate_weights(const TileBuffer& t, int cou
 }
 
 // The running output element `dim` over a partial tile (the last one, and all
-// of a context shorter than a tile): a plain loop, which measured faster there
-// than accumulate_tile's groups.
+// of a context shorter than a tile): a plain loop; accumulate_tile's groups
+// measured no faster there (about 36 cycles a position either way).
 __device__ __forceinline__ float accumulate_plain(const TileBuffer& t, int count, int head_dim,
                                                   int dim, float acc) {
     for (int i = 0; i < count; ++i)
