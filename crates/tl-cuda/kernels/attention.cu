@@ -86,6 +86,37 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
 // Warps per block of rope_store_kv_per_head (one head each).
 #define ROPE_WARPS 4
 
+// One head `p` (head_dim values) on one warp, as rope_store_kv computes it:
+// normalised when `w` is given (RMS over the head, squares summed in f64
+// with lanes taking elements lane, lane + 32, ..., times the head weight),
+// then each pair rotated by `table`; store(a, b, r0, r1) takes pair (a, b).
+// Each lane reads only the elements of its own pairs after the sum, so a
+// store may overwrite p.
+template <typename Store>
+__device__ __forceinline__ void norm_rope_head(const float* p, const float* w, float eps,
+                                               int head_dim, int halves, const float2* table,
+                                               Store store) {
+    const int lane = threadIdx.x % WARP;
+    float scale = 1.0f;
+    if (w) {
+        double squares = 0.0;
+        for (int i = lane; i < head_dim; i += WARP) squares += (double)(p[i] * p[i]);
+        squares = warp_sum_f64(squares);
+        scale = 1.0f / sqrtf((float)(squares / (double)head_dim) + eps);
+    }
+    const int pairs = head_dim / 2;
+    for (int pair = lane; pair < pairs; pair += WARP) {
+        const int a = halves ? pair : 2 * pair, b = halves ? pair + pairs : 2 * pair + 1;
+        float x0 = p[a], x1 = p[b];
+        if (w) {
+            x0 = (x0 * scale) * w[a];
+            x1 = (x1 * scale) * w[b];
+        }
+        const float2 cs = table[pair];
+        store(a, b, fmaf(x0, cs.x, -(x1 * cs.y)), fmaf(x0, cs.y, x1 * cs.x));
+    }
+}
+
 // rope_store_kv with a warp per head of a row (blockIdx.x the row, ROPE_WARPS
 // heads a block along y) instead of a block per row: for decode steps, whose
 // one row's heads then run side by side instead of in turn (prompts, with
@@ -100,50 +131,32 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
                            const int* positions, u16* const* k_tables, u16* const* v_tables) {
     allow_next_kernel();
     wait_for_previous_kernel();
-    const int head = blockIdx.y * ROPE_WARPS + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int head = blockIdx.y * ROPE_WARPS + threadIdx.x / WARP;
     if (head >= heads + kv_heads) return;
     const int row = blockIdx.x;
     const int pos = positions ? positions[row] : *start + row;
-    const int pairs = head_dim / 2;
     const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
     const bool query = head < heads;
     const int kh = head - heads;
     float* q = qkv + (u64)row * (q_width + 2 * kv_width);
     float* p = query ? q + head * head_dim : q + q_width + kh * head_dim;
-    const float* w = query ? q_norm : k_norm;
-    float scale = 1.0f;
-    if (w) {
-        double squares = 0.0;
-        for (int i = lane; i < head_dim; i += WARP) squares += (double)(p[i] * p[i]);
-        squares = warp_sum_f64(squares);
-        scale = 1.0f / sqrtf((float)(squares / (double)head_dim) + eps);
-    }
-    const float2* table = cos_sin + (u64)pos * pairs;
-    u16* const kc = positions ? k_tables[row] : k_cache;
-    u16* const vc = positions ? v_tables[row] : v_cache;
-    const u64 at = query ? 0 : ((u64)kh * capacity + pos) * head_dim;
-    const float* v = query ? 0 : q + q_width + kv_width + kh * head_dim;
-    // Each element is in one pair, so a lane writes only what it read (all
-    // lanes' reads for the sum of squares are done before the shuffles).
-    for (int pair = lane; pair < pairs; pair += WARP) {
-        const int a = halves ? pair : 2 * pair, b = halves ? pair + pairs : 2 * pair + 1;
-        float x0 = p[a], x1 = p[b];
-        if (w) {
-            x0 = (x0 * scale) * w[a];
-            x1 = (x1 * scale) * w[b];
-        }
-        const float2 cs = table[pair];
-        const float r0 = fmaf(x0, cs.x, -(x1 * cs.y)), r1 = fmaf(x0, cs.y, x1 * cs.x);
-        if (query) {
+    const float2* table = cos_sin + (u64)pos * (head_dim / 2);
+    if (query) {
+        norm_rope_head(p, q_norm, eps, head_dim, halves, table, [&](int a, int b, float r0, float r1) {
             p[a] = __fmul_rn(r0, query_scale);
             p[b] = __fmul_rn(r1, query_scale);
-        } else {
-            kc[at + a] = f2h(r0);
-            kc[at + b] = f2h(r1);
-            vc[at + 2 * pair] = f2h(v[2 * pair]);
-            vc[at + 2 * pair + 1] = f2h(v[2 * pair + 1]);
-        }
+        });
+        return;
     }
+    u16* const kc = positions ? k_tables[row] : k_cache;
+    u16* const vc = positions ? v_tables[row] : v_cache;
+    const u64 at = ((u64)kh * capacity + pos) * head_dim;
+    const float* v = q + q_width + kv_width + kh * head_dim;
+    norm_rope_head(p, k_norm, eps, head_dim, halves, table, [&](int a, int b, float r0, float r1) {
+        kc[at + a] = f2h(r0);
+        kc[at + b] = f2h(r1);
+    });
+    for (int i = threadIdx.x % WARP; i < head_dim; i += WARP) vc[at + i] = f2h(v[i]);
 }
 
 // Positions per tile of attention_f16_accumulator: two tiles' f16 values fit in
@@ -414,11 +427,12 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
 // factors from shared memory; the next warp's first thread runs the sum of
 // weights, the same recurrence. The remaining warps (the producers) fill the
 // next tile's buffer meanwhile: scores, values, prefix max and factors.
+// `qr` is the block's query head.
 template <int PER_LANE>
-__device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* k_cache,
-                                       const u16* v_cache, const int* start, int heads,
-                                       int kv_heads, int capacity, float scale, int window,
-                                       float* out, F16AccumulatorTile& t) {
+__device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, const u16* v_cache,
+                                       const int* start, int heads, int kv_heads, int capacity,
+                                       float scale, int window, float* out,
+                                       F16AccumulatorTile& t) {
     const int head_dim = PER_LANE * WARP;
     const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
     const int row = blockIdx.x / heads, head = blockIdx.x % heads;
@@ -438,7 +452,6 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
     const long long a0 = clock64();
 #endif
     // The query rounded to f16 (held as the f32 of each half), lane's elements.
-    const float* qr = q + (u64)row * q_stride + head * head_dim;
     float q16[PER_LANE];
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) q16[j] = h2f(f2h(qr[j * WARP + lane]));
@@ -491,13 +504,13 @@ __device__ void attend_f16_accumulator(const float* q, int q_stride, const u16* 
 
 // attend_f16_accumulator for a head size known only at run time.
 __device__ __forceinline__ void attend_f16_accumulator_any(
-    const float* q, int q_stride, const u16* k_cache, const u16* v_cache, const int* start,
-    int heads, int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
+    const float* qr, const u16* k_cache, const u16* v_cache, const int* start, int heads,
+    int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
     F16AccumulatorTile& tile) {
 #define ATTEND_F16(N)                                                                          \
     case N:                                                                                    \
-        attend_f16_accumulator<N>(q, q_stride, k_cache, v_cache, start, heads, kv_heads,       \
-                                  capacity, scale, window, out, tile);                         \
+        attend_f16_accumulator<N>(qr, k_cache, v_cache, start, heads, kv_heads, capacity,      \
+                                  scale, window, out, tile);                                   \
         break;
     switch (head_dim / WARP) {
         ATTEND_F16(1)
@@ -510,6 +523,13 @@ __device__ __forceinline__ void attend_f16_accumulator_any(
         ATTEND_F16(8)
     }
 #undef ATTEND_F16
+}
+
+// The query head of this block's (row, head): rows of q are q_stride apart.
+__device__ __forceinline__ const float* block_query(const float* q, int q_stride, int heads,
+                                                    int head_dim) {
+    const int row = blockIdx.x / heads, head = blockIdx.x % heads;
+    return q + (u64)row * q_stride + head * head_dim;
 }
 
 // The expf table into shared memory, by the block's last warp (producers,
@@ -555,8 +575,56 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
     load_exp2_table(tile);
     allow_next_kernel();
     wait_for_previous_kernel();
-    attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
-                               capacity, scale, window, out, tile);
+    attend_f16_accumulator_any(block_query(q, q_stride, heads, head_dim), k_cache, v_cache, start,
+                               heads, kv_heads, head_dim, capacity, scale, window, out, tile);
+}
+
+// attention_f16_accumulator for a lone decode step (one row at *start) whose
+// queries and keys still need their per-head norms and RoPE
+// (rope_store_kv's arithmetic, so the same bits): the block's first warp
+// prepares its query head in shared memory, the second its key head and
+// the third its values, written into the caches (every block of a
+// key/value head writes the same bytes, before any of its reads) — one
+// launch instead of two on the step's critical path.
+extern "C" __global__ void attention_f16_accumulator_rope(
+    const float* qkv, int q_stride, u16* k_cache, u16* v_cache, const int* start, int heads,
+    int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
+    int l2_prefetch, const float2* cos_sin, const float* q_norm, const float* k_norm, float eps,
+    int halves, float query_scale) {
+    __shared__ F16AccumulatorTile tile;
+    __shared__ float query[MAX_HEAD_DIM];
+    if (l2_prefetch)
+        prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
+    load_exp2_table(tile);
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    const int head = blockIdx.x % heads, kv_head = head / (heads / kv_heads);
+    const int pos = *start, warp = threadIdx.x / WARP;
+    const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+    const float2* table = cos_sin + (u64)pos * (head_dim / 2);
+    const u64 at = ((u64)kv_head * capacity + pos) * head_dim;
+    if (warp == 0) {
+        norm_rope_head(qkv + head * head_dim, q_norm, eps, head_dim, halves, table,
+                       [&](int a, int b, float r0, float r1) {
+                           query[a] = __fmul_rn(r0, query_scale);
+                           query[b] = __fmul_rn(r1, query_scale);
+                       });
+    } else if (warp == 1) {
+        norm_rope_head(qkv + q_width + kv_head * head_dim, k_norm, eps, head_dim, halves, table,
+                       [&](int a, int b, float r0, float r1) {
+                           k_cache[at + a] = f2h(r0);
+                           k_cache[at + b] = f2h(r1);
+                       });
+    } else if (warp == 2) {
+        const float* v = qkv + q_width + kv_width + kv_head * head_dim;
+        for (int i = threadIdx.x % WARP; i < head_dim; i += WARP) v_cache[at + i] = f2h(v[i]);
+    }
+    // The values are read back through L2 (cp.async.cg): the writes must be
+    // there, not only in this multiprocessor's view, before the barrier.
+    if (warp == 1 || warp == 2) __threadfence();
+    __syncthreads();
+    attend_f16_accumulator_any(query, k_cache, v_cache, start, heads, kv_heads, head_dim, capacity,
+                               scale, window, out, tile);
 }
 
 // attention_f16_accumulator for a decode step of several sequences at once:
@@ -580,8 +648,8 @@ extern "C" __global__ void attention_f16_accumulator_batched(
     wait_for_previous_kernel();
     q += b * rows * q_stride;
     out += b * rows * heads * head_dim;
-    attend_f16_accumulator_any(q, q_stride, k_cache, v_cache, start, heads, kv_heads, head_dim,
-                               capacity, scale, window, out, tile);
+    attend_f16_accumulator_any(block_query(q, q_stride, heads, head_dim), k_cache, v_cache, start,
+                               heads, kv_heads, head_dim, capacity, scale, window, out, tile);
 }
 
 // Attention for 64 rows or more, in f32 (llama.cpp's tiled CPU path): one warp

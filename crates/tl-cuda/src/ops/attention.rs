@@ -216,6 +216,14 @@ fn rope_args(
         cache.values.into(),
         Arg::I32(int(cache.capacity, "capacity")?),
     ];
+    args.extend(rotation_args(h, rotation)?);
+    Ok(args)
+}
+
+/// The kernels' rotation arguments after the caches: the per-head norms
+/// (query, key, eps; null without), `halves` and the query scale.
+fn rotation_args(h: Heads, rotation: Rotation<'_>) -> Result<Vec<Arg>> {
+    let mut args = Vec::with_capacity(5);
     match rotation.qk_norm {
         Some(_) if h.heads + h.kv_heads > ROPE_MAX_HEADS => {
             return Err(CudaError::Unsupported(format!(
@@ -285,6 +293,50 @@ pub fn attention_f16_accumulator(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Resul
     unsafe {
         gpu.launch_dependent(
             "attention_f16_accumulator",
+            (blocks, 1),
+            F16_ACCUMULATOR_THREADS,
+            0,
+            &args,
+        )
+    }
+}
+
+/// [`rope_store_kv`] and then [`attention_f16_accumulator`] in one launch, for
+/// a lone decode step (one row; its queries, keys and values not yet
+/// rotated or stored): the same bits as the two calls, one kernel fewer on
+/// the step's critical path. The queries in `batch.queries` are left as
+/// they were.
+pub fn attention_f16_accumulator_rope(
+    gpu: &Gpu,
+    batch: &AttentionBatch<'_>,
+    rotation: Rotation<'_>,
+) -> Result<()> {
+    if batch.rows != 1 || batch.cache.tables.is_some() {
+        return Err(CudaError::Unsupported(format!(
+            "attention with RoPE in one launch takes one row of one sequence, not {} rows",
+            batch.rows
+        )));
+    }
+    let h = batch.heads;
+    batch
+        .queries
+        .require(h.q_width() + 2 * h.kv_width(), "qkv")?;
+    let mut args = batch_args(batch)?;
+    args.remove(ROWS_ARG);
+    args.push(Arg::I32(l2_prefetch_level(gpu)));
+    rotation
+        .cos_sin
+        .require(batch.cache.capacity * h.head_dim, "rope table")?;
+    args.push(rotation.cos_sin.into());
+    args.extend(rotation_args(h, rotation)?);
+    let blocks = int(h.heads, "heads")? as u32;
+    // SAFETY: matches attention_f16_accumulator_rope's signature; the qkv row
+    // and output are checked, the tables and caches hold `capacity`
+    // positions, and the caller keeps *start below it (the host checks room
+    // before every pass). The kernel waits for the previous one first.
+    unsafe {
+        gpu.launch_dependent(
+            "attention_f16_accumulator_rope",
             (blocks, 1),
             F16_ACCUMULATOR_THREADS,
             0,

@@ -233,11 +233,7 @@ impl CudaModel {
         // The GEMV asks L2 for the matrix after it.
         let next = Some(&b.attention_output);
         let rotation = self.rotation(layer);
-        let plain = rotation.qk_norm.is_none()
-            && !rotation.halves
-            && b.qkv_bias.is_none()
-            && rotation.query_scale == 1.0;
-        if plain && self.parts_take_rope(b) {
+        if self.qkv_takes_rope(layer) {
             // Each part (one, or one per weight type) rotates and stores its
             // own rows.
             let (parts, stride) = (b.qkv.parts(), b.qkv.rows());
@@ -263,6 +259,19 @@ impl CudaModel {
         self.project_qkv_parts(b, (x, pre), qkv, (n, Batching::Alone), next)?;
         self.add_qkv_bias(b, qkv, n)?;
         self.rope_store(layer, qkv, n, positions, kv)
+    }
+
+    /// Whether layer `layer`'s QKV products rotate and store their own rows
+    /// (`Epilogue::NormRope`): plain RoPE (no per-head norms, adjacent
+    /// pairs, no biases, unscaled queries) and parts that start at the
+    /// queries, the keys or the values.
+    pub(crate) fn qkv_takes_rope(&self, layer: usize) -> bool {
+        let (b, rotation) = (&self.blocks[layer], self.rotation(layer));
+        let plain = rotation.qk_norm.is_none()
+            && !rotation.halves
+            && b.qkv_bias.is_none()
+            && rotation.query_scale == 1.0;
+        plain && self.parts_take_rope(b)
     }
 
     /// Whether each part of block `b`'s QKV weights starts at the queries,

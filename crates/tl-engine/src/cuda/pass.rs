@@ -32,6 +32,9 @@ pub(super) struct CudaPass<'a> {
     pub shape: PassShape<'a>,
     /// A decode pass's residual under post-norms (see [`Residual`]).
     residual: Residual<'a>,
+    /// The layer's queries and keys wait for the attention kernel's own
+    /// norms and RoPE (a lone decode step whose QKV product cannot rotate).
+    rope_pending: bool,
 }
 
 impl<'a> CudaPass<'a> {
@@ -41,6 +44,7 @@ impl<'a> CudaPass<'a> {
             rows,
             shape,
             residual: Residual::default(),
+            rope_pending: false,
         }
     }
 }
@@ -295,6 +299,15 @@ impl Stages for CudaPass<'_> {
         let kv = self.layer_cache(layer)?;
         let pre = self.pending_pre_add(&a);
         match self.kernels() {
+            Kernels::Gemv { hints: true }
+                if matches!(self.shape, PassShape::Decode(_)) && !m.qkv_takes_rope(layer) =>
+            {
+                // The attention kernel normalises, rotates and stores.
+                let hint = Some(&b.attention_output);
+                m.project_qkv_parts(b, (a.x, pre), a.qkv, (n, Batching::Alone), hint)?;
+                m.add_qkv_bias(b, a.qkv, n)?;
+                self.rope_pending = true;
+            }
             Kernels::Gemv { hints: true } => {
                 m.project_qkv(layer, (a.x, pre), a.qkv, n, a.positions, kv)?
             }
@@ -315,6 +328,7 @@ impl Stages for CudaPass<'_> {
 
     fn attention(&mut self, layer: usize) -> Result<()> {
         let (m, n) = (self.model, self.rows);
+        let rope_pending = std::mem::take(&mut self.rope_pending);
         let gpu = &m.gpu;
         let a = self.activations()?;
         let batch = AttentionBatch {
@@ -329,6 +343,11 @@ impl Stages for CudaPass<'_> {
             out: a.attention,
         };
         let staged = match &self.shape {
+            PassShape::Decode(_) if rope_pending => {
+                let rotation = m.rotation(layer);
+                attention_ops::attention_f16_accumulator_rope(gpu, &batch, rotation)?;
+                false
+            }
             PassShape::Decode(_) => {
                 attention_ops::attention_f16_accumulator(gpu, &batch)?;
                 false
