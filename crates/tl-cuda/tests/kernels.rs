@@ -5,9 +5,9 @@
 
 use half::{bf16, f16};
 use tl_cuda::ops::attention::{
-    attention_f16_accumulator, attention_f32, attention_flash, attention_flash_to_f16,
-    flash_supported, rope_store_kv, rope_store_kv_batched, AttentionBatch, CacheTables, Heads,
-    LayerCache, QkNorm, Rotation,
+    attention_f16_accumulator, attention_f16_accumulator_rope, attention_f32, attention_flash,
+    attention_flash_to_f16, flash_supported, rope_store_kv, rope_store_kv_batched, AttentionBatch,
+    CacheTables, Heads, LayerCache, QkNorm, Rotation,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::rows::Rounding;
@@ -944,6 +944,115 @@ fn qk_norms_and_half_head_pairs_match_the_reference() {
                 assert_eq!(k[span.clone()], keys[span.clone()], "sequence {s} key");
                 assert_eq!(v[span.clone()], values[span], "sequence {s} value");
             }
+        }
+    }
+}
+
+/// A lone decode step's rotation and attention in one launch
+/// (`attention_f16_accumulator_rope`) against `rope_store_kv` then
+/// `attention_f16_accumulator`: the same output, keys and values bit for bit,
+/// for Gemma 3's heads (per-head norms, a window), Qwen3's (per-head norms,
+/// half-head pairs) and plain ones with scaled queries, after caches of
+/// several depths.
+#[test]
+fn rotation_in_the_attention_launch_equals_its_own_launch() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng(12);
+    let gemma = Heads {
+        heads: 4,
+        kv_heads: 1,
+        head_dim: 256,
+    };
+    let qwen3 = Heads {
+        heads: 16,
+        kv_heads: 8,
+        head_dim: 128,
+    };
+    let plain = Heads {
+        heads: 6,
+        kv_heads: 2,
+        head_dim: 64,
+    };
+    // (heads, per-head norms, half-head pairs, query scale, window)
+    let cases = [
+        (gemma, true, true, 0.0625, Some(32)),
+        (gemma, true, true, 0.0625, None),
+        (qwen3, true, true, 1.0, None),
+        (plain, false, false, 0.125, None),
+        (plain, false, true, 1.0, Some(100)),
+    ];
+    for (h, norms, halves, query_scale, window) in cases {
+        let capacity = 400;
+        let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
+        let qkv_width = q_width + 2 * kv_width;
+        let table = test_rope_table(capacity, h.head_dim, 0.29);
+        let tb = Buffer::from_host(&gpu, &table).unwrap();
+        let (q_weight, k_weight) = (rng.vec(h.head_dim), rng.vec(h.head_dim));
+        let (qwb, kwb) = (
+            Buffer::from_host(&gpu, &q_weight).unwrap(),
+            Buffer::from_host(&gpu, &k_weight).unwrap(),
+        );
+        let rotation = Rotation {
+            cos_sin: tb.all(),
+            halves,
+            qk_norm: norms.then(|| QkNorm {
+                query: qwb.all(),
+                key: kwb.all(),
+                eps: 1e-6,
+            }),
+            query_scale,
+        };
+        // Earlier positions: random f16 keys and values, the same in both.
+        let earlier: Vec<u16> = rng
+            .vec(2 * h.cache_len(capacity))
+            .iter()
+            .map(|&v| f16::from_f32(v).to_bits())
+            .collect();
+        let (earlier_keys, earlier_values) = earlier.split_at(h.cache_len(capacity));
+        for position in [0usize, 9, 130, 333] {
+            let qkv = rng.vec(qkv_width);
+            let start = Buffer::from_host(&gpu, &[position as i32]).unwrap();
+            let run = |fused: bool| {
+                let keys = Buffer::from_host(&gpu, earlier_keys).unwrap();
+                let values = Buffer::from_host(&gpu, earlier_values).unwrap();
+                let cache = LayerCache {
+                    keys: keys.all(),
+                    values: values.all(),
+                    capacity,
+                    tables: None,
+                };
+                let qb = Buffer::from_host(&gpu, &qkv).unwrap();
+                let out = poisoned_f32(&gpu, q_width);
+                let batch = AttentionBatch {
+                    heads: h,
+                    scale: 1.0,
+                    window,
+                    queries: qb.all(),
+                    query_stride: qkv_width,
+                    rows: 1,
+                    cache,
+                    start: start.all(),
+                    out: out.all(),
+                };
+                if fused {
+                    attention_f16_accumulator_rope(&gpu, &batch, rotation).unwrap();
+                } else {
+                    rope_store_kv(&gpu, h, qb.all(), 1, rotation, start.all(), cache).unwrap();
+                    attention_f16_accumulator(&gpu, &batch).unwrap();
+                }
+                (
+                    download(&gpu, &out, q_width),
+                    download(&gpu, &keys, h.cache_len(capacity)),
+                    download(&gpu, &values, h.cache_len(capacity)),
+                )
+            };
+            let (want, fused) = (run(false), run(true));
+            let what = format!("heads of {} at position {position}", h.head_dim);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fused.0), bits(&want.0), "output, {what}");
+            assert!(want.0.iter().all(|v| v.is_finite()), "output, {what}");
+            assert_eq!(fused.1, want.1, "keys, {what}");
+            assert_eq!(fused.2, want.2, "values, {what}");
         }
     }
 }
