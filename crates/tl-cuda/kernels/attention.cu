@@ -170,7 +170,9 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 #define CHAIN_UNROLL 16
 
 // Positions whose scores one warp computes at a time, their loads in flight
-// together (8 measured 1% faster at depth 4096, slower at short depths).
+// together (8 measured 1% faster at depth 4096, slower at short depths, and
+// no faster for heads of 256, whose tiles it fills in one round instead of
+// two).
 #define SCORE_POSITIONS 4
 
 // ATTN_CLOCKS=1 (set through TL_CUDA_KERNEL_DEFINES, a measurement aid):
@@ -223,6 +225,8 @@ struct F16AccumulatorTile {
     float chunk_max[MAX_TILE_POSITIONS / WARP];  // each chunk of 32 positions' max score
     unsigned long long exp2_table[32];           // EXP2_32ND, for the factors' expf
     float sum;
+    float max;  // the largest score walked (a chunk's partial result)
+    int last;   // whether this block combines its row's chunks
 #if ATTN_CLOCKS
     long long fill_clocks[5];  // producer 0's, through the first fill
 #endif
@@ -415,6 +419,107 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
 #endif
 }
 
+// Positions per chunk of a lone decode row's canonical split (the CPU
+// backend's KV_CHUNK).
+#define KV_CHUNK 256
+
+// Where the chunks of a split row leave their partial results: per (sequence,
+// head), `slots` of [max score, sum of weights, head_dim output values],
+// and a count of the chunks done (0 between launches).
+struct ChunkSplit {
+    float* partials;
+    unsigned* arrivals;
+    int slots;
+};
+
+// The block's place in an f16-accumulator grid, whose x is [slot][row][head]
+// (chunk slots slowest), and the positions it walks, [lo, hi). A lone row
+// (one of its sequence's) whose context ends past KV_CHUNK positions is split
+// into the chunks of KV_CHUNK absolute positions its window touches: slot i
+// walks the i-th (`chunks` of them) and the last block to finish combines
+// them in chunk order (combine_chunks), the order the CPU backend uses. Any
+// other row walks all it sees on slot 0 (chunks = 0).
+struct BlockSpan {
+    int row, head, slot;
+    int lo, hi;
+    int chunks;
+};
+
+__device__ __forceinline__ BlockSpan block_span(const int* start, int heads, int window,
+                                                int chunk_slots) {
+    BlockSpan s;
+    const int rows_heads = gridDim.x / chunk_slots;
+    s.slot = blockIdx.x / rows_heads;
+    s.row = blockIdx.x % rows_heads / heads;
+    s.head = blockIdx.x % heads;
+    const int position = *start + s.row;
+    const int first = window > 0 ? max(0, position + 1 - window) : 0;
+    s.lo = first;
+    s.hi = position + 1;
+    s.chunks = 0;
+    if (rows_heads == heads && position + 1 > KV_CHUNK) {
+        const int chunk = first / KV_CHUNK + s.slot;
+        s.chunks = position / KV_CHUNK - first / KV_CHUNK + 1;
+        s.lo = max(first, chunk * KV_CHUNK);
+        s.hi = min(position + 1, (chunk + 1) * KV_CHUNK);
+    }
+    return s;
+}
+
+// Whether the block has nothing to walk: a slot past its row's chunks, or
+// past slot 0 for a row that is not split.
+__device__ __forceinline__ bool span_idle(const BlockSpan& s) { return s.slot >= max(s.chunks, 1); }
+
+// Output element `dim` of a split row from its chunks' partial results
+// (`partials` at its first slot), combined in chunk order as the CPU backend
+// does: m = max(M, M_c), then output·e^(M−m) + output_c·e^(M_c−m) and the
+// same for the sums (each product rounded, then the sum), and output / sum.
+// The output starts at −0, so a lone chunk's comes through as it is. The
+// partials were written by other blocks: read from L2.
+__device__ __forceinline__ float combine_chunks(const float* partials, int chunks, int head_dim,
+                                                int dim, const unsigned long long* exp2_table) {
+    float max = -__int_as_float(0x7f800000), sum = 0.0f, out = -0.0f;
+    for (int c = 0; c < chunks; ++c) {
+        const float* p = partials + (u64)c * (head_dim + 2);
+        const float chunk_max = __ldcg(p), chunk_sum = __ldcg(p + 1);
+        if (chunk_sum == 0.0f) continue;
+        const float joint = fmaxf(max, chunk_max);
+        const float old_scale = expf_libm_with(exp2_table, __fsub_rn(max, joint));
+        const float new_scale = expf_libm_with(exp2_table, __fsub_rn(chunk_max, joint));
+        out = __fadd_rn(__fmul_rn(out, old_scale), __fmul_rn(__ldcg(p + 2 + dim), new_scale));
+        sum = __fadd_rn(__fmul_rn(sum, old_scale), __fmul_rn(chunk_sum, new_scale));
+        max = joint;
+    }
+    const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
+    return out * inverse;
+}
+
+// The end of a split row's chunk: its partial result (`acc`, this thread's
+// f16 output element, and t.max, t.sum) to its slot, then, in the block
+// that finishes last, the combined output to `out` (the head's elements).
+__device__ __forceinline__ void finish_chunk(const BlockSpan& s, int head_dim, float acc,
+                                             ChunkSplit split, float* out,
+                                             F16AccumulatorTile& t) {
+    const float* partials = split.partials + (u64)s.head * split.slots * (head_dim + 2);
+    float* partial = (float*)partials + (u64)s.slot * (head_dim + 2);
+    if (threadIdx.x < head_dim) {
+        partial[2 + threadIdx.x] = acc;
+    } else if (threadIdx.x == head_dim) {
+        partial[0] = t.max;
+        partial[1] = t.sum;
+    }
+    // Visible to the block that combines before it counts this one.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) t.last = atomicAdd(split.arrivals + s.head, 1u) == (unsigned)(s.chunks - 1);
+    __syncthreads();
+    if (!t.last) return;
+    __threadfence();
+    if (threadIdx.x == 0) split.arrivals[s.head] = 0;
+    if (threadIdx.x < head_dim)
+        out[threadIdx.x] = combine_chunks(partials, s.chunks, head_dim, threadIdx.x, t.exp2_table);
+}
+
 // One (row, head) of attention_f16_accumulator; PER_LANE = head_dim / 32.
 //
 // The CPU walks the positions in order: on a new maximum it rescales the f16
@@ -430,21 +535,19 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
 // `qr` is the block's query head.
 template <int PER_LANE>
 __device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, const u16* v_cache,
-                                       const int* start, int heads, int kv_heads, int capacity,
-                                       float scale, int window, float* out,
+                                       const BlockSpan& s, int heads, int kv_heads, int capacity,
+                                       float scale, float* out, ChunkSplit split,
                                        F16AccumulatorTile& t) {
     const int head_dim = PER_LANE * WARP;
     const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
-    const int row = blockIdx.x / heads, head = blockIdx.x % heads;
+    const int row = s.row, head = s.head;
     const int lane = threadIdx.x % WARP;
     // With a window, the positions before it are skipped, as the CPU's
-    // one-chunk path skips masked ones: the walk starts at `first`.
-    const int position = *start + row;
-    const int first = window > 0 ? max(0, position + 1 - window) : 0;
-    const int visible = position + 1 - first;
+    // one-chunk path skips masked ones: the walk starts at s.lo.
+    const int visible = s.hi - s.lo;
     const int kv_head = head / (heads / kv_heads);
-    const u16* keys = k_cache + ((u64)kv_head * capacity + first) * head_dim;
-    const u16* values = v_cache + ((u64)kv_head * capacity + first) * head_dim;
+    const u16* keys = k_cache + ((u64)kv_head * capacity + s.lo) * head_dim;
+    const u16* values = v_cache + ((u64)kv_head * capacity + s.lo) * head_dim;
     const int first_producer = head_dim + WARP;
     const int producers = blockDim.x - first_producer;
     const int p = threadIdx.x - first_producer;  // the index among producers, if >= 0
@@ -483,10 +586,17 @@ __device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, cons
         __syncthreads();
     }
     if (threadIdx.x == head_dim) t.sum = sum;
+    if (p == 0) t.max = running;
 #if ATTN_CLOCKS
     const long long a3 = clock64() + (acc != acc);  // after the chain
 #endif
     __syncthreads();
+    // One chunk's partial result, combined alone, is the plain output: the
+    // same bits, so only rows of several chunks take the detour.
+    if (s.chunks > 1) {
+        finish_chunk(s, head_dim, acc, split, out + (u64)head * head_dim, t);
+        return;
+    }
     if (threadIdx.x < head_dim) {
         const float inverse = t.sum == 0.0f ? 0.0f : 1.0f / t.sum;
         out[(u64)row * heads * head_dim + head * head_dim + threadIdx.x] = acc * inverse;
@@ -504,13 +614,13 @@ __device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, cons
 
 // attend_f16_accumulator for a head size known only at run time.
 __device__ __forceinline__ void attend_f16_accumulator_any(
-    const float* qr, const u16* k_cache, const u16* v_cache, const int* start, int heads,
-    int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
+    const float* qr, const u16* k_cache, const u16* v_cache, const BlockSpan& s, int heads,
+    int kv_heads, int head_dim, int capacity, float scale, float* out, ChunkSplit split,
     F16AccumulatorTile& tile) {
 #define ATTEND_F16(N)                                                                          \
     case N:                                                                                    \
-        attend_f16_accumulator<N>(qr, k_cache, v_cache, start, heads, kv_heads, capacity,      \
-                                  scale, window, out, tile);                                   \
+        attend_f16_accumulator<N>(qr, k_cache, v_cache, s, heads, kv_heads, capacity, scale,   \
+                                  out, split, tile);                                           \
         break;
     switch (head_dim / WARP) {
         ATTEND_F16(1)
@@ -526,10 +636,9 @@ __device__ __forceinline__ void attend_f16_accumulator_any(
 }
 
 // The query head of this block's (row, head): rows of q are q_stride apart.
-__device__ __forceinline__ const float* block_query(const float* q, int q_stride, int heads,
-                                                    int head_dim) {
-    const int row = blockIdx.x / heads, head = blockIdx.x % heads;
-    return q + (u64)row * q_stride + head * head_dim;
+__device__ __forceinline__ const float* block_query(const float* q, int q_stride,
+                                                    const BlockSpan& s, int head_dim) {
+    return q + (u64)s.row * q_stride + s.head * head_dim;
 }
 
 // The expf table into shared memory, by the block's last warp (producers,
@@ -539,44 +648,64 @@ __device__ __forceinline__ void load_exp2_table(F16AccumulatorTile& t) {
     if (i >= 0) t.exp2_table[i] = EXP2_32ND[i];
 }
 
-// Asks L2 for the keys and values of the first two tiles of (row, head) of
-// attend_f16_accumulator (from its window's first position), the first reads
-// after the wait: older positions were
-// written by earlier steps and are mostly out of L2 by now. `start` comes from
-// the host (copied before the step's kernels run), so it may be read before
-// the wait.
+// Asks L2 for the keys and values of the first two tiles the block walks
+// (from s.lo), the first reads after the wait: older positions were written
+// by earlier steps and are mostly out of L2 by now.
 __device__ __forceinline__ void prefetch_first_tiles(const u16* k_cache, const u16* v_cache,
-                                                     const int* start, int heads, int kv_heads,
-                                                     int head_dim, int capacity, int window) {
-    const int row = blockIdx.x / heads, head = blockIdx.x % heads;
+                                                     const BlockSpan& s, int heads, int kv_heads,
+                                                     int head_dim, int capacity) {
     const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
-    const int visible = *start + row + 1;
-    const int first_position = window > 0 ? max(0, visible - window) : 0;
-    const int positions = min(2 * tile, visible - first_position);
-    const u64 first =
-        ((u64)(head / (heads / kv_heads)) * capacity + first_position) * head_dim;
+    const int positions = min(2 * tile, s.hi - s.lo);
+    const u64 first = ((u64)(s.head / (heads / kv_heads)) * capacity + s.lo) * head_dim;
     prefetch_l2(k_cache + first, (u64)positions * head_dim * 2);
     prefetch_l2(v_cache + first, (u64)positions * head_dim * 2);
+}
+
+// The split state of sequence `sequence`'s rows (ChunkSplit), from the
+// launch's `partials` and `arrivals` for every sequence.
+__device__ __forceinline__ ChunkSplit sequence_split(float* partials, unsigned* arrivals,
+                                                     int chunk_slots, int heads, int head_dim,
+                                                     u64 sequence) {
+    return {partials ? partials + sequence * heads * chunk_slots * (head_dim + 2) : partials,
+            arrivals ? arrivals + sequence * heads : arrivals, chunk_slots};
+}
+
+// A row split into more chunks than the launch has slots has no block to
+// combine it: NaN marks its output (the host sizes the slots, so this is a
+// bug, not a result).
+__device__ __forceinline__ bool too_few_slots(const BlockSpan& s, int chunk_slots, float* out,
+                                              int heads, int head_dim) {
+    if (s.chunks <= chunk_slots) return false;
+    if (s.slot == 0 && threadIdx.x < head_dim)
+        out[(u64)s.row * heads * head_dim + s.head * head_dim + threadIdx.x] = __int_as_float(0x7fc00000);
+    return true;
 }
 
 // Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
 // (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
 // f32, online softmax over the positions in order with the running output kept
 // in f16 (rounded after every rescale and every multiply-add). One block of 512
-// threads per (row, head); see attend_f16_accumulator for how it is spread.
+// threads per (chunk slot, row, head); see attend_f16_accumulator for how it
+// is spread and BlockSpan for the chunks of a lone row's long context.
 extern "C" __global__ void attention_f16_accumulator(const float* q, int q_stride,
                                                      const u16* k_cache, const u16* v_cache,
                                                      const int* start, int heads, int kv_heads,
                                                      int head_dim, int capacity, float scale,
-                                                     int window, float* out, int l2_prefetch) {
+                                                     int window, float* out, int l2_prefetch,
+                                                     float* partials, unsigned* arrivals,
+                                                     int chunk_slots) {
     __shared__ F16AccumulatorTile tile;
-    if (l2_prefetch)
-        prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
+    // `start` comes from the host (copied before the step's kernels run), so
+    // it may be read before the wait.
+    const BlockSpan s = block_span(start, heads, window, chunk_slots);
+    if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return;
+    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
     load_exp2_table(tile);
     allow_next_kernel();
     wait_for_previous_kernel();
-    attend_f16_accumulator_any(block_query(q, q_stride, heads, head_dim), k_cache, v_cache, start,
-                               heads, kv_heads, head_dim, capacity, scale, window, out, tile);
+    const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, 0);
+    attend_f16_accumulator_any(block_query(q, q_stride, s, head_dim), k_cache, v_cache, s, heads,
+                               kv_heads, head_dim, capacity, scale, out, split, tile);
 }
 
 // attention_f16_accumulator for a lone decode step (one row at *start) whose
@@ -589,16 +718,17 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
 extern "C" __global__ void attention_f16_accumulator_rope(
     const float* qkv, int q_stride, u16* k_cache, u16* v_cache, const int* start, int heads,
     int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
-    int l2_prefetch, const float2* cos_sin, const float* q_norm, const float* k_norm, float eps,
-    int halves, float query_scale) {
+    int l2_prefetch, float* partials, unsigned* arrivals, int chunk_slots, const float2* cos_sin,
+    const float* q_norm, const float* k_norm, float eps, int halves, float query_scale) {
     __shared__ F16AccumulatorTile tile;
     __shared__ float query[MAX_HEAD_DIM];
-    if (l2_prefetch)
-        prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
+    const BlockSpan s = block_span(start, heads, window, chunk_slots);
+    if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return;
+    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
     load_exp2_table(tile);
     allow_next_kernel();
     wait_for_previous_kernel();
-    const int head = blockIdx.x % heads, kv_head = head / (heads / kv_heads);
+    const int head = s.head, kv_head = head / (heads / kv_heads);
     const int pos = *start, warp = threadIdx.x / WARP;
     const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
     const float2* table = cos_sin + (u64)pos * (head_dim / 2);
@@ -623,33 +753,38 @@ extern "C" __global__ void attention_f16_accumulator_rope(
     // there, not only in this multiprocessor's view, before the barrier.
     if (warp == 1 || warp == 2) __threadfence();
     __syncthreads();
-    attend_f16_accumulator_any(query, k_cache, v_cache, start, heads, kv_heads, head_dim, capacity,
-                               scale, window, out, tile);
+    const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, 0);
+    attend_f16_accumulator_any(query, k_cache, v_cache, s, heads, kv_heads, head_dim, capacity,
+                               scale, out, split, tile);
 }
 
 // attention_f16_accumulator for a decode step of several sequences at once:
-// gridDim.y sequences, each with gridDim.x / heads rows of q and out (after the
-// previous sequences'), its start at start[blockIdx.y] and its caches in the
-// tables. A separate kernel so the lone step's stays as lean as it was.
+// gridDim.y sequences, each with gridDim.x / (heads · chunk_slots) rows of q
+// and out (after the previous sequences'), its start at start[blockIdx.y],
+// its caches in the tables and its split state after the previous
+// sequences'. A separate kernel so the lone step's stays as lean as it was.
 extern "C" __global__ void attention_f16_accumulator_batched(
     const float* q, int q_stride, const u16* const* k_tables, const u16* const* v_tables,
     const int* start, int heads, int kv_heads, int head_dim, int capacity, float scale,
-    int window, float* out, int l2_prefetch) {
+    int window, float* out, int l2_prefetch, float* partials, unsigned* arrivals,
+    int chunk_slots) {
     __shared__ F16AccumulatorTile tile;
     // The tables, like the starts, come from the host.
-    const u64 b = blockIdx.y, rows = gridDim.x / heads;
+    const u64 b = blockIdx.y, rows = gridDim.x / chunk_slots / heads;
     start += b;
+    q += b * rows * q_stride;
+    out += b * rows * heads * head_dim;
+    const BlockSpan s = block_span(start, heads, window, chunk_slots);
+    if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return;
     const u16* k_cache = k_tables[b];
     const u16* v_cache = v_tables[b];
-    if (l2_prefetch)
-        prefetch_first_tiles(k_cache, v_cache, start, heads, kv_heads, head_dim, capacity, window);
+    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
     load_exp2_table(tile);
     allow_next_kernel();
     wait_for_previous_kernel();
-    q += b * rows * q_stride;
-    out += b * rows * heads * head_dim;
-    attend_f16_accumulator_any(block_query(q, q_stride, heads, head_dim), k_cache, v_cache, start,
-                               heads, kv_heads, head_dim, capacity, scale, window, out, tile);
+    const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, b);
+    attend_f16_accumulator_any(block_query(q, q_stride, s, head_dim), k_cache, v_cache, s, heads,
+                               kv_heads, head_dim, capacity, scale, out, split, tile);
 }
 
 // Attention for 64 rows or more, in f32 (llama.cpp's tiled CPU path): one warp

@@ -6,8 +6,8 @@
 use half::{bf16, f16};
 use tl_cuda::ops::attention::{
     attention_f16_accumulator, attention_f16_accumulator_rope, attention_f32, attention_flash,
-    attention_flash_to_f16, flash_supported, rope_store_kv, rope_store_kv_batched, AttentionBatch,
-    CacheTables, Heads, LayerCache, QkNorm, Rotation,
+    attention_flash_to_f16, chunk_slots, flash_supported, rope_store_kv, rope_store_kv_batched,
+    AttentionBatch, CacheTables, Heads, LayerCache, QkNorm, Rotation, SplitBuffers,
 };
 use tl_cuda::ops::gemv::{gemv, Epilogue};
 use tl_cuda::ops::rows::Rounding;
@@ -1034,11 +1034,14 @@ fn rotation_in_the_attention_launch_equals_its_own_launch() {
                     start: start.all(),
                     out: out.all(),
                 };
+                let slots = chunk_slots(position, window);
+                let split = SplitBuffers::new(&gpu, h, 1, slots).unwrap();
+                let split = split.view(slots).unwrap();
                 if fused {
-                    attention_f16_accumulator_rope(&gpu, &batch, rotation).unwrap();
+                    attention_f16_accumulator_rope(&gpu, &batch, rotation, split).unwrap();
                 } else {
                     rope_store_kv(&gpu, h, qb.all(), 1, rotation, start.all(), cache).unwrap();
-                    attention_f16_accumulator(&gpu, &batch).unwrap();
+                    attention_f16_accumulator(&gpu, &batch, split).unwrap();
                 }
                 (
                     download(&gpu, &out, q_width),
@@ -1136,7 +1139,7 @@ fn rope_cache_write_and_attention_match_the_reference() {
             type Attend = fn(&Gpu, &AttentionBatch<'_>) -> tl_cuda::Result<()>;
             let mut paths: Vec<(&str, Attend, f64)> = vec![
                 ("f32", attention_f32, 1e-4),
-                ("f16 accumulator", attention_f16_accumulator, 5e-3),
+                ("f16 accumulator", f16_accumulator_with_every_slot, 5e-3),
             ];
             if flash_supported(&gpu, h.head_dim) {
                 paths.push(("tensor cores", attention_flash, 2e-3));
@@ -1192,6 +1195,18 @@ fn rope_cache_write_and_attention_match_the_reference() {
             position += rows_now;
         }
     }
+}
+
+/// attention_f16_accumulator with as many chunk slots as the cache could
+/// need (a lone row; slots past a row's chunks stay idle).
+fn f16_accumulator_with_every_slot(gpu: &Gpu, batch: &AttentionBatch<'_>) -> tl_cuda::Result<()> {
+    let slots = if batch.rows == 1 {
+        chunk_slots(batch.cache.capacity - 1, None)
+    } else {
+        1
+    };
+    let split = SplitBuffers::new(gpu, batch.heads, 1, slots)?;
+    attention_f16_accumulator(gpu, batch, split.view(slots)?)
 }
 
 #[test]

@@ -581,16 +581,75 @@ fn greedy_text_on_the_gpu_equals_the_cpus() {
     );
 }
 
+/// Past 256 positions a lone row's attention runs in chunks of 256
+/// positions combined in order, on both backends: decode steps, lone and
+/// batched, at contexts of one to five chunks give the CPU's logits bit for
+/// bit, across the steps where the GPU records its decode step again (its
+/// chunk slots grow at 256, 512 and 1024). The context is filled in passes
+/// of 50 tokens, which take the exact small-batch path on both.
+#[test]
+fn long_context_steps_give_the_cpus_bits() {
+    use tl_engine::Picked;
+    const LONG: usize = 1200;
+    for path in gpu_models() {
+        let Some(cuda) = common::load_for(&path, DeviceChoice::Cuda, LONG) else {
+            return;
+        };
+        let cpu = common::load_for(&path, DeviceChoice::Cpu, LONG).unwrap();
+        if !quantized_blocks(&path) {
+            eprintln!("{}: float weights, not bit-exact: skipped", path.display());
+            continue;
+        }
+        let tokens = prompt_of(cpu.config().vocab_size, 1100);
+        let new = |backend: &Backend| Session::new(backend, LONG).unwrap();
+        // The CPU, the GPU alone, and two GPU sessions stepped as one batch.
+        let (mut on_cpu, mut alone) = (new(&cpu), new(&cuda));
+        let mut pair = [new(&cuda), new(&cuda)];
+        let row = |picked: Picked| match picked {
+            Picked::Row(row) => row,
+            other => panic!("asked for logits, got {other:?}"),
+        };
+        let mut at = 0;
+        for (filled, steps) in [(250, 10), (505, 10), (1020, 8)] {
+            for piece in tokens[at..filled].chunks(50) {
+                on_cpu.feed(&cpu, piece).unwrap();
+                alone.feed(&cuda, piece).unwrap();
+                for session in &mut pair {
+                    session.feed(&cuda, piece).unwrap();
+                }
+            }
+            at = filled;
+            for _ in 0..steps {
+                let token = [tokens[at]];
+                let want = row(on_cpu.advance_one(&cpu, &token, Wanted::Logits).unwrap());
+                let got = row(alone.advance_one(&cuda, &token, Wanted::Logits).unwrap());
+                let what = format!("{}, step at position {at}", path.display());
+                assert_same_bits(&got, &want, &what);
+                let mut refs: Vec<&mut Session> = pair.iter_mut().collect();
+                let wants = [Wanted::Logits; 2];
+                let batched =
+                    Session::advance(&cuda, &mut refs, &[&token, &token], &wants).unwrap();
+                for picked in batched {
+                    assert_same_bits(&row(picked), &want, &format!("{what} (batched)"));
+                }
+                at += 1;
+            }
+            eprintln!("{}: steps to position {at}: the CPU's bits", path.display());
+        }
+    }
+}
+
 /// The GPU's small-batch attention computes the CPU's bits (llama.cpp's
-/// f16-accumulator arithmetic, glibc's `expf`): checked per head
-/// against `attend_head` on random queries, keys and values, over contexts that
-/// span several of the kernel's tiles.
+/// f16-accumulator arithmetic, glibc's `expf`, and past 256 positions a lone
+/// row's chunks of 256 combined in order): checked per head against
+/// `attend_head` on random queries, keys and values, over contexts that span
+/// several of the kernel's tiles and chunks.
 #[test]
 fn small_batch_attention_matches_the_cpu_arithmetic() {
     use tl_cuda::ops::attention::Heads;
     let Some(gpu) = gpu() else { return };
-    // Heads of 64 and 128: tiles of 128 and 64 positions.
-    for head_dim in [64, 128] {
+    // Heads of 64, 128 and 256: tiles of 128, 64 and 32 positions.
+    for head_dim in [64, 128, 256] {
         let h = Heads {
             heads: 6,
             kv_heads: 2,
@@ -603,7 +662,9 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
 /// One head shape of [`small_batch_attention_matches_the_cpu_arithmetic`].
 fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention::Heads) {
     use half::f16;
-    use tl_cuda::ops::attention::{attention_f16_accumulator, AttentionBatch, LayerCache};
+    use tl_cuda::ops::attention::{
+        attention_f16_accumulator, chunk_slots, AttentionBatch, LayerCache, SplitBuffers,
+    };
     use tl_cuda::Buffer;
     let capacity = 2600;
     let mut seed = 7u64;
@@ -631,14 +692,19 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
     };
     let q_width = h.heads * h.head_dim;
     let scale = 1.0 / (h.head_dim as f32).sqrt();
+    let split = SplitBuffers::new(gpu, h, 1, chunk_slots(capacity - 1, None)).unwrap();
     for (start, rows) in [
         (0usize, 1usize),
         (40, 1),
         (127, 1),
         (255, 1),
+        (256, 1),
         (600, 1),
+        (1023, 1),
+        (1024, 1),
         (2300, 1),
         (10, 63),
+        (700, 5),
     ] {
         let q: Vec<f32> = (0..rows * q_width).map(|_| unit() * 3.0).collect();
         let qb = Buffer::from_host(gpu, &q).unwrap();
@@ -655,7 +721,12 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
             start: sb.all(),
             out: out.all(),
         };
-        attention_f16_accumulator(gpu, &batch).unwrap();
+        let slots = if rows == 1 {
+            chunk_slots(start, None)
+        } else {
+            1
+        };
+        attention_f16_accumulator(gpu, &batch, split.view(slots).unwrap()).unwrap();
         let mut got = vec![0.0f32; rows * q_width];
         gpu.download(out.all(), &mut got).unwrap();
         let mut want = vec![0.0f32; rows * q_width];

@@ -1,6 +1,6 @@
 //! RoPE with the K/V cache write, and attention over the cache.
 
-use crate::buffer::Span;
+use crate::buffer::{Buffer, Span};
 use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
@@ -275,21 +275,152 @@ unsafe fn launch_rope(gpu: &Gpu, h: Heads, rows: usize, args: &[Arg]) -> Result<
     }
 }
 
+/// Positions per chunk of the canonical split of a lone decode row's context
+/// (`KV_CHUNK` in attention.cu, the CPU backend's `KV_CHUNK`): a row that is
+/// its sequence's only one in a call, at a position past the first chunk,
+/// is computed chunk by chunk (each on its own block) and the chunks'
+/// results are combined in order.
+pub const KV_CHUNK: usize = 256;
+
+/// The chunk slots a launch needs for lone rows at positions up to
+/// `position` in a layer of `window` (None: the whole context): one below
+/// [`KV_CHUNK`], else the most chunks such a row touches, rounded up to a
+/// power of two so that a recorded decode step stays valid for a range of
+/// positions (slots past a row's chunks exit at once).
+pub fn chunk_slots(position: usize, window: Option<usize>) -> usize {
+    if position < KV_CHUNK {
+        return 1;
+    }
+    let whole = (position / KV_CHUNK + 1).next_power_of_two();
+    // A window of w positions touches at most (w − 1)/KV_CHUNK + 2 chunks.
+    window.map_or(whole, |w| {
+        whole.min((w.saturating_sub(1) / KV_CHUNK + 2).next_power_of_two())
+    })
+}
+
+/// Where split rows leave their chunks' partial results: per sequence and
+/// head, a slot of [max score, sum of weights, head_dim values] per chunk,
+/// and a count of the chunks done (the kernels leave it at zero).
+pub struct SplitBuffers {
+    partials: Buffer<f32>,
+    arrivals: Buffer<u32>,
+    heads: Heads,
+    sequences: usize,
+    slots: usize,
+}
+
+impl SplitBuffers {
+    /// Room for `sequences` sequences' rows of `heads`, split into up to
+    /// `slots` chunks.
+    pub fn new(gpu: &Gpu, heads: Heads, sequences: usize, slots: usize) -> Result<Self> {
+        let partials = sequences * heads.heads * slots * (heads.head_dim + 2);
+        Ok(SplitBuffers {
+            partials: Buffer::zeros(gpu, partials.max(1))?,
+            arrivals: Buffer::zeros(gpu, (sequences * heads.heads).max(1))?,
+            heads,
+            sequences,
+            slots,
+        })
+    }
+
+    /// The most chunk slots a launch may use.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The view a launch of `slots` chunk slots takes (None for one slot:
+    /// no row is split).
+    pub fn view(&self, slots: usize) -> Result<Option<KvSplit<'_>>> {
+        if slots <= 1 {
+            return Ok(None);
+        }
+        if slots > self.slots {
+            return Err(CudaError::Unsupported(format!(
+                "attention needs {slots} chunk slots; its buffers hold {}",
+                self.slots
+            )));
+        }
+        Ok(Some(KvSplit {
+            partials: self.partials.all(),
+            arrivals: self.arrivals.all(),
+            slots,
+            sequences: self.sequences,
+            heads: self.heads.heads,
+        }))
+    }
+}
+
+/// One launch's split state (see [`SplitBuffers::view`]).
+#[derive(Debug, Clone, Copy)]
+pub struct KvSplit<'a> {
+    partials: Span<'a, f32>,
+    arrivals: Span<'a, u32>,
+    slots: usize,
+    sequences: usize,
+    heads: usize,
+}
+
+/// The split arguments of an f16-accumulator launch (partials, arrivals,
+/// slots) after checking they hold `sequences` sequences of `h`, and the
+/// slot count; null pointers and one slot without a split.
+fn split_args(
+    split: Option<KvSplit<'_>>,
+    h: &Heads,
+    sequences: usize,
+) -> Result<([Arg; 3], usize)> {
+    let Some(split) = split else {
+        return Ok(([Arg::Ptr(0), Arg::Ptr(0), Arg::I32(1)], 1));
+    };
+    if split.sequences < sequences || split.heads != h.heads {
+        return Err(CudaError::Unsupported(format!(
+            "split attention buffers for {} sequences of {} heads, not {sequences} of {}",
+            split.sequences, split.heads, h.heads
+        )));
+    }
+    let slots = split.slots;
+    split.partials.require(
+        sequences * h.heads * slots * (h.head_dim + 2),
+        "split partials",
+    )?;
+    split
+        .arrivals
+        .require(sequences * h.heads, "split counts")?;
+    let args = [
+        split.partials.into(),
+        split.arrivals.into(),
+        Arg::I32(int(slots, "chunk slots")?),
+    ];
+    Ok((args, slots))
+}
+
 /// Causal attention with llama.cpp's small-batch CPU arithmetic (f16 query,
 /// f16 running output; see attention.cu). The CPU backend uses it below
-/// [`TILED_MIN_ROWS`] rows, and so does the GPU.
-pub fn attention_f16_accumulator(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Result<()> {
+/// [`TILED_MIN_ROWS`] rows, and so does the GPU. A lone row at a position
+/// of `KV_CHUNK` or more needs `split` with at least
+/// [`chunk_slots`]`(position, window)` slots (its output is NaN otherwise).
+pub fn attention_f16_accumulator(
+    gpu: &Gpu,
+    batch: &AttentionBatch<'_>,
+    split: Option<KvSplit<'_>>,
+) -> Result<()> {
     if batch.rows == 0 {
         return Ok(());
     }
     let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG); // one block per (row, head) needs no row count
     args.push(Arg::I32(l2_prefetch_level(gpu)));
-    let blocks = int(batch.rows * batch.heads.heads, "rows × heads")? as u32;
+    let (split, slots) = split_args(split, &batch.heads, 1)?;
+    check_split_rows(batch.rows, slots)?;
+    args.extend(split);
+    let blocks = int(
+        slots * batch.rows * batch.heads.heads,
+        "slots × rows × heads",
+    )? as u32;
     // SAFETY: matches attention_f16_accumulator's signature; queries and output
-    // are checked for `rows` rows, and positions read stay below *start + rows
-    // <= capacity (the host checks room before every pass).
-    // The kernel waits for the previous one before its first dependent access.
+    // are checked for `rows` rows, the split buffers for the slots, and
+    // positions read stay below *start + rows <= capacity (the host checks
+    // room before every pass). The kernel waits for the previous one before
+    // its first dependent access.
     unsafe {
         gpu.launch_dependent(
             "attention_f16_accumulator",
@@ -301,6 +432,17 @@ pub fn attention_f16_accumulator(gpu: &Gpu, batch: &AttentionBatch<'_>) -> Resul
     }
 }
 
+/// Only lone rows are split: more slots than one with several rows is a
+/// caller's mistake.
+fn check_split_rows(rows: usize, slots: usize) -> Result<()> {
+    if slots > 1 && rows != 1 {
+        return Err(CudaError::Unsupported(format!(
+            "only a lone row is split into chunks, not {rows} rows"
+        )));
+    }
+    Ok(())
+}
+
 /// [`rope_store_kv`] and then [`attention_f16_accumulator`] in one launch, for
 /// a lone decode step (one row; its queries, keys and values not yet
 /// rotated or stored): the same bits as the two calls, one kernel fewer on
@@ -310,6 +452,7 @@ pub fn attention_f16_accumulator_rope(
     gpu: &Gpu,
     batch: &AttentionBatch<'_>,
     rotation: Rotation<'_>,
+    split: Option<KvSplit<'_>>,
 ) -> Result<()> {
     if batch.rows != 1 || batch.cache.tables.is_some() {
         return Err(CudaError::Unsupported(format!(
@@ -324,12 +467,14 @@ pub fn attention_f16_accumulator_rope(
     let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG);
     args.push(Arg::I32(l2_prefetch_level(gpu)));
+    let (split, slots) = split_args(split, &h, 1)?;
+    args.extend(split);
     rotation
         .cos_sin
         .require(batch.cache.capacity * h.head_dim, "rope table")?;
     args.push(rotation.cos_sin.into());
     args.extend(rotation_args(h, rotation)?);
-    let blocks = int(h.heads, "heads")? as u32;
+    let blocks = int(slots * h.heads, "slots × heads")? as u32;
     // SAFETY: matches attention_f16_accumulator_rope's signature; the qkv row
     // and output are checked, the tables and caches hold `capacity`
     // positions, and the caller keeps *start below it (the host checks room
@@ -353,6 +498,7 @@ pub fn attention_f16_accumulator_batched(
     gpu: &Gpu,
     batch: &AttentionBatch<'_>,
     sequences: usize,
+    split: Option<KvSplit<'_>>,
 ) -> Result<()> {
     if batch.rows == 0 || sequences == 0 {
         return Ok(());
@@ -373,12 +519,19 @@ pub fn attention_f16_accumulator_batched(
         .out
         .require(all_rows * batch.heads.q_width(), "attention output")?;
     batch.start.require(sequences, "start positions")?;
-    let blocks = int(batch.rows * batch.heads.heads, "rows × heads")? as u32;
+    let (split, slots) = split_args(split, &batch.heads, sequences)?;
+    check_split_rows(batch.rows, slots)?;
+    args.extend(split);
+    let blocks = int(
+        slots * batch.rows * batch.heads.heads,
+        "slots × rows × heads",
+    )? as u32;
     let sequences = int(sequences, "sequences")? as u32;
     // SAFETY: matches attention_f16_accumulator_batched's signature; queries,
-    // output and starts are checked for every sequence's rows and the tables
-    // for every sequence, each entry the address of a cache of `capacity`
-    // positions (the caller builds them from live caches); positions read
+    // output and starts are checked for every sequence's rows, the split
+    // buffers for every sequence's slots and the tables for every sequence,
+    // each entry the address of a cache of `capacity` positions (the caller
+    // builds them from live caches); positions read
     // stay below start + rows <= capacity (the host checks room before every
     // pass). The kernel waits for the previous one before its first dependent
     // access.

@@ -6,6 +6,7 @@
 //! Launched directly (no graph: the batch's make-up changes every step), one
 //! host sync per step for the whole batch.
 
+use tl_cuda::ops::attention::{chunk_slots, SplitBuffers};
 use tl_cuda::ops::rows as row_ops;
 use tl_cuda::ops::sample::{self as sample_ops, SampleBuffers};
 use tl_cuda::{Buffer, Gpu};
@@ -35,6 +36,9 @@ pub struct BatchBuffers {
     pub logits: Buffer<f32>,
     pub next: Buffer<u32>,
     pub sampler: SampleBuffers,
+    /// Where attention's chunks of long contexts meet (grown with the
+    /// longest context of a step).
+    pub split: SplitBuffers,
 }
 
 /// Bytes of the activation buffers of a batched step (those that grow with
@@ -73,7 +77,17 @@ impl BatchBuffers {
             logits: Buffer::zeros(gpu, n * c.vocab_size)?,
             next: Buffer::zeros(gpu, n * row_ops::argmax_output_len(gpu))?,
             sampler: SampleBuffers::new(gpu, n)?,
+            split: SplitBuffers::new(gpu, super::cache::heads_of(c), n, 1)?,
         })
+    }
+
+    /// Room in `split` for steps whose longest context ends at `position`.
+    fn make_split_room(&mut self, gpu: &Gpu, c: &ModelConfig, position: usize) -> Result<()> {
+        let slots = chunk_slots(position, None);
+        if slots > self.split.slots() {
+            self.split = SplitBuffers::new(gpu, super::cache::heads_of(c), MAX_BATCH, slots)?;
+        }
+        Ok(())
     }
 }
 
@@ -126,8 +140,11 @@ impl CudaModel {
             *guard = Some(BatchBuffers::new(&self.gpu, &self.config)?);
         }
         let b = guard
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| Error::InvalidRequest("batch buffers".into()))?;
+        let last = caches.iter().map(|c| c.len()).max().unwrap_or(0);
+        b.make_split_room(&self.gpu, &self.config, last)?;
+        let b = &*b;
         let caches_ref: Vec<&CudaCache> = caches.iter().map(|c| &**c).collect();
         // Every upload before the step's launches, so none waits for them.
         let jobs = sample_jobs(wants);

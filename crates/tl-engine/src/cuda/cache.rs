@@ -3,7 +3,7 @@
 //! these buffers' addresses, so it belongs to the sequence).
 
 use half::f16;
-use tl_cuda::ops::attention::{Heads, LayerCache};
+use tl_cuda::ops::attention::{chunk_slots, Heads, LayerCache, SplitBuffers};
 use tl_cuda::ops::rows as row_ops;
 use tl_cuda::ops::sample::SampleBuffers;
 use tl_cuda::{Buffer, Gpu, Graph};
@@ -79,7 +79,12 @@ pub struct CudaCache {
     capacity: usize,
     len: usize,
     pub(crate) step: StepBuffers,
-    pub(crate) graph: Option<Graph>,
+    /// Where a decode step's chunks of a long context meet (room for the
+    /// most chunk slots a step up to `capacity` takes).
+    pub(crate) split: SplitBuffers,
+    /// The decode step's recording and the chunk slots it launches with
+    /// (a step that needs other slots records again).
+    pub(crate) graph: Option<(Graph, usize)>,
 }
 
 impl CudaCache {
@@ -110,6 +115,7 @@ impl CudaCache {
             capacity,
             len: 0,
             step,
+            split: SplitBuffers::new(gpu, heads, 1, chunk_slots(capacity.saturating_sub(1), None))?,
             graph: None,
         })
     }

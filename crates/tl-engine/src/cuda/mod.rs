@@ -461,17 +461,20 @@ impl CudaModel {
         self.gpu.upload(&[token], cache.step.token.all())?;
         self.gpu
             .upload(&[position as i32], cache.step.position.all())?;
+        // Attention's chunk slots grow with the context; a recording is
+        // valid while they stay the same.
+        let slots = attention_ops::chunk_slots(position, None);
         match &cache.graph {
             // A profile times launches one by one, which a replay would skip.
             _ if self.gpu.is_profiling() => self.record_decode(cache)?,
-            Some(graph) => graph.replay()?,
-            None => {
+            Some((graph, recorded)) if *recorded == slots => graph.replay()?,
+            _ => {
                 // The first step runs eagerly (loading every kernel it uses);
                 // later steps replay its recording.
                 self.record_decode(cache)?;
                 if self.use_graphs {
                     let graph = Graph::capture(&self.gpu, || self.record_decode(cache))?;
-                    cache.graph = Some(graph);
+                    cache.graph = Some((graph, slots));
                 }
             }
         }
@@ -525,6 +528,7 @@ impl CudaModel {
                 buffers: p,
                 cache,
                 by_rows: self.prompt_by_rows(n),
+                start,
                 logit_rows,
                 output,
                 attention_staged: false,

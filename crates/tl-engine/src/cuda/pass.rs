@@ -14,7 +14,9 @@
 
 use std::ops::Range;
 
-use tl_cuda::ops::attention::{self as attention_ops, AttentionBatch, CacheTables, LayerCache};
+use tl_cuda::ops::attention::{
+    self as attention_ops, AttentionBatch, CacheTables, KvSplit, LayerCache,
+};
 use tl_cuda::ops::gemv::{gemv, gemv_batched_into, Batching, Epilogue, Output, PreAdd};
 use tl_cuda::ops::rows::{self as row_ops, Rounding};
 use tl_cuda::{DeviceMatrix, Span};
@@ -81,6 +83,8 @@ pub(super) struct PromptPass<'a> {
     pub cache: &'a CudaCache,
     /// Through the decode kernels, row by row, rather than GEMMs.
     pub by_rows: bool,
+    /// The first row's position.
+    pub start: usize,
     /// The rows whose logits (or hidden states) are appended to `output`.
     pub logit_rows: Range<usize>,
     pub output: &'a mut Vec<f32>,
@@ -226,6 +230,23 @@ impl<'a> CudaPass<'a> {
         }
     }
 
+    /// Where attention's chunks of a long context meet, for a layer of
+    /// `window`: only a lone row of a sequence is split (a decode step, or
+    /// a prompt of one token), at positions of KV_CHUNK or more.
+    fn kv_split(&self, window: Option<usize>) -> Result<Option<KvSplit<'_>>> {
+        let slots = |position: usize| attention_ops::chunk_slots(position, window);
+        let split = match &self.shape {
+            PassShape::Decode(cache) => cache.split.view(slots(cache.len()))?,
+            PassShape::Prompt(p) if self.rows == 1 => p.cache.split.view(slots(p.start))?,
+            PassShape::Prompt(_) => None,
+            PassShape::Batch { buffers, caches } => {
+                let last = caches.iter().map(|c| c.len()).max().unwrap_or(0);
+                buffers.split.view(slots(last))?
+            }
+        };
+        Ok(split)
+    }
+
     /// How llama.cpp batches this pass's rows, which decides how K-quant
     /// products round them: a decode step's each alone, a prompt's together.
     fn batching(&self) -> Batching {
@@ -342,23 +363,24 @@ impl Stages for CudaPass<'_> {
             start: a.positions,
             out: a.attention,
         };
+        let split = self.kv_split(batch.window)?;
         let staged = match &self.shape {
             PassShape::Decode(_) if rope_pending => {
                 let rotation = m.rotation(layer);
-                attention_ops::attention_f16_accumulator_rope(gpu, &batch, rotation)?;
+                attention_ops::attention_f16_accumulator_rope(gpu, &batch, rotation, split)?;
                 false
             }
             PassShape::Decode(_) => {
-                attention_ops::attention_f16_accumulator(gpu, &batch)?;
+                attention_ops::attention_f16_accumulator(gpu, &batch, split)?;
                 false
             }
             PassShape::Batch { .. } => {
                 let one_row_each = AttentionBatch { rows: 1, ..batch };
-                attention_ops::attention_f16_accumulator_batched(gpu, &one_row_each, n)?;
+                attention_ops::attention_f16_accumulator_batched(gpu, &one_row_each, n, split)?;
                 false
             }
             PassShape::Prompt(p) if p.by_rows => {
-                attention_ops::attention_f16_accumulator(gpu, &batch)?;
+                attention_ops::attention_f16_accumulator(gpu, &batch, split)?;
                 false
             }
             PassShape::Prompt(p) => {
@@ -374,7 +396,7 @@ impl Stages for CudaPass<'_> {
                     let input = p.buffers.gemm_input.all();
                     attention_ops::attention_flash_to_f16(gpu, &batch, input)?;
                 } else if n < attention_ops::TILED_MIN_ROWS {
-                    attention_ops::attention_f16_accumulator(gpu, &batch)?;
+                    attention_ops::attention_f16_accumulator(gpu, &batch, split)?;
                 } else {
                     attention_ops::attention_prefill(gpu, &batch)?;
                 }

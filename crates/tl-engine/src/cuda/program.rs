@@ -441,7 +441,14 @@ impl GpuOps {
             out: out.f32_span("attention")?,
         };
         if seq < attention_ops::TILED_MIN_ROWS {
-            attention_ops::attention_f16_accumulator(&self.gpu, &batch)?;
+            // A lone row is split into chunks past KV_CHUNK positions.
+            let slots = if seq == 1 {
+                attention_ops::chunk_slots(start, None)
+            } else {
+                1
+            };
+            let split = attention_ops::SplitBuffers::new(&self.gpu, geometry, 1, slots)?;
+            attention_ops::attention_f16_accumulator(&self.gpu, &batch, split.view(slots)?)?;
         } else {
             attention_ops::attention_prefill(&self.gpu, &batch)?;
         }

@@ -335,11 +335,16 @@ pub fn default_model() -> PathBuf {
 /// with a GPU, a GPU that does not load is a failure. Holds the GPU for the
 /// calling test ([`tl_testdata::hold_gpu`]).
 pub fn load(path: &Path, device: DeviceChoice) -> Option<Backend> {
+    load_for(path, device, CONTEXT)
+}
+
+/// [`load`] for caches of up to `context` positions.
+pub fn load_for(path: &Path, device: DeviceChoice, context: usize) -> Option<Backend> {
     if device != DeviceChoice::Cpu {
         tl_testdata::hold_gpu();
     }
     let file = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    match Backend::load(&file, CONTEXT, device, &GpuOptions::default()) {
+    match Backend::load(&file, context, device, &GpuOptions::default()) {
         Ok(loaded) => Some(loaded.backend),
         Err(e @ Error::Cuda(CudaError::LibraryMissing { .. } | CudaError::NoDevice))
             if device == DeviceChoice::Cuda =>

@@ -55,7 +55,7 @@ pub const TABLE: &[Builtin] = &[
         signature: "attention(q, k, v, start = 0) -> tensor",
         min_args: 3,
         max_args: 4,
-        summary: "Causal scaled dot-product attention: q[heads, seq, d] over k, v[kv_heads, kv_len, d] (grouped-query when kv_heads < heads); query row i sees keys 0..=start + i. float16 keys and values use llama.cpp's flash-attention arithmetic.",
+        summary: "Causal scaled dot-product attention: q[heads, seq, d] over k, v[kv_heads, kv_len, d] (grouped-query when kv_heads < heads); query row i sees keys 0..=start + i. float16 keys and values use llama.cpp's flash-attention arithmetic, and the engine's canonical split-KV order for a lone query row past 256 keys.",
         call: attention,
         gradient: Gradient::Differentiable,
     },
