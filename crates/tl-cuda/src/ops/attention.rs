@@ -12,6 +12,19 @@ const WARPS: usize = 4;
 /// one warp more that fills the next tile (scores, values, factors).
 const F16_ACCUMULATOR_THREADS: u32 = 512;
 const _: () = assert!(F16_ACCUMULATOR_THREADS as usize >= MAX_HEAD_DIM + 64);
+/// Threads per block of a split launch for heads of up to 128 values: a
+/// long context's many chunk blocks then run two to a multiprocessor (the
+/// kernel holds about 96 registers a thread), each with fewer producers.
+const SPLIT_THREADS: u32 = 320;
+
+/// Threads per block of an f16-accumulator launch of `slots` chunk slots.
+fn f16_accumulator_threads(head_dim: usize, slots: usize) -> u32 {
+    if slots > 1 && head_dim + 2 * 32 + 64 <= SPLIT_THREADS as usize {
+        SPLIT_THREADS
+    } else {
+        F16_ACCUMULATOR_THREADS
+    }
+}
 /// The largest head the kernels hold in registers (`MAX_HEAD_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
 
@@ -425,7 +438,7 @@ pub fn attention_f16_accumulator(
         gpu.launch_dependent(
             "attention_f16_accumulator",
             (blocks, 1),
-            F16_ACCUMULATOR_THREADS,
+            f16_accumulator_threads(batch.heads.head_dim, slots),
             0,
             &args,
         )
@@ -483,7 +496,7 @@ pub fn attention_f16_accumulator_rope(
         gpu.launch_dependent(
             "attention_f16_accumulator_rope",
             (blocks, 1),
-            F16_ACCUMULATOR_THREADS,
+            f16_accumulator_threads(h.head_dim, slots),
             0,
             &args,
         )
@@ -539,7 +552,7 @@ pub fn attention_f16_accumulator_batched(
         gpu.launch_dependent(
             "attention_f16_accumulator_batched",
             (blocks, sequences),
-            F16_ACCUMULATOR_THREADS,
+            f16_accumulator_threads(batch.heads.head_dim, slots),
             0,
             &args,
         )
