@@ -82,7 +82,7 @@ pub fn attend(
     if rows >= TILED_MIN_ROWS {
         return attend_tiled_rows(shape, (cache, layer, start), queries, out);
     }
-    if walks_in_chunks(rows, start) {
+    if walks_in_chunks(rows, start) && spreads_chunks(shape.kv_heads, start) {
         let place = RowPlace {
             cache,
             layer,
@@ -148,9 +148,18 @@ fn attend_tiled_rows(
     });
 }
 
+/// Whether a lone row at `position` with `kv_heads` key/value heads takes
+/// a job per head and chunk and a second pass to combine them, rather than
+/// a job per head: when the heads leave threads idle, or leave them uneven
+/// over a context long enough (four chunks) to pay for the second pass.
+fn spreads_chunks(kv_heads: usize, position: usize) -> bool {
+    let threads = rayon::current_num_threads();
+    kv_heads < threads || (!kv_heads.is_multiple_of(threads) && position >= 4 * KV_CHUNK)
+}
+
 /// [`attend`] for a lone decode row in the canonical split-KV order
-/// ([`KV_CHUNK`]): one job per key/value head and chunk, so every thread
-/// has work however few the heads, then each head's chunks combined in
+/// ([`KV_CHUNK`]) where [`spreads_chunks`]: one job per key/value head and
+/// chunk, so every thread has work, then each head's chunks combined in
 /// chunk order (so the bits do not depend on which thread took which).
 fn attend_row_in_chunks(
     shape: AttentionShape,
@@ -837,7 +846,8 @@ mod tests {
                 position,
             };
             attend_row(shape, place, 1, &query, &mut batched);
-            for threads in [1, 3] {
+            // One job per key/value head (1 and 3 threads), per chunk (8).
+            for threads in [1, 3, 8] {
                 let what = format!("position {position}, window {window:?}, {threads} threads");
                 assert_same_bits(&on_threads(threads), &batched, &what);
             }
