@@ -681,6 +681,22 @@ __device__ __forceinline__ bool too_few_slots(const BlockSpan& s, int chunk_slot
     return true;
 }
 
+// The f16-accumulator kernels' start: false for a block with nothing to
+// walk; else it asks L2 for its first tiles and loads the expf table, then
+// waits for the previous kernel.
+__device__ __forceinline__ bool begin_f16_block(const BlockSpan& s, int chunk_slots, float* out,
+                                                int heads, int kv_heads, int head_dim,
+                                                int capacity, const u16* k_cache,
+                                                const u16* v_cache, int l2_prefetch,
+                                                F16AccumulatorTile& tile) {
+    if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return false;
+    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
+    load_exp2_table(tile);
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    return true;
+}
+
 // Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
 // (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
 // f32, online softmax over the positions in order with the running output kept
@@ -698,11 +714,9 @@ extern "C" __global__ void attention_f16_accumulator(const float* q, int q_strid
     // `start` comes from the host (copied before the step's kernels run), so
     // it may be read before the wait.
     const BlockSpan s = block_span(start, heads, window, chunk_slots);
-    if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return;
-    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
-    load_exp2_table(tile);
-    allow_next_kernel();
-    wait_for_previous_kernel();
+    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
+                         v_cache, l2_prefetch, tile))
+        return;
     const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, 0);
     attend_f16_accumulator_any(block_query(q, q_stride, s, head_dim), k_cache, v_cache, s, heads,
                                kv_heads, head_dim, capacity, scale, out, split, tile);
@@ -723,11 +737,9 @@ extern "C" __global__ void attention_f16_accumulator_rope(
     __shared__ F16AccumulatorTile tile;
     __shared__ float query[MAX_HEAD_DIM];
     const BlockSpan s = block_span(start, heads, window, chunk_slots);
-    if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return;
-    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
-    load_exp2_table(tile);
-    allow_next_kernel();
-    wait_for_previous_kernel();
+    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
+                         v_cache, l2_prefetch, tile))
+        return;
     const int head = s.head, kv_head = head / (heads / kv_heads);
     const int pos = *start, warp = threadIdx.x / WARP;
     const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
@@ -775,13 +787,11 @@ extern "C" __global__ void attention_f16_accumulator_batched(
     q += b * rows * q_stride;
     out += b * rows * heads * head_dim;
     const BlockSpan s = block_span(start, heads, window, chunk_slots);
-    if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return;
     const u16* k_cache = k_tables[b];
     const u16* v_cache = v_tables[b];
-    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
-    load_exp2_table(tile);
-    allow_next_kernel();
-    wait_for_previous_kernel();
+    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
+                         v_cache, l2_prefetch, tile))
+        return;
     const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, b);
     attend_f16_accumulator_any(block_query(q, q_stride, s, head_dim), k_cache, v_cache, s, heads,
                                kv_heads, head_dim, capacity, scale, out, split, tile);

@@ -422,13 +422,7 @@ pub fn attention_f16_accumulator(
     let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG); // one block per (row, head) needs no row count
     args.push(Arg::I32(l2_prefetch_level(gpu)));
-    let (split, slots) = split_args(split, &batch.heads, 1)?;
-    check_split_rows(batch.rows, slots)?;
-    args.extend(split);
-    let blocks = int(
-        slots * batch.rows * batch.heads.heads,
-        "slots × rows × heads",
-    )? as u32;
+    let (blocks, slots) = push_split(&mut args, split, batch, 1)?;
     // SAFETY: matches attention_f16_accumulator's signature; queries and output
     // are checked for `rows` rows, the split buffers for the slots, and
     // positions read stay below *start + rows <= capacity (the host checks
@@ -445,15 +439,26 @@ pub fn attention_f16_accumulator(
     }
 }
 
-/// Only lone rows are split: more slots than one with several rows is a
-/// caller's mistake.
-fn check_split_rows(rows: usize, slots: usize) -> Result<()> {
-    if slots > 1 && rows != 1 {
+/// Appends the split arguments of a launch of `batch` for `sequences`
+/// sequences and returns its blocks along x (slots × rows × heads) and its
+/// slots. Only lone rows are split: more slots than one with several rows
+/// is a caller's mistake.
+fn push_split(
+    args: &mut Vec<Arg>,
+    split: Option<KvSplit<'_>>,
+    batch: &AttentionBatch<'_>,
+    sequences: usize,
+) -> Result<(u32, usize)> {
+    let (split, slots) = split_args(split, &batch.heads, sequences)?;
+    if slots > 1 && batch.rows != 1 {
         return Err(CudaError::Unsupported(format!(
-            "only a lone row is split into chunks, not {rows} rows"
+            "only a lone row is split into chunks, not {} rows",
+            batch.rows
         )));
     }
-    Ok(())
+    args.extend(split);
+    let blocks = slots * batch.rows * batch.heads.heads;
+    Ok((int(blocks, "slots × rows × heads")? as u32, slots))
 }
 
 /// [`rope_store_kv`] and then [`attention_f16_accumulator`] in one launch, for
@@ -480,14 +485,12 @@ pub fn attention_f16_accumulator_rope(
     let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG);
     args.push(Arg::I32(l2_prefetch_level(gpu)));
-    let (split, slots) = split_args(split, &h, 1)?;
-    args.extend(split);
+    let (blocks, slots) = push_split(&mut args, split, batch, 1)?;
     rotation
         .cos_sin
         .require(batch.cache.capacity * h.head_dim, "rope table")?;
     args.push(rotation.cos_sin.into());
     args.extend(rotation_args(h, rotation)?);
-    let blocks = int(slots * h.heads, "slots × heads")? as u32;
     // SAFETY: matches attention_f16_accumulator_rope's signature; the qkv row
     // and output are checked, the tables and caches hold `capacity`
     // positions, and the caller keeps *start below it (the host checks room
@@ -532,13 +535,7 @@ pub fn attention_f16_accumulator_batched(
         .out
         .require(all_rows * batch.heads.q_width(), "attention output")?;
     batch.start.require(sequences, "start positions")?;
-    let (split, slots) = split_args(split, &batch.heads, sequences)?;
-    check_split_rows(batch.rows, slots)?;
-    args.extend(split);
-    let blocks = int(
-        slots * batch.rows * batch.heads.heads,
-        "slots × rows × heads",
-    )? as u32;
+    let (blocks, slots) = push_split(&mut args, split, batch, sequences)?;
     let sequences = int(sequences, "sequences")? as u32;
     // SAFETY: matches attention_f16_accumulator_batched's signature; queries,
     // output and starts are checked for every sequence's rows, the split
