@@ -233,6 +233,30 @@ pub struct GpuArgs {
     /// `tensorlogic/kernels`).
     #[arg(long, hide = true, value_name = "DIR", env = "TL_KERNEL_CACHE")]
     pub kernel_cache: Option<PathBuf>,
+    /// Run as a GPU of this older compute capability (e.g. 8.0 on an H100:
+    /// its kernels and code paths), for tests and measurements.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "MAJOR.MINOR",
+        env = "TL_CUDA_OLDER_CARD",
+        value_parser = compute_capability
+    )]
+    pub cuda_older_card: Option<(i32, i32)>,
+}
+
+/// A compute capability as `MAJOR.MINOR`, 8.0 or later (what the kernels need).
+fn compute_capability(text: &str) -> Result<(i32, i32), String> {
+    let parsed = text
+        .split_once('.')
+        .and_then(|(major, minor)| Some((major.parse().ok()?, minor.parse().ok()?)));
+    match parsed {
+        Some((major, minor)) if major >= 8 && minor >= 0 => Ok((major, minor)),
+        Some(_) => Err(format!(
+            "{text}: the kernels need compute capability 8.0 or later"
+        )),
+        None => Err(format!("{text}: expected MAJOR.MINOR, such as 8.0 or 8.6")),
+    }
 }
 
 /// `on` or `off`; `1`/`0` and `true`/`false` too, as the environment
@@ -273,6 +297,7 @@ impl GpuArgs {
                 .unwrap_or(default.gemv_blocks_per_sm),
             kernel_defines: self.cuda_kernel_defines.clone(),
             kernel_cache: self.kernel_cache.clone(),
+            older_card: self.cuda_older_card,
         }
     }
 }

@@ -115,7 +115,8 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
-/// Compiles one unit to CUBIN for `arch` (e.g. `sm_90`), with no cache.
+/// Compiles one unit to CUBIN for `arch` (e.g. `sm_90`), or to PTX text for
+/// a virtual one (`compute_80`), with no cache.
 pub fn compile_cubin(unit: &Unit, arch: &str) -> Result<Vec<u8>> {
     let failed = |log: String| CudaError::Compile {
         arch: arch.into(),
@@ -130,6 +131,18 @@ pub fn compile_cubin(unit: &Unit, arch: &str) -> Result<Vec<u8>> {
     // used by this thread only; the options are owned strings.
     let compiled = unsafe { cudarc::nvrtc::result::compile_program(program, &options) };
     let result = match compiled {
+        // SAFETY: as above; the program compiled.
+        Ok(()) if arch.starts_with("compute_") => {
+            // SAFETY: as above; the program compiled.
+            unsafe { cudarc::nvrtc::result::get_ptx(program) }
+                .map(|ptx| {
+                    ptx.iter()
+                        .take_while(|&&c| c != 0)
+                        .map(|&c| c as u8)
+                        .collect()
+                })
+                .map_err(|e| failed(format!("{e:?}")))
+        }
         // SAFETY: as above; the program compiled.
         Ok(()) => unsafe { cubin_of(program) }.map_err(|e| failed(format!("{e:?}"))),
         // SAFETY: as above; the log of a failed compile.

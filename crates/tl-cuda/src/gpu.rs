@@ -114,15 +114,20 @@ impl Gpu {
         // cudarc's per-buffer events are not needed; they would also break graph
         // capture (cross-stream waits inside a capture are illegal).
         unsafe { context.disable_event_tracking() };
-        let info = device_info(&context)?;
+        let (info, arch) = presented_card(device_info(&context)?, options.older_card)?;
         let stream = context
             .new_stream()
             .map_err(|e| CudaError::driver("creating a stream", e))?;
-        let modules = compile::cached_cubins(&info.arch(), info.driver_version, &options)?
+        let modules = compile::cached_cubins(&arch, info.driver_version, &options)?
             .into_iter()
-            .map(|(name, cubin)| {
+            .map(|(name, image)| {
+                let image = if arch.starts_with("compute_") {
+                    Ptx::from_src(String::from_utf8_lossy(&image).into_owned())
+                } else {
+                    Ptx::from_binary(image)
+                };
                 context
-                    .load_module(Ptx::from_binary(cubin))
+                    .load_module(image)
                     .map_err(|e| CudaError::driver(format!("loading the {name} kernels"), e))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -468,6 +473,32 @@ impl Gpu {
             })
         })
     }
+}
+
+/// The card the runtime works with and the architecture its kernels are
+/// compiled for: the device itself, or with `older` (GpuOptions::older_card)
+/// that compute capability, compiled to PTX the driver translates.
+fn presented_card(mut info: DeviceInfo, older: Option<(i32, i32)>) -> Result<(DeviceInfo, String)> {
+    let Some(older) = older else {
+        let arch = info.arch();
+        return Ok((info, arch));
+    };
+    if older > info.compute_capability {
+        return Err(CudaError::Unsupported(format!(
+            "kernels for compute capability {}.{} cannot run on {} ({}.{})",
+            older.0, older.1, info.name, info.compute_capability.0, info.compute_capability.1
+        )));
+    }
+    info.compute_capability = older;
+    // That card's opt-in shared memory per block (A100: 163 KiB; 8.6 and
+    // 8.9: 99 KiB), so tile shapes are the ones it would get.
+    let shared = match older {
+        (8, 0) => 163 * 1024,
+        (8, _) => 99 * 1024,
+        _ => info.shared_per_block_optin,
+    };
+    info.shared_per_block_optin = info.shared_per_block_optin.min(shared);
+    Ok((info, format!("compute_{}{}", older.0, older.1)))
 }
 
 fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {

@@ -56,6 +56,12 @@ pub struct GpuOptions {
     /// Where compiled kernels are cached. `None` (the default): the user's
     /// cache folder (`~/.cache/tensorlogic/kernels`).
     pub kernel_cache: Option<PathBuf>,
+    /// Run as a GPU of this older compute capability (major, minor): the
+    /// kernels are compiled for it (PTX the driver translates for the real
+    /// card) and the host uses only what it has, so a newer card runs an
+    /// older card's code paths (for tests). `None` (the default): the
+    /// card's own.
+    pub older_card: Option<(i32, i32)>,
 }
 
 impl Default for GpuOptions {
@@ -71,6 +77,7 @@ impl Default for GpuOptions {
             gemv_blocks_per_sm: 1,
             kernel_defines: Vec::new(),
             kernel_cache: None,
+            older_card: None,
         }
     }
 }
@@ -92,6 +99,13 @@ impl GpuOptions {
             .map_err(|r| invalid("gemv_blocks_per_sm", r))?;
         for define in &self.kernel_defines {
             define.check().map_err(|r| invalid("kernel_defines", r))?;
+        }
+        if let Some((major, minor)) = self.older_card {
+            if major < 8 || minor < 0 {
+                let reason =
+                    format!("compute capability {major}.{minor}: the kernels need 8.0 or later");
+                return Err(invalid("older_card", reason));
+            }
         }
         Ok(())
     }

@@ -581,6 +581,42 @@ fn greedy_text_on_the_gpu_equals_the_cpus() {
     );
 }
 
+/// An older card's code paths (compute capability 8.0 on this one: the
+/// kernels' sm_80 branches, compiled to PTX the driver translates, and no
+/// dependent launches) give the CPU's bits as the card's own do: a greedy
+/// run's decode steps after a 24-token prompt, in one pass and token by
+/// token, on every quantized test model.
+#[test]
+fn an_older_cards_code_paths_give_the_cpus_bits() {
+    let older = tl_engine::GpuOptions {
+        older_card: Some((8, 0)),
+        ..Default::default()
+    };
+    for path in gpu_models() {
+        let Some(cuda) = common::load_with(&path, DeviceChoice::Cuda, CONTEXT, &older) else {
+            return;
+        };
+        let cpu = common::load_for(&path, DeviceChoice::Cpu, CONTEXT).unwrap();
+        if !quantized_blocks(&path) {
+            eprintln!("{}: float weights, not bit-exact: skipped", path.display());
+            continue;
+        }
+        for stepwise in [false, true] {
+            let (_, _, same_bits) = compare_greedy_run(&cpu, &cuda, 24, stepwise);
+            assert_eq!(
+                same_bits,
+                STEPS + 1,
+                "{} as compute capability 8.0 (stepwise {stepwise})",
+                path.display()
+            );
+        }
+        eprintln!(
+            "{}: compute capability 8.0 paths: the CPU's bits",
+            path.display()
+        );
+    }
+}
+
 /// Past 256 positions a lone row's attention runs in chunks of 256
 /// positions combined in order, on both backends: decode steps, lone and
 /// batched, at contexts of one to five chunks give the CPU's logits bit for

@@ -340,11 +340,21 @@ pub fn load(path: &Path, device: DeviceChoice) -> Option<Backend> {
 
 /// [`load`] for caches of up to `context` positions.
 pub fn load_for(path: &Path, device: DeviceChoice, context: usize) -> Option<Backend> {
+    load_with(path, device, context, &GpuOptions::default())
+}
+
+/// [`load_for`] with a GPU opened with `options`.
+pub fn load_with(
+    path: &Path,
+    device: DeviceChoice,
+    context: usize,
+    options: &GpuOptions,
+) -> Option<Backend> {
     if device != DeviceChoice::Cpu {
         tl_testdata::hold_gpu();
     }
     let file = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    match Backend::load(&file, context, device, &GpuOptions::default()) {
+    match Backend::load(&file, context, device, options) {
         Ok(loaded) => Some(loaded.backend),
         Err(e @ Error::Cuda(CudaError::LibraryMissing { .. } | CudaError::NoDevice))
             if device == DeviceChoice::Cuda =>
