@@ -150,6 +150,27 @@ fn long_prompt_replies_match_llama_cpp() {
     }
 }
 
+/// Past 256 cached positions llama.cpp splits a decode step's attention into
+/// one chunk per thread; where a chunk is 256 positions (2 threads to position
+/// 511, 3 to 767, 4 to 1023) that is our canonical order, so greedy replies to
+/// prompts of 300–950 tokens equal llama.cpp's there
+/// (tests/golden/llama_cpp_long_context_greedy.jsonl).
+#[test]
+fn long_context_replies_match_llama_cpp() {
+    for v in golden("llama_cpp_long_context_greedy.jsonl") {
+        let (prompt, expected) = (
+            v["prompt"].as_str().unwrap(),
+            v["completion"].as_str().unwrap(),
+        );
+        let text = greedy(prompt, v["n_predict"].as_u64().unwrap() as usize);
+        assert_eq!(
+            text, expected,
+            "prompt of {} tokens (llama.cpp on {} threads)",
+            v["prompt_tokens"], v["threads"]
+        );
+    }
+}
+
 /// `--raw` with the conversation written out in ChatML gives the same reply as the
 /// plain question through the template: special-token text became special tokens.
 #[test]

@@ -472,8 +472,9 @@ __device__ __forceinline__ bool span_idle(const BlockSpan& s) { return s.slot >=
 
 // Output element `dim` of a split row from its chunks' partial results
 // (`partials` at its first slot), combined in chunk order as the CPU backend
-// does: m = max(M, M_c), then output·e^(M−m) + output_c·e^(M_c−m) and the
-// same for the sums (each product rounded, then the sum), and output / sum.
+// does: m = max(M, M_c), then fma(output, e^(M−m), output_c·e^(M_c−m)) and
+// the same for the sums (llama.cpp's line as GCC contracts it), and
+// output / sum.
 // The output starts at −0, so a lone chunk's comes through as it is. The
 // partials were written by other blocks: read from L2.
 __device__ __forceinline__ float combine_chunks(const float* partials, int chunks, int head_dim,
@@ -486,8 +487,8 @@ __device__ __forceinline__ float combine_chunks(const float* partials, int chunk
         const float joint = fmaxf(max, chunk_max);
         const float old_scale = expf_libm_with(exp2_table, __fsub_rn(max, joint));
         const float new_scale = expf_libm_with(exp2_table, __fsub_rn(chunk_max, joint));
-        out = __fadd_rn(__fmul_rn(out, old_scale), __fmul_rn(__ldcg(p + 2 + dim), new_scale));
-        sum = __fadd_rn(__fmul_rn(sum, old_scale), __fmul_rn(chunk_sum, new_scale));
+        out = __fmaf_rn(out, old_scale, __fmul_rn(__ldcg(p + 2 + dim), new_scale));
+        sum = __fmaf_rn(sum, old_scale, __fmul_rn(chunk_sum, new_scale));
         max = joint;
     }
     const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;

@@ -42,8 +42,9 @@ pub const TILED_MIN_ROWS: usize = 64;
 /// ([`ChunkSum`]). The order depends on neither the thread count nor the
 /// batch, and the GPU backend walks the same chunks, in parallel, to the
 /// same bits. llama.cpp's CPU splits such a row across its threads, so its
-/// order depends on their number; this is its order with chunk size 256
-/// (which its 2 threads use for 257 to 512 cached positions, ⌈512/2⌉).
+/// order depends on their number; this is its order and arithmetic with
+/// chunk size 256 (⌈n_kv/threads⌉ for its 256-padded cache view: 2 threads
+/// to position 511, 3 to 767, 4 to 1023), where its logits are ours.
 pub const KV_CHUNK: usize = 256;
 
 /// The attention geometry of one layer of a model.
@@ -363,8 +364,9 @@ fn normalise(states: &[Running], head_dim: usize, out: &mut [f32]) {
 /// The canonical split-KV combination of the heads of one row: each chunk's
 /// running state and accumulator (llama.cpp's one-chunk walk over the
 /// chunk, widened to f32), added in chunk order to the heads' output
-/// (`[head][head_dim]`, written in place), then normalised. Each product
-/// is rounded on its own, not fused, so every backend can give these bits.
+/// (`[head][head_dim]`, written in place), then normalised: llama.cpp's
+/// `reduce_partials`, whose `O*a + O_c*b` GCC compiles to fma(O, a, O_c*b)
+/// (so the GPU does the same).
 struct ChunkSum<'a> {
     out: &'a mut [f32],
     head_dim: usize,
@@ -399,9 +401,10 @@ impl<'a> ChunkSum<'a> {
             let old_scale = (state.max - max).exp();
             let new_scale = (chunk.max - max).exp();
             for (o, p) in out.iter_mut().zip(partial) {
-                *o = *o * old_scale + p * new_scale;
+                // GCC contracts llama.cpp's `O*a + O_c*b` into fma(O, a, O_c*b).
+                *o = o.mul_add(old_scale, p * new_scale);
             }
-            state.sum = state.sum * old_scale + chunk.sum * new_scale;
+            state.sum = state.sum.mul_add(old_scale, chunk.sum * new_scale);
             state.max = max;
         }
     }
@@ -583,7 +586,7 @@ mod tests {
     /// The canonical split-KV order written out for one head: `keys` and
     /// `values` from position 0 to the row's own, seen from `first` on, in
     /// chunks of 256 absolute positions, each [`one_head_undivided`],
-    /// combined in chunk order with unfused products.
+    /// combined in chunk order, fma(O, a, O_c·b).
     fn split_kv_head(
         query: &[f32],
         (keys, values, first): (&[f16], &[f16], usize),
@@ -603,9 +606,9 @@ mod tests {
             let new_max = max.max(chunk_max);
             let (old_scale, new_scale) = ((max - new_max).exp(), (chunk_max - new_max).exp());
             for (t, a) in total.iter_mut().zip(&accumulator) {
-                *t = *t * old_scale + a * new_scale;
+                *t = t.mul_add(old_scale, a * new_scale);
             }
-            sum = sum * old_scale + chunk_sum * new_scale;
+            sum = sum.mul_add(old_scale, chunk_sum * new_scale);
             max = new_max;
         }
         let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
