@@ -167,7 +167,12 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 // Positions whose values and factors the chain reads at once, before their
 // steps (reading the next group during a group's steps, or groups of 8,
 // measured slower; the figures are in the history of docs/perf.md, 7b5df7a).
+// Settable through TL_CUDA_KERNEL_DEFINES: 8 takes the lone-step kernel from
+// 87 registers a thread to 64, room for three 320-thread split blocks a
+// multiprocessor instead of two. The bits are the same either way.
+#ifndef CHAIN_UNROLL
 #define CHAIN_UNROLL 16
+#endif
 
 // Positions whose scores one warp computes at a time, their loads in flight
 // together (8 measured 1% faster at depth 4096, slower at short depths, and
