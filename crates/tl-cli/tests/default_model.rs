@@ -140,13 +140,25 @@ fn chat_template_replies_match_llama_cpp() {
 /// (tests/golden/llama_cpp_long_prompt_greedy.jsonl).
 #[test]
 fn long_prompt_replies_match_llama_cpp() {
-    for v in golden("llama_cpp_long_prompt_greedy.jsonl") {
+    replies_match("llama_cpp_long_prompt_greedy.jsonl");
+}
+
+/// Each golden line's greedy reply (`prompt`, `n_predict`) is its `completion`.
+fn replies_match(file: &str) {
+    for v in golden(file) {
         let (prompt, expected) = (
             v["prompt"].as_str().unwrap(),
             v["completion"].as_str().unwrap(),
         );
         let text = greedy(prompt, v["n_predict"].as_u64().unwrap() as usize);
-        assert_eq!(text, expected, "prompt of {} tokens", v["prompt_tokens"]);
+        let threads = v
+            .get("threads")
+            .map_or(String::new(), |t| format!(" (llama.cpp on {t} threads)"));
+        assert_eq!(
+            text, expected,
+            "{file}: prompt of {} tokens{threads}",
+            v["prompt_tokens"]
+        );
     }
 }
 
@@ -157,18 +169,7 @@ fn long_prompt_replies_match_llama_cpp() {
 /// (tests/golden/llama_cpp_long_context_greedy.jsonl).
 #[test]
 fn long_context_replies_match_llama_cpp() {
-    for v in golden("llama_cpp_long_context_greedy.jsonl") {
-        let (prompt, expected) = (
-            v["prompt"].as_str().unwrap(),
-            v["completion"].as_str().unwrap(),
-        );
-        let text = greedy(prompt, v["n_predict"].as_u64().unwrap() as usize);
-        assert_eq!(
-            text, expected,
-            "prompt of {} tokens (llama.cpp on {} threads)",
-            v["prompt_tokens"], v["threads"]
-        );
-    }
+    replies_match("llama_cpp_long_context_greedy.jsonl");
 }
 
 /// `--raw` with the conversation written out in ChatML gives the same reply as the

@@ -441,14 +441,18 @@ impl GpuOps {
             out: out.f32_span("attention")?,
         };
         if seq < attention_ops::TILED_MIN_ROWS {
-            // A lone row is split into chunks past KV_CHUNK positions.
+            // A lone row is split into chunks past KV_CHUNK positions; its
+            // chunks meet in buffers made for this call.
             let slots = if seq == 1 {
                 attention_ops::chunk_slots(start, None)
             } else {
                 1
             };
-            let split = attention_ops::SplitBuffers::new(&self.gpu, geometry, 1, slots)?;
-            attention_ops::attention_f16_accumulator(&self.gpu, &batch, split.view(slots)?)?;
+            let split = (slots > 1)
+                .then(|| attention_ops::SplitBuffers::new(&self.gpu, geometry, 1, slots))
+                .transpose()?;
+            let view = split.as_ref().map(|s| s.view(slots)).transpose()?.flatten();
+            attention_ops::attention_f16_accumulator(&self.gpu, &batch, view)?;
         } else {
             attention_ops::attention_prefill(&self.gpu, &batch)?;
         }
