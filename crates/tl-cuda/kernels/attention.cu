@@ -159,11 +159,14 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
     for (int i = threadIdx.x % WARP; i < head_dim; i += WARP) vc[at + i] = f2h(v[i]);
 }
 
-// Positions per tile of attention_f16_accumulator: two tiles' f16 values fit in
-// 32 KB (128 positions for heads of 64), at most 256, so that one tile is
-// filled while the chain walks the other.
-#define TILE_VALUE_HALVES 8192
+// Positions per tile of attention_f16_accumulator, at most: one tile is filled
+// while the chain walks the other. The two tiles' f16 values are the launch's
+// dynamic shared memory, whose size the host picks per head size and card
+// (f16_tile_bytes in ops/attention.rs); the tile is what fits, up to this.
+// Settable through TL_CUDA_KERNEL_DEFINES (smaller tiles, for measurements).
+#ifndef MAX_TILE_POSITIONS
 #define MAX_TILE_POSITIONS 256
+#endif
 // Positions whose values and factors the chain reads at once, before their
 // steps (reading the next group during a group's steps, or groups of 8,
 // measured slower; the figures are in the history of docs/perf.md, 7b5df7a).
@@ -175,9 +178,7 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 #endif
 
 // Positions whose scores one warp computes at a time, their loads in flight
-// together (8 measured 1% faster at depth 4096, slower at short depths, and
-// no faster for heads of 256, whose tiles it fills in one round instead of
-// two).
+// together (8 measured 1% faster at depth 4096, slower at short depths).
 #define SCORE_POSITIONS 4
 
 // ATTN_CLOCKS=1 (set through TL_CUDA_KERNEL_DEFINES, a measurement aid):
@@ -220,10 +221,26 @@ __device__ __forceinline__ void dots_f16_like_cpu(const float* q, const u16* k, 
     }
 }
 
-// Shared state of one attention_f16_accumulator block: two tile buffers
-// (values and factors) and the scratch of the tile being filled.
+// The positions of a tile: what two tiles' f16 values of heads of
+// `head_dim` fill of the launch's dynamic shared memory, at most
+// MAX_TILE_POSITIONS.
+__device__ __forceinline__ int tile_positions(int head_dim) {
+    u32 bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+    return min(MAX_TILE_POSITIONS, (int)(bytes / (4 * head_dim)));
+}
+
+// The values of tile buffer `b` ([position][head_dim], `tile` positions) in
+// the dynamic shared memory.
+__device__ __forceinline__ u16* tile_values(int b, int tile, int head_dim) {
+    extern __shared__ uint4 f16_tile_values[];
+    return (u16*)f16_tile_values + b * tile * head_dim;
+}
+
+// Shared state of one attention_f16_accumulator block besides the tiles'
+// values: the two tile buffers' factors and the scratch of the tile being
+// filled.
 struct F16AccumulatorTile {
-    __align__(16) u16 values[2][TILE_VALUE_HALVES];  // a tile's values, [position][head_dim]
     float old_scale[2][MAX_TILE_POSITIONS];  // the factor the running output is scaled by first
     float weight[2][MAX_TILE_POSITIONS];     // the value's weight
     float scores[MAX_TILE_POSITIONS];
@@ -347,15 +364,16 @@ __device__ __forceinline__ void copy_tile_values(const u16* values, int base, in
     for (int i = p; i < count * head_dim / 8; i += producers) copy_16_async(dst + i, src + i);
 }
 
-// Fills buffer `b` with the tile of `count` positions from `base`: its values,
-// and the factors of every position (old_scale, weight). Only the producer
-// threads call it: `p` is the caller's index among them. `running` (every
+// Fills buffer `b` (its values at `buffer`) with the tile of `count`
+// positions from `base`: its values, and the factors of every position
+// (old_scale, weight). The `producers` threads (whole warps) that call it
+// share the work: `p` is the caller's index among them. `running` (every
 // producer's alike) is the maximum score before the tile, and after it on
 // return.
 template <int PER_LANE>
 __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, int base, int count,
-                          float scale, F16AccumulatorTile& t, int b, int p, int producers,
-                          float& running) {
+                          float scale, F16AccumulatorTile& t, int b, u16* buffer, int p,
+                          int producers, float& running) {
     const int head_dim = PER_LANE * WARP;
     const int warp = p / WARP, lane = p % WARP, warps = producers / WARP;
     const float minus_infinity = -__int_as_float(0x7f800000);
@@ -375,7 +393,7 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
     }
     // The values' copies, waited for at the end (started before the scores,
     // they measured no faster).
-    copy_tile_values(values, base, count, head_dim, t.values[b], p, producers);
+    copy_tile_values(values, base, count, head_dim, buffer, p, producers);
 #if ATTN_CLOCKS
     if (p == 0 && base == 0) t.fill_clocks[1] = clock64();
 #endif
@@ -545,7 +563,7 @@ __device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, cons
                                        float scale, float* out, ChunkSplit split,
                                        F16AccumulatorTile& t) {
     const int head_dim = PER_LANE * WARP;
-    const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
+    const int tile = tile_positions(head_dim);
     const int row = s.row, head = s.head;
     const int lane = threadIdx.x % WARP;
     // With a window, the positions before it are skipped, as the CPU's
@@ -569,7 +587,10 @@ __device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, cons
 #endif
     float running = -__int_as_float(0x7f800000);  // the producers' running maximum
     const int tiles = (visible + tile - 1) / tile;
-    if (p >= 0) fill_tile<PER_LANE>(q16, keys, values, 0, min(tile, visible), scale, t, 0, p, producers, running);
+    // The chain has nothing to walk before the first tile: every thread fills
+    // it, the producers alone the later ones.
+    fill_tile<PER_LANE>(q16, keys, values, 0, min(tile, visible), scale, t, 0,
+                        tile_values(0, tile, head_dim), threadIdx.x, blockDim.x, running);
     __syncthreads();
 #if ATTN_CLOCKS
     const long long a2 = clock64();
@@ -578,7 +599,7 @@ __device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, cons
     float sum = 0.0f;
     for (int k = 0; k < tiles; ++k) {
         const int b = k & 1, count = min(tile, visible - k * tile);
-        const TileBuffer buffer = {t.values[b], t.old_scale[b], t.weight[b]};
+        const TileBuffer buffer = {tile_values(b, tile, head_dim), t.old_scale[b], t.weight[b]};
         if (threadIdx.x < head_dim) {
             acc = count == tile ? accumulate_tile(buffer, count, head_dim, threadIdx.x, acc)
                                 : accumulate_plain(buffer, count, head_dim, threadIdx.x, acc);
@@ -586,8 +607,8 @@ __device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, cons
             sum = accumulate_weights(buffer, count, sum);
         } else if (p >= 0 && k + 1 < tiles) {
             const int next = (k + 1) * tile;
-            fill_tile<PER_LANE>(q16, keys, values, next, min(tile, visible - next), scale, t, b ^ 1, p,
-                                producers, running);
+            fill_tile<PER_LANE>(q16, keys, values, next, min(tile, visible - next), scale, t, b ^ 1,
+                                tile_values(b ^ 1, tile, head_dim), p, producers, running);
         }
         __syncthreads();
     }
@@ -660,8 +681,7 @@ __device__ __forceinline__ void load_exp2_table(F16AccumulatorTile& t) {
 __device__ __forceinline__ void prefetch_first_tiles(const u16* k_cache, const u16* v_cache,
                                                      const BlockSpan& s, int heads, int kv_heads,
                                                      int head_dim, int capacity) {
-    const int tile = min(MAX_TILE_POSITIONS, TILE_VALUE_HALVES / head_dim);
-    const int positions = min(2 * tile, s.hi - s.lo);
+    const int positions = min(2 * tile_positions(head_dim), s.hi - s.lo);
     const u64 first = ((u64)(s.head / (heads / kv_heads)) * capacity + s.lo) * head_dim;
     prefetch_l2(k_cache + first, (u64)positions * head_dim * 2);
     prefetch_l2(v_cache + first, (u64)positions * head_dim * 2);
@@ -743,6 +763,12 @@ extern "C" __global__ void attention_f16_accumulator_rope(
     __shared__ F16AccumulatorTile tile;
     __shared__ float query[MAX_HEAD_DIM];
     const BlockSpan s = block_span(start, heads, window, chunk_slots);
+    // The rotation's inputs are constants, read right after the wait.
+    if (l2_prefetch) {
+        prefetch_l1(cos_sin + (u64)*start * (head_dim / 2), (u64)head_dim * 4);
+        if (q_norm) prefetch_l1(q_norm, (u64)head_dim * 4);
+        if (k_norm) prefetch_l1(k_norm, (u64)head_dim * 4);
+    }
     if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
                          v_cache, l2_prefetch, tile))
         return;

@@ -52,6 +52,15 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
 }
 
+// Asks this multiprocessor's L1 for [p, p + bytes), a line per thread: for
+// small read-only inputs the block reads right after the wait.
+__device__ __forceinline__ void prefetch_l1(const void* p, u64 bytes) {
+    const u64 end = (u64)p + bytes;
+    for (u64 line = ((u64)p & ~(u64)127) + (u64)threadIdx.x * 128; line < end;
+         line += (u64)blockDim.x * 128)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
+}
+
 // prefetch_l2 of [p, p + bytes) shared among the grid's blocks (along x), each
 // taking one slice of whole lines.
 __device__ __forceinline__ void prefetch_share_l2(const void* p, int bytes) {

@@ -684,7 +684,8 @@ fn long_context_steps_give_the_cpus_bits() {
 fn small_batch_attention_matches_the_cpu_arithmetic() {
     use tl_cuda::ops::attention::Heads;
     let Some(gpu) = gpu() else { return };
-    // Heads of 64, 128 and 256: tiles of 128, 64 and 32 positions.
+    // Heads of 64, 128 and 256, in tiles of 128 positions (fewer where the
+    // card has less shared memory).
     for head_dim in [64, 128, 256] {
         let h = Heads {
             heads: 6,

@@ -2,7 +2,7 @@
 
 use crate::buffer::{Buffer, Span};
 use crate::error::{CudaError, Result};
-use crate::gpu::{Arg, Gpu};
+use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
 
 /// Warps per block of the attention kernels (`ATTN_WARPS` in attention.cu).
@@ -27,6 +27,39 @@ fn f16_accumulator_threads(head_dim: usize, slots: usize) -> u32 {
 }
 /// The largest head the kernels hold in registers (`MAX_HEAD_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
+
+/// Positions per tile of the f16-accumulator kernels (see attention.cu): a
+/// short context (tg128 and a chat's first turns) is then filled by the
+/// whole block in one go, however large the heads; smaller heads keep 32
+/// KiB of values a tile pair (256 positions for heads of 32).
+const F16_TILE_POSITIONS: usize = 128;
+/// The most positions a tile takes (`MAX_TILE_POSITIONS`).
+const F16_TILE_MOST_POSITIONS: usize = 256;
+/// The f16-accumulator kernels' static shared memory, with room to spare
+/// (factors, scores and the rope kernel's query: 7.3 KiB).
+const F16_TILE_STATIC_SHARED: usize = 8 * 1024;
+
+/// Dynamic shared memory of an f16-accumulator launch for heads of
+/// `head_dim`: two tiles' f16 values (the kernel derives the tile from it),
+/// the tiles halved until they fit in `shared_limit` bytes a block.
+fn f16_tile_bytes(head_dim: usize, shared_limit: usize) -> u32 {
+    let pair_bytes = |positions: usize| 2 * positions * head_dim * 2;
+    let mut positions = F16_TILE_POSITIONS
+        .max(8192 / head_dim.max(1))
+        .min(F16_TILE_MOST_POSITIONS);
+    while positions > 1 && pair_bytes(positions) + F16_TILE_STATIC_SHARED > shared_limit {
+        positions /= 2;
+    }
+    pair_bytes(positions) as u32
+}
+
+/// [`f16_tile_bytes`] on `gpu`.
+fn f16_tile_shared(gpu: &Gpu, head_dim: usize) -> u32 {
+    f16_tile_bytes(
+        head_dim,
+        gpu.info().shared_per_block_optin.max(DEFAULT_SHARED_LIMIT),
+    )
+}
 
 /// The attention geometry of a model.
 #[derive(Debug, Clone, Copy)]
@@ -433,7 +466,7 @@ pub fn attention_f16_accumulator(
             "attention_f16_accumulator",
             (blocks, 1),
             f16_accumulator_threads(batch.heads.head_dim, slots),
-            0,
+            f16_tile_shared(gpu, batch.heads.head_dim),
             &args,
         )
     }
@@ -500,7 +533,7 @@ pub fn attention_f16_accumulator_rope(
             "attention_f16_accumulator_rope",
             (blocks, 1),
             f16_accumulator_threads(h.head_dim, slots),
-            0,
+            f16_tile_shared(gpu, h.head_dim),
             &args,
         )
     }
@@ -550,7 +583,7 @@ pub fn attention_f16_accumulator_batched(
             "attention_f16_accumulator_batched",
             (blocks, sequences),
             f16_accumulator_threads(batch.heads.head_dim, slots),
-            0,
+            f16_tile_shared(gpu, batch.heads.head_dim),
             &args,
         )
     }
@@ -696,5 +729,28 @@ fn flash(gpu: &Gpu, batch: &AttentionBatch<'_>, out_f16: Option<Span<'_, u16>>) 
             0,
             &args,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_hold_a_short_context_and_shrink_to_the_cards_shared_memory() {
+        let positions = |head_dim: usize, limit: usize| {
+            f16_tile_bytes(head_dim, limit) as usize / (4 * head_dim)
+        };
+        // An H100's 227 KiB: 128 positions for heads of 64 to 256.
+        for head_dim in [64, 128, 256] {
+            assert_eq!(positions(head_dim, 227 * 1024), 128, "head {head_dim}");
+        }
+        // Heads of 32 keep 32 KiB of values: 256 positions.
+        assert_eq!(positions(32, 227 * 1024), 256);
+        // A card of 99 KiB (sm_86, sm_89) halves heads of 256.
+        assert_eq!(positions(256, 99 * 1024), 64);
+        assert_eq!(positions(128, 99 * 1024), 128);
+        // Without opting in (48 KiB), heads of 256 get 32 positions.
+        assert_eq!(positions(256, DEFAULT_SHARED_LIMIT), 32);
     }
 }
