@@ -90,30 +90,75 @@ extern "C" __global__ void rope_store_kv(float* qkv, int heads, int kv_heads, in
 // normalised when `w` is given (RMS over the head, squares summed in f64
 // with lanes taking elements lane, lane + 32, ..., times the head weight),
 // then each pair rotated by `table`; store(a, b, r0, r1) takes pair (a, b).
-// Each lane reads only the elements of its own pairs after the sum, so a
-// store may overwrite p.
+// Each pass reads all its inputs before using any, so the warp waits for
+// memory once a pass, not once a value (a head of 256 took eight L2 round
+// trips in turn). Each lane reads only the elements of its own pairs after
+// the sum, so a store may overwrite p.
 template <typename Store>
 __device__ __forceinline__ void norm_rope_head(const float* p, const float* w, float eps,
                                                int head_dim, int halves, const float2* table,
                                                Store store) {
+    constexpr int PER_LANE = MAX_HEAD_DIM / WARP, PAIRS_PER_LANE = PER_LANE / 2;
     const int lane = threadIdx.x % WARP;
     float scale = 1.0f;
     if (w) {
+        float v[PER_LANE];
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j) {
+            const int i = lane + j * WARP;
+            v[j] = i < head_dim ? p[i] : 0.0f;
+        }
         double squares = 0.0;
-        for (int i = lane; i < head_dim; i += WARP) squares += (double)(p[i] * p[i]);
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j)
+            if (lane + j * WARP < head_dim) squares += (double)(v[j] * v[j]);
         squares = warp_sum_f64(squares);
         scale = 1.0f / sqrtf((float)(squares / (double)head_dim) + eps);
     }
     const int pairs = head_dim / 2;
-    for (int pair = lane; pair < pairs; pair += WARP) {
+    float x0[PAIRS_PER_LANE], x1[PAIRS_PER_LANE], w0[PAIRS_PER_LANE], w1[PAIRS_PER_LANE];
+    float2 cs[PAIRS_PER_LANE];
+#pragma unroll
+    for (int j = 0; j < PAIRS_PER_LANE; ++j) {
+        const int pair = lane + j * WARP;
+        if (pair >= pairs) break;
         const int a = halves ? pair : 2 * pair, b = halves ? pair + pairs : 2 * pair + 1;
-        float x0 = p[a], x1 = p[b];
+        x0[j] = p[a];
+        x1[j] = p[b];
         if (w) {
-            x0 = (x0 * scale) * w[a];
-            x1 = (x1 * scale) * w[b];
+            w0[j] = w[a];
+            w1[j] = w[b];
         }
-        const float2 cs = table[pair];
-        store(a, b, fmaf(x0, cs.x, -(x1 * cs.y)), fmaf(x0, cs.y, x1 * cs.x));
+        cs[j] = table[pair];
+    }
+#pragma unroll
+    for (int j = 0; j < PAIRS_PER_LANE; ++j) {
+        const int pair = lane + j * WARP;
+        if (pair >= pairs) break;
+        const int a = halves ? pair : 2 * pair, b = halves ? pair + pairs : 2 * pair + 1;
+        float r0 = x0[j], r1 = x1[j];
+        if (w) {
+            r0 = (r0 * scale) * w0[j];
+            r1 = (r1 * scale) * w1[j];
+        }
+        store(a, b, fmaf(r0, cs[j].x, -(r1 * cs[j].y)), fmaf(r0, cs[j].y, r1 * cs[j].x));
+    }
+}
+
+// One head of values (head_dim floats) into the f16 cache at `out`, on one
+// warp: every load before any store (the compiler cannot move loads past the
+// stores), so the warp waits for memory once.
+__device__ __forceinline__ void store_head_f16(const float* v, u16* out, int head_dim) {
+    float value[MAX_HEAD_DIM / WARP];
+#pragma unroll
+    for (int j = 0; j < MAX_HEAD_DIM / WARP; ++j) {
+        const int i = threadIdx.x % WARP + j * WARP;
+        value[j] = i < head_dim ? v[i] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < MAX_HEAD_DIM / WARP; ++j) {
+        const int i = threadIdx.x % WARP + j * WARP;
+        if (i < head_dim) out[i] = f2h(value[j]);
     }
 }
 
@@ -156,7 +201,7 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
         kc[at + a] = f2h(r0);
         kc[at + b] = f2h(r1);
     });
-    for (int i = threadIdx.x % WARP; i < head_dim; i += WARP) vc[at + i] = f2h(v[i]);
+    store_head_f16(v, vc + at, head_dim);
 }
 
 // Positions per tile of attention_f16_accumulator, at most: one tile is filled
@@ -187,7 +232,9 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 // first fill's start (producer 0), that fill's scores, first barrier, chunk
 // maxima, factors (and the copies' wait), thread 0's clock after its
 // barrier less the fill's end (negative when the barrier's wait is deferred
-// past the clock read), the walk over the tiles and the output.
+// past the clock read), the walk over the tiles and the output. Block 0 of
+// the q/k-norm kernel first prints "rclk position" and its prologue's
+// cycles (attention_f16_accumulator_rope).
 #ifndef ATTN_CLOCKS
 #define ATTN_CLOCKS 0
 #endif
@@ -675,16 +722,30 @@ __device__ __forceinline__ void load_exp2_table(F16AccumulatorTile& t) {
     if (i >= 0) t.exp2_table[i] = EXP2_32ND[i];
 }
 
-// Asks L2 for the keys and values of the first two tiles the block walks
-// (from s.lo), the first reads after the wait: older positions were written
-// by earlier steps and are mostly out of L2 by now.
+// Tiles of keys and values a block asks L2 for before the wait
+// (prefetch_first_tiles); settable through TL_CUDA_KERNEL_DEFINES, 0 for
+// none (a measurement aid).
+#ifndef ATTN_PREFETCH_TILES
+#define ATTN_PREFETCH_TILES 2
+#endif
+
+// Asks L2 for the keys and values of the first tiles the block walks (from
+// s.lo), the first reads after the wait: older positions were written by
+// earlier steps and are mostly out of L2 by now. The query heads of a
+// key/value head read the same positions, so each of their blocks asks for
+// its share of the lines: fewer requests ahead of the block's own reads.
 __device__ __forceinline__ void prefetch_first_tiles(const u16* k_cache, const u16* v_cache,
                                                      const BlockSpan& s, int heads, int kv_heads,
                                                      int head_dim, int capacity) {
-    const int positions = min(2 * tile_positions(head_dim), s.hi - s.lo);
-    const u64 first = ((u64)(s.head / (heads / kv_heads)) * capacity + s.lo) * head_dim;
-    prefetch_l2(k_cache + first, (u64)positions * head_dim * 2);
-    prefetch_l2(v_cache + first, (u64)positions * head_dim * 2);
+    const int group = heads / kv_heads, member = s.head % group;
+    const int positions = min(ATTN_PREFETCH_TILES * tile_positions(head_dim), s.hi - s.lo);
+    const u64 bytes = (u64)positions * head_dim * 2;
+    const u64 share = ((bytes + group - 1) / group + 127) & ~(u64)127;
+    const u64 begin = share * member;
+    if (begin >= bytes) return;
+    const u64 first = ((u64)(s.head / group) * capacity + s.lo) * head_dim;
+    prefetch_l2((const u8*)(k_cache + first) + begin, min(share, bytes - begin));
+    prefetch_l2((const u8*)(v_cache + first) + begin, min(share, bytes - begin));
 }
 
 // The split state of sequence `sequence`'s rows (ChunkSplit), from the
@@ -762,6 +823,9 @@ extern "C" __global__ void attention_f16_accumulator_rope(
     const float* q_norm, const float* k_norm, float eps, int halves, float query_scale) {
     __shared__ F16AccumulatorTile tile;
     __shared__ float query[MAX_HEAD_DIM];
+#if ATTN_CLOCKS
+    const long long r0 = clock64();
+#endif
     const BlockSpan s = block_span(start, heads, window, chunk_slots);
     // The rotation's inputs are constants, read right after the wait.
     if (l2_prefetch) {
@@ -772,6 +836,9 @@ extern "C" __global__ void attention_f16_accumulator_rope(
     if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
                          v_cache, l2_prefetch, tile))
         return;
+#if ATTN_CLOCKS
+    const long long r1 = clock64();
+#endif
     const int head = s.head, kv_head = head / (heads / kv_heads);
     const int pos = *start, warp = threadIdx.x / WARP;
     const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
@@ -790,13 +857,21 @@ extern "C" __global__ void attention_f16_accumulator_rope(
                            k_cache[at + b] = f2h(r1);
                        });
     } else if (warp == 2) {
-        const float* v = qkv + q_width + kv_width + kv_head * head_dim;
-        for (int i = threadIdx.x % WARP; i < head_dim; i += WARP) v_cache[at + i] = f2h(v[i]);
+        store_head_f16(qkv + q_width + kv_width + kv_head * head_dim, v_cache + at, head_dim);
     }
     // The values are read back through L2 (cp.async.cg): the writes must be
     // there, not only in this multiprocessor's view, before the barrier.
+#if ATTN_CLOCKS
+    const long long r2 = clock64() + (query[threadIdx.x % WARP] != query[threadIdx.x % WARP]);
+#endif
     if (warp == 1 || warp == 2) __threadfence();
     __syncthreads();
+#if ATTN_CLOCKS
+    // "rclk": to the wait's end, the query's norm and rotation (thread 0),
+    // then to the barrier after the keys' and values' stores.
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        printf("rclk %d wait %lld query %lld stores %lld\n", pos, r1 - r0, r2 - r1, clock64() - r2);
+#endif
     const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, 0);
     attend_f16_accumulator_any(query, k_cache, v_cache, s, heads, kv_heads, head_dim, capacity,
                                scale, out, split, tile);

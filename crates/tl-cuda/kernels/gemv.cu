@@ -32,7 +32,8 @@
 // phases ("sclk"): K-quants normed in one pass (reading x and the sum of
 // squares, then the quantization) or in rounds (the scale, then the rounds);
 // Q8 blocks held in registers (x with any post-norm branch added, the norm,
-// the quantization).
+// the quantization), and of those x's loads ("lclk": x, then the branch and
+// its weight, then the branch's sum of squares).
 #ifndef GEMV_CLOCKS
 #define GEMV_CLOCKS 0
 #endif
@@ -116,12 +117,17 @@ __device__ __forceinline__ void load_quarter(const float* v, int k, int count, f
 template <int R>
 __device__ __forceinline__ float rms_scale_of_quarters(const float (&v)[R][8], int cols, float eps,
                                                        double* scratch) {
+    const int quarters = cols / 8;
     double squares = 0.0;
+    // The quarters there are only: the zeros past the end add nothing, and
+    // their conversions to f64 (a sixteenth-rate instruction) took longer
+    // than the rest of the sum.
 #pragma unroll
     for (int r = 0; r < R; ++r)
+        if (threadIdx.x + r * blockDim.x < quarters)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) squares += (double)(v[r][j] * v[r][j]);
-    const double total = block_sum_f64(squares, scratch);
+            for (int j = 0; j < 8; ++j) squares += (double)(v[r][j] * v[r][j]);
+    const double total = block_sum_f64(squares, scratch, warps_holding(quarters));
     return 1.0f / sqrtf((float)(total / (double)cols) + eps);
 }
 
@@ -133,8 +139,16 @@ template <int R>
 __device__ __forceinline__ void load_x_quarters(const float* x, const PreAdd& pre, float eps,
                                                 int cols, double* scratch, float (&v)[R][8]) {
     const int quarters = cols / 8;
+#if GEMV_CLOCKS
+    const long long l0 = clock64();
+#endif
 #pragma unroll
     for (int r = 0; r < R; ++r) load_quarter(x, threadIdx.x + r * blockDim.x, quarters, v[r]);
+#if GEMV_CLOCKS
+    const long long l1 = clock64() + (v[0][0] != v[0][0]);
+    if (blockIdx.x == 1 && blockIdx.y == 0 && threadIdx.x == 0 && !pre.branch)
+        printf("lclk %d load %lld\n", cols, l1 - l0);
+#endif
     if (!pre.branch) return;
     float branch[R][8], weight[R][8];
 #pragma unroll
@@ -142,7 +156,15 @@ __device__ __forceinline__ void load_x_quarters(const float* x, const PreAdd& pr
         load_quarter(pre.branch, threadIdx.x + r * blockDim.x, quarters, branch[r]);
         load_quarter(pre.weight, threadIdx.x + r * blockDim.x, quarters, weight[r]);
     }
+#if GEMV_CLOCKS
+    const long long l2 = clock64() + (branch[0][0] != branch[0][0]) + (weight[0][0] != weight[0][0]);
+#endif
     const float scale = rms_scale_of_quarters<R>(branch, cols, eps, scratch);
+#if GEMV_CLOCKS
+    if (blockIdx.x == 1 && blockIdx.y == 0 && threadIdx.x == 0)
+        printf("lclk %d load %lld branch %lld sum %lld\n", cols, l1 - l0, l2 - l1,
+               clock64() + (scale != scale) - l2);
+#endif
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int k = threadIdx.x + r * blockDim.x;
@@ -238,9 +260,12 @@ __device__ StagedQ8 stage_q8(const float* x, const PreAdd& pre, const float* nor
 #if GEMV_CLOCKS
         const long long c2 = clock64() + (scale != scale);
 #endif
+        // Whole warps past the end skip the quantization (its shuffles need
+        // every lane of a warp that does it).
+        const int warp_first = threadIdx.x - threadIdx.x % WARP;
 #pragma unroll
         for (int r = 0; r < STAGE_QUARTERS; ++r)
-            if (r * (int)blockDim.x < quarters)  // the same on every thread
+            if (warp_first + r * (int)blockDim.x < quarters)  // the same across a warp
                 quantize_quarter(v[r], threadIdx.x + r * blockDim.x, quarters, staged);
 #if GEMV_CLOCKS
         const long long c3 = clock64() + (staged.d[0] != staged.d[0]);
@@ -1158,28 +1183,31 @@ struct NextWeights {
 };
 
 // Before waiting for the previous kernel: the `l2_prefetch` requests (see
-// ops/mod.rs). The norm weight and (RoPE) this position's cos/sin row are
-// asked into L2, since staging and the rotation read them right after the
-// wait and little else of theirs is in L2 by then (a token streams all the
-// weights through it); at level 2 the grid also asks for `next`, the first
-// weights of the matrix the step multiplies by next, whose blocks can often
-// start only when this kernel's leave their multiprocessors.
+// ops/mod.rs). Staging reads the norm weights (the post-norm branch's and
+// x's) right after the wait, and RoPE this position's cos/sin row, and
+// little else of theirs is cached by then (a token streams all the weights
+// through L2): they are asked into this multiprocessor's L1 first, before
+// the stream of `next`'s requests that would queue ahead of them. At level 2
+// the grid also asks L2 for `next`, the first weights of the matrix the step
+// multiplies by next, whose blocks can often start only when this kernel's
+// leave their multiprocessors.
 template <int MODE, bool BATCHED>
-__device__ __forceinline__ void prefetch_inputs(const float* norm_weight, int cols,
-                                                const RopeStore& rope, int l2_prefetch,
+__device__ __forceinline__ void prefetch_inputs(const float* norm_weight, const PreAdd& pre,
+                                                int cols, const RopeStore& rope, int l2_prefetch,
                                                 const NextWeights& next) {
-    if (l2_prefetch >= 2 && (!BATCHED || blockIdx.y == 0)) {
-        prefetch_share_l2(next.quants, next.quant_bytes);
-        prefetch_share_l2(next.scales, next.scale_bytes);
-    }
     if (l2_prefetch && MODE >= 2) {
-        prefetch_l2(norm_weight, (u64)cols * 4);
+        prefetch_l1(norm_weight, (u64)cols * 4);
+        if (pre.branch) prefetch_l1(pre.weight, (u64)cols * 4);
         // The position comes from the host (copied before the step's kernels
         // run), so it may be read before the wait.
         if (MODE == 4) {
             const int pos = BATCHED ? rope.position[blockIdx.y] : *rope.position;
-            prefetch_l2(rope.cos_sin + (u64)pos * (rope.head_dim / 2), (u64)rope.head_dim * 4);
+            prefetch_l1(rope.cos_sin + (u64)pos * (rope.head_dim / 2), (u64)rope.head_dim * 4);
         }
+    }
+    if (l2_prefetch >= 2 && (!BATCHED || blockIdx.y == 0)) {
+        prefetch_share_l2(next.quants, next.quant_bytes);
+        prefetch_share_l2(next.scales, next.scale_bytes);
     }
 }
 
@@ -1212,7 +1240,7 @@ __device__ void gemv_rows(const u8* qs, const float* x, const float* norm_weight
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int per_block = blockDim.x / WARP;  // rows in flight per block
     const int first_base = blockIdx.x * per_block, stride = gridDim.x * per_block;
-    prefetch_inputs<MODE, BATCHED>(norm_weight, cols, rope, l2_prefetch, next);
+    prefetch_inputs<MODE, BATCHED>(norm_weight, pre, cols, rope, l2_prefetch, next);
     wait_for_previous_kernel();
     x = pre_add(x, pre, cols, eps, scratch);
     stage_f32(x, MODE >= 2 ? norm_weight : 0, eps, cols, (float*)shared, scratch);
@@ -1275,7 +1303,7 @@ __device__ void gemv_tiles(const u8* qs, const u8* sc, const float* x, const flo
     if (early) load_early_norm(norm_weight, cols, early_norm);
     TileBatch<T> batch;  // the thread's next blocks
     load_batch<T, NR>(qs, sc, rows, blocks, start, tile, threadIdx.x, blockDim.x, batch);
-    prefetch_inputs<MODE, BATCHED>(norm_weight, cols, rope, l2_prefetch, next);
+    prefetch_inputs<MODE, BATCHED>(norm_weight, pre, cols, rope, l2_prefetch, next);
     // What the first pass's epilogue reads, loaded now so that the tail does
     // not wait on memory: RoPE's inputs now, the residual after the wait.
     const int first_i = min((int)threadIdx.x / walkers, tile - 1);

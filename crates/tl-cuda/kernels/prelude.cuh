@@ -103,14 +103,15 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Sum over the whole block (blockDim.x a multiple of 32, at most 1024). Every
-// thread gets the result. `scratch` holds 32 doubles.
-__device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024) when
+// only its first `warps` warps hold values other than +0 (which add nothing
+// to a sum that is not -0): only they reduce. Every thread gets the result.
+// `scratch` holds 32 doubles.
+__device__ __forceinline__ double block_sum_f64(double v, double* scratch, int warps) {
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const int warps = blockDim.x / WARP;
-    v = warp_sum_f64(v);
+    if (warp < warps) v = warp_sum_f64(v);
     __syncthreads();
-    if (lane == 0) scratch[warp] = v;
+    if (lane == 0 && warp < warps) scratch[warp] = v;
     __syncthreads();
     // In warp order, eight partial sums read before any is added, so the
     // chain waits for shared memory once per eight warps.
@@ -124,6 +125,15 @@ __device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
             if (w0 + j < warps) total += part[j];
     }
     return total;
+}
+
+__device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
+    return block_sum_f64(v, scratch, blockDim.x / WARP);
+}
+
+// Warps of the block that hold any of `n` items taken one a thread in turn.
+__device__ __forceinline__ int warps_holding(int n) {
+    return min((int)blockDim.x / WARP, (n + WARP - 1) / WARP);
 }
 
 // Values of x each thread loads before using any, in the block-wide passes
@@ -141,10 +151,13 @@ __device__ float rms_scale(const float* x, int n, float eps, double* scratch) {
             const int i = i0 + j * blockDim.x;
             v[j] = i < n ? x[i] : 0.0f;
         }
+        // Only the values there are: the conversions to f64 are a
+        // sixteenth-rate instruction.
 #pragma unroll
-        for (int j = 0; j < STAGE_BATCH; ++j) s += (double)(v[j] * v[j]);
+        for (int j = 0; j < STAGE_BATCH; ++j)
+            if (i0 + j * blockDim.x < n) s += (double)(v[j] * v[j]);
     }
-    const double total = block_sum_f64(s, scratch);
+    const double total = block_sum_f64(s, scratch, warps_holding(n));
     return 1.0f / sqrtf((float)(total / (double)n) + eps);
 }
 
