@@ -49,6 +49,16 @@ impl Rng {
     }
 }
 
+/// An attention geometry: `heads` query heads on `kv_heads` key/value heads
+/// of `head_dim` values.
+fn heads(heads: usize, kv_heads: usize, head_dim: usize) -> Heads {
+    Heads {
+        heads,
+        kv_heads,
+        head_dim,
+    }
+}
+
 fn relative_error(got: &[f32], want: &[f32]) -> f64 {
     assert_eq!(got.len(), want.len());
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
@@ -807,16 +817,8 @@ fn qwen3_head_reference(head: &mut [f32], weight: &[f32], table: &[f32], pos: us
 fn qk_norms_and_half_head_pairs_match_the_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(10);
-    let qwen3_heads = Heads {
-        heads: 16,
-        kv_heads: 8,
-        head_dim: 128,
-    };
-    let small_heads = Heads {
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 32,
-    };
+    let qwen3_heads = heads(16, 8, 128);
+    let small_heads = heads(4, 2, 32);
     // 5 rows take a warp per head, 70 a block per row: both kernels.
     for (h, rows) in [
         (qwen3_heads, 5),
@@ -958,21 +960,9 @@ fn qk_norms_and_half_head_pairs_match_the_reference() {
 fn rotation_in_the_attention_launch_equals_its_own_launch() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(12);
-    let gemma = Heads {
-        heads: 4,
-        kv_heads: 1,
-        head_dim: 256,
-    };
-    let qwen3 = Heads {
-        heads: 16,
-        kv_heads: 8,
-        head_dim: 128,
-    };
-    let plain = Heads {
-        heads: 6,
-        kv_heads: 2,
-        head_dim: 64,
-    };
+    let gemma = heads(4, 1, 256);
+    let qwen3 = heads(16, 8, 128);
+    let plain = heads(6, 2, 64);
     // (heads, per-head norms, half-head pairs, query scale, window)
     let cases = [
         (gemma, true, true, 0.0625, Some(32)),
@@ -1064,18 +1054,7 @@ fn rotation_in_the_attention_launch_equals_its_own_launch() {
 fn rope_cache_write_and_attention_match_the_reference() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(6);
-    for h in [
-        Heads {
-            heads: 6,
-            kv_heads: 2,
-            head_dim: 64,
-        },
-        Heads {
-            heads: 4,
-            kv_heads: 4,
-            head_dim: 128,
-        },
-    ] {
+    for h in [heads(6, 2, 64), heads(4, 4, 128)] {
         let capacity = 700;
         let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
         let qkv_width = q_width + 2 * kv_width;
@@ -1241,11 +1220,7 @@ fn a_recorded_graph_replays_the_same_work() {
 fn qkv_projection_with_rope_matches_the_separate_steps() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(8);
-    let h = Heads {
-        heads: 6,
-        kv_heads: 2,
-        head_dim: 64,
-    };
+    let h = heads(6, 2, 64);
     let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
     let (rows, capacity) = (q_width + 2 * kv_width, 40);
     let table = test_rope_table(capacity, h.head_dim, 0.29);
