@@ -184,6 +184,10 @@ pub struct GpuArgs {
     /// Programmatic dependent launches (sm_90 and later).
     #[arg(long, hide = true, value_name = "on|off", env = "TL_CUDA_PDL")]
     pub cuda_pdl: Option<Switch>,
+    /// Batched products of Q4_0, Q4_1 and Q8_0 weights on tensor cores (on)
+    /// or CUDA cores (off); the same bits either way.
+    #[arg(long, hide = true, value_name = "on|off", env = "TL_CUDA_MMA")]
+    pub cuda_mma: Option<Switch>,
     /// Rows per quantized GEMV tile (default: one tile per multiprocessor).
     #[arg(
         long,
@@ -289,6 +293,9 @@ impl GpuArgs {
             dependent_launches: self
                 .cuda_pdl
                 .map_or(default.dependent_launches, Switch::is_on),
+            tensor_core_gemv: self
+                .cuda_mma
+                .map_or(default.tensor_core_gemv, Switch::is_on),
             gemv_tile_rows: self.gemv_tile_rows.or(default.gemv_tile_rows),
             gemv_tile_threads: self.gemv_tile_threads.unwrap_or(default.gemv_tile_threads),
             gemv_warps: self.gemv_warps.unwrap_or(default.gemv_warps),
@@ -792,6 +799,7 @@ mod tests {
             "0",
             "--cuda-l2-prefetch=1",
             "--cuda-pdl=off",
+            "--cuda-mma=off",
             "--gemv-tile-rows=32",
             "--gemv-tile-threads=256",
             "--gemv-warps=8",
@@ -801,6 +809,7 @@ mod tests {
         ])
         .unwrap();
         assert!(!options.graphs && !options.f16_weights && !options.dependent_launches);
+        assert!(!options.tensor_core_gemv);
         assert_eq!(options.l2_prefetch, 1);
         assert_eq!(options.gemv_tile_rows, Some(32));
         assert_eq!((options.gemv_tile_threads, options.gemv_warps), (256, 8));

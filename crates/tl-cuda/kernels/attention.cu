@@ -383,24 +383,6 @@ __device__ __forceinline__ void producer_barrier(int producers) {
     asm volatile("bar.sync 1, %0;" ::"r"(producers) : "memory");
 }
 
-// A 16-byte copy from global to shared memory that does not wait for the data
-// (sm_80+; a plain copy before): copy_values_wait() waits for this thread's.
-__device__ __forceinline__ void copy_16_async(void* shared, const void* global) {
-#if __CUDA_ARCH__ >= 800
-    u32 address;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(shared));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
-#else
-    *(uint4*)shared = *(const uint4*)global;
-#endif
-}
-
-__device__ __forceinline__ void copy_values_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-
 // Starts the copies of a tile's values into shared memory, all in flight at
 // once: the producers (p of `producers`) wait for their own with
 // copy_values_wait() before the block's barrier hands the tile on.

@@ -1133,14 +1133,20 @@ struct PairInputs {
     u16* v_cache;
 };
 
+// Those of sequence `seq` of a batched launch (else of the one sequence).
+__device__ __forceinline__ PairInputs rope_pair_inputs_of(const RopeStore& rope, int r, int seq,
+                                                          bool batched) {
+    PairInputs in;
+    in.pos = batched ? rope.position[seq] : *rope.position;
+    in.cs = rope.cos_sin[(u64)in.pos * (rope.head_dim / 2) + r % rope.head_dim / 2];
+    in.k_cache = batched ? rope.k_tables[seq] : rope.k_cache;
+    in.v_cache = batched ? rope.v_tables[seq] : rope.v_cache;
+    return in;
+}
+
 template <bool BATCHED>
 __device__ __forceinline__ PairInputs rope_pair_inputs(const RopeStore& rope, int r) {
-    PairInputs in;
-    in.pos = BATCHED ? rope.position[blockIdx.y] : *rope.position;
-    in.cs = rope.cos_sin[(u64)in.pos * (rope.head_dim / 2) + r % rope.head_dim / 2];
-    in.k_cache = BATCHED ? rope.k_tables[blockIdx.y] : rope.k_cache;
-    in.v_cache = BATCHED ? rope.v_tables[blockIdx.y] : rope.v_cache;
-    return in;
+    return rope_pair_inputs_of(rope, r, blockIdx.y, BATCHED);
 }
 
 // Rotates the pair of rows (r, r + 1) of the QKV output `y` in place (queries),

@@ -69,6 +69,39 @@ __device__ __forceinline__ void prefetch_share_l2(const void* p, int bytes) {
     if (begin < (u64)bytes) prefetch_l2((const u8*)p + begin, min(slice, (u64)bytes - begin));
 }
 
+// A 16-byte copy from global to shared memory that does not wait for the data
+// (sm_80+; a plain copy before): copy_values_wait() waits for this thread's,
+// copy_groups_wait<N>() for all but its last N committed groups.
+__device__ __forceinline__ void copy_16_async(void* shared, const void* global) {
+#if __CUDA_ARCH__ >= 800
+    u32 address;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(shared));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
+#else
+    *(uint4*)shared = *(const uint4*)global;
+#endif
+}
+
+__device__ __forceinline__ void copy_values_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+// Closes this thread's group of copies issued since the last.
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void copy_groups_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

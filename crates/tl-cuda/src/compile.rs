@@ -18,6 +18,7 @@ use crate::options::GpuOptions;
 const PRELUDE: (&str, &str) = ("prelude.cuh", include_str!("../kernels/prelude.cuh"));
 const QUANTS: (&str, &str) = ("quants.cuh", include_str!("../kernels/quants.cuh"));
 const GEMV: (&str, &str) = ("gemv.cu", include_str!("../kernels/gemv.cu"));
+const GEMV_MMA: (&str, &str) = ("gemv_mma.cu", include_str!("../kernels/gemv_mma.cu"));
 
 /// The kernels that are not GEMVs, in one unit.
 const COMMON: &[(&str, &str)] = &[
@@ -62,6 +63,10 @@ const GEMV_UNITS: &[(&str, &str, &str, &str)] = &[
     ("q6_k_lanes", "q6_k_lanes", "TYPE_Q6_K", "ORDER_K_LANES"),
 ];
 
+/// The GEMV units whose type and order also have tensor-core batched kernels
+/// (gemv_mma.cu; `ops::gemv_mma`).
+const MMA_UNITS: &[&str] = &["q4_0_blocks", "q4_1", "q8_0"];
+
 /// A translation unit: its name and full source.
 #[derive(Debug, Clone)]
 pub struct Unit {
@@ -91,10 +96,15 @@ pub fn units(defines: &str) -> Vec<Unit> {
     }];
     for (suffix, kernels, type_constant, order) in GEMV_UNITS {
         let mut source = defines.to_owned();
-        source.push_str(&concatenated(&[PRELUDE, QUANTS, GEMV]));
+        source.push_str(&concatenated(&[PRELUDE, QUANTS, GEMV, GEMV_MMA]));
         source.push_str(&format!(
             "GEMV_KERNELS({kernels}, {type_constant}, {order})\n"
         ));
+        if MMA_UNITS.contains(suffix) {
+            source.push_str(&format!(
+                "GEMV_MMA_KERNELS({kernels}, {type_constant}, {order})\n"
+            ));
+        }
         units.push(Unit {
             name: format!("gemv_{suffix}"),
             source,
@@ -327,7 +337,7 @@ mod tests {
     #[test]
     fn every_source_file_is_in_a_unit() {
         let units = units("");
-        for (name, _) in COMMON.iter().chain([&QUANTS, &GEMV]) {
+        for (name, _) in COMMON.iter().chain([&QUANTS, &GEMV, &GEMV_MMA]) {
             let marker = format!("#line 1 \"{name}\"");
             assert!(units.iter().any(|u| u.source.contains(&marker)), "{name}");
         }
@@ -391,6 +401,10 @@ mod tests {
                 "gemv_norm_q2_k_lanes",
                 "gemv_batched_q5_k_lanes",
                 "gemv_norm_gated_q3_k_lanes",
+                "mma_stage_q4_0_blocks",
+                "gemv_mma_rope_q4_1",
+                "gemv_mma_gated_q8_0",
+                "gemv_mma_residual_q4_0_blocks",
                 "dequantize_f16_q6_k",
                 "embed_q5_1",
                 "attention_f16_accumulator",

@@ -89,6 +89,9 @@ pub struct Gpu {
     /// Whether `launch_dependent` uses programmatic dependent launch.
     dependent_launches: bool,
     options: GpuOptions,
+    /// Where the tensor-core batched GEMVs stage x (`ops::gemv_mma`):
+    /// reserved by the caller, grown only by a larger reservation.
+    gemv_workspace: std::sync::Mutex<Option<crate::Buffer<u8>>>,
 }
 
 impl Gpu {
@@ -145,7 +148,38 @@ impl Gpu {
             profile: Default::default(),
             dependent_launches: info.compute_capability.0 >= 9 && options.dependent_launches,
             options,
+            gemv_workspace: Default::default(),
         })
+    }
+
+    /// Makes the batched GEMVs' workspace hold at least `bytes` (see
+    /// [`crate::ops::gemv_mma::workspace_bytes`]); without one they take the
+    /// CUDA-core kernels. A larger reservation moves the workspace, so make
+    /// it before capturing a graph of batched products (a model does when
+    /// it loads).
+    pub fn reserve_gemv_workspace(&self, bytes: usize) -> Result<()> {
+        let mut workspace = self
+            .gemv_workspace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if workspace.as_ref().is_none_or(|w| w.len() < bytes) {
+            *workspace = Some(crate::Buffer::zeros(self, bytes)?);
+        }
+        Ok(())
+    }
+
+    /// The address of the batched GEMVs' workspace when it holds `bytes`.
+    /// It lives as long as this `Gpu` (a reservation that moves it frees the
+    /// old one in stream order, after the launches that use it).
+    pub(crate) fn gemv_workspace(&self, bytes: usize) -> Option<u64> {
+        let workspace = self
+            .gemv_workspace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        workspace
+            .as_ref()
+            .filter(|w| w.len() >= bytes)
+            .map(|w| w.all().address())
     }
 
     /// What the device is.

@@ -280,6 +280,11 @@ impl DeviceMatrix {
             scales.extend_from_slice(&s);
             rows += part_rows;
         }
+        if !scales.is_empty() {
+            // The tensor-core GEMVs copy two-byte scales in aligned 4-byte
+            // words: the last may reach 2 bytes past the records.
+            scales.extend_from_slice(&[0; 4]);
+        }
         Ok(DeviceMatrix {
             weight_type,
             summation,

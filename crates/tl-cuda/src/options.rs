@@ -37,6 +37,10 @@ pub struct GpuOptions {
     /// them on sm_90 and later, so each may start while that one finishes
     /// (default on; older GPUs never do).
     pub dependent_launches: bool,
+    /// Run batched products of quantized weights whose type has tensor-core
+    /// kernels (Q4_0, Q4_1, Q8_0) with int8 MMA (default on); off takes the
+    /// CUDA-core tile kernels. Both compute the same bits.
+    pub tensor_core_gemv: bool,
     /// Output rows per quantized GEMV tile, at least 2 (rounded up to even and
     /// cut to what fits in shared memory). `None` (the default): the fewest
     /// that give every multiprocessor one block.
@@ -71,6 +75,7 @@ impl Default for GpuOptions {
             f16_weights: true,
             l2_prefetch: 2,
             dependent_launches: true,
+            tensor_core_gemv: true,
             gemv_tile_rows: None,
             gemv_tile_threads: MAX_TILE_THREADS,
             gemv_warps: MAX_GEMV_WARPS,

@@ -924,8 +924,8 @@ fn gpu_matmul_matches_the_cpu_matmul() {
     }
 }
 
-/// Random GGUF blocks of a `rows × cols` matrix of `weight_type` (Q5_0, Q5_1
-/// or a K-quant): random bytes, their f16 factors set finite and small (any
+/// Random GGUF blocks of a `rows × cols` matrix of a quantized
+/// `weight_type`: random bytes, their f16 factors set finite and small (any
 /// bytes are then a valid block).
 fn random_blocks(
     weight_type: tl_cuda::GgmlType,
@@ -940,7 +940,8 @@ fn random_blocks(
         weight_type.block_bytes() as usize,
     );
     let factors: &[usize] = match weight_type {
-        T::Q5_0 => &[0],
+        T::Q4_0 | T::Q8_0 | T::Q5_0 => &[0],
+        T::Q4_1 => &[0, 2],
         T::Q5_1 | T::Q4_K | T::Q5_K => &[0, 2],
         T::Q2_K => &[80, 82],
         T::Q3_K => &[108],
@@ -960,17 +961,20 @@ fn random_blocks(
     bytes
 }
 
-/// The GPU's decode matmul on Q5_0, Q5_1 and K-quant weights against the
-/// CPU backend's on random blocks: the same bits for every epilogue (plain,
-/// residual, the fused norm, norm and SwiGLU) and for batches of 1, 6, 9 and
-/// 64 vectors (the batched kernels, which a batch of streams and a short
-/// prompt run; the CPU's results do not depend on the batch, so the GPU's
-/// must not either). Row counts with and without a multiple of 8 take Q4_K's
-/// two orders (repacked and tiled); the prompt GEMM, summed in another
-/// order, is held to 1e-3.
+/// The GPU's decode matmul on random blocks of every quantized type against
+/// the CPU backend's: the same bits for every epilogue (plain, residual, the
+/// fused norm, norm and SwiGLU) and for batches of 1, 6, 9 and 64 vectors
+/// (the batched kernels, which a batch of streams and a short prompt run;
+/// the CPU's results do not depend on the batch, so the GPU's must not
+/// either), on CUDA cores and then, for the types that have them, on the
+/// tensor-core kernels (once the workspace is reserved). Row counts with and
+/// without a multiple of 8 take Q4_0's and Q4_K's two orders (repacked and
+/// not); the prompt GEMM, summed in another order, is held to 1e-3.
 #[test]
-fn gpu_matmul_matches_the_cpu_matmul_for_q5_and_k_quants() {
+fn gpu_matmul_matches_the_cpu_matmul_at_every_batch_size() {
+    use tl_cuda::matrix::SummationOrder;
     use tl_cuda::ops::gemv::{gemv_batched, Batching, Epilogue};
+    use tl_cuda::ops::gemv_mma;
     use tl_cuda::ops::rows::Rounding;
     use tl_cuda::{Buffer, DeviceMatrix, GgmlType};
     use tl_engine::ops::{Linear, QuantizedMatrix};
@@ -983,128 +987,152 @@ fn gpu_matmul_matches_the_cpu_matmul_for_q5_and_k_quants() {
         seed >> 33
     };
     let mut checked = 0;
-    for weight_type in [
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q2_K,
-        GgmlType::Q3_K,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ] {
-        for (rows, cols) in [
-            (1, 256),
-            (6, 512),
-            (9, 768),
-            (64, 2048),
-            (576, 1536),
-            (7, 5632),
-            (6, 96),
+    for tensor_cores in [false, true] {
+        if tensor_cores {
+            gpu.reserve_gemv_workspace(gemv_mma::workspace_bytes(5632))
+                .unwrap();
+        }
+        for weight_type in [
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q8_0,
+            GgmlType::Q5_0,
+            GgmlType::Q5_1,
+            GgmlType::Q2_K,
+            GgmlType::Q3_K,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
         ] {
-            if cols % weight_type.block_elements() as usize != 0 {
+            if tensor_cores
+                && !gemv_mma::supported(weight_type, SummationOrder::Lanes)
+                && !gemv_mma::supported(weight_type, SummationOrder::WholeBlocks)
+            {
                 continue;
             }
-            let bytes = random_blocks(weight_type, rows, cols, &mut next);
-            let cpu = Linear::native(
-                QuantizedMatrix::from_gguf(weight_type, rows, cols, bytes.clone()).unwrap(),
-            );
-            let matrix = DeviceMatrix::upload(&gpu, weight_type, rows, cols, &bytes).unwrap();
-            let norm_weight: Vec<f32> = (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
-            let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
-            let eps = 1e-5;
-            let batchings = [1, 6, 9, 64]
-                .into_iter()
-                .flat_map(|n| [(n, Batching::Together), (n, Batching::Alone)]);
-            for (sequences, batching) in batchings {
-                // llama.cpp's micro-batch of these vectors: all of them, or
-                // each alone (what the CPU backend rounds K-quants by).
-                let micro_batch = match batching {
-                    Batching::Together => sequences,
-                    Batching::Alone => 1,
-                };
-                let what =
-                    format!("{weight_type:?} {rows}x{cols}, {sequences} vectors, {batching:?}");
-                let x: Vec<f32> = (0..sequences * cols)
-                    .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
-                    .collect();
-                let xb = Buffer::from_host(&gpu, &x).unwrap();
-                let run = |epilogue: Epilogue<'_>, start: &[f32]| {
-                    let y = Buffer::from_host(&gpu, start).unwrap();
-                    let vectors = (sequences, batching);
-                    gemv_batched(&gpu, &matrix, xb.all(), y.all(), epilogue, vectors, None)
-                        .unwrap();
-                    let mut got = vec![0.0f32; start.len()];
-                    gpu.download(y.all(), &mut got).unwrap();
-                    got
-                };
-                let mut plain = vec![0.0f32; sequences * rows];
-                cpu.forward_in(&x, &mut plain, micro_batch).unwrap();
-                let poisoned = vec![f32::NAN; sequences * rows];
-                assert_same_bits(&run(Epilogue::Plain, &poisoned), &plain, &what);
-                let start: Vec<f32> = (0..sequences * rows)
-                    .map(|_| ((next() % 2001) as f32 - 1000.0) * 1e-3)
-                    .collect();
-                let residual: Vec<f32> = start.iter().zip(&plain).map(|(a, b)| a + b).collect();
-                let got = run(Epilogue::Residual, &start);
-                assert_same_bits(&got, &residual, &format!("{what}, residual"));
-                let mut normed = vec![0.0f32; x.len()];
-                tl_engine::ops::rms_norm(&x, &norm_weight, eps, &mut normed);
-                let mut want = vec![0.0f32; sequences * rows];
-                cpu.forward_in(&normed, &mut want, micro_batch).unwrap();
-                let norm = Epilogue::Norm {
-                    weight: nb.all(),
-                    eps,
-                };
-                assert_same_bits(&run(norm, &poisoned), &want, &format!("{what}, norm"));
-                if rows % 2 == 0 {
-                    let half = rows / 2;
-                    let mut swiglu = Vec::with_capacity(sequences * half);
-                    for row in want.chunks_exact_mut(rows) {
-                        let (gate, up) = row.split_at_mut(half);
-                        tl_engine::ops::swiglu_in_place(gate, up);
-                        swiglu.extend_from_slice(gate);
-                    }
-                    let norm = Epilogue::NormGated {
+            for (rows, cols) in [
+                (1, 256),
+                (6, 512),
+                (9, 768),
+                (64, 2048),
+                (576, 1536),
+                (7, 5632),
+                (6, 96),
+            ] {
+                if cols % weight_type.block_elements() as usize != 0 {
+                    continue;
+                }
+                let bytes = random_blocks(weight_type, rows, cols, &mut next);
+                let cpu = Linear::native(
+                    QuantizedMatrix::from_gguf(weight_type, rows, cols, bytes.clone()).unwrap(),
+                );
+                let matrix = DeviceMatrix::upload(&gpu, weight_type, rows, cols, &bytes).unwrap();
+                let norm_weight: Vec<f32> =
+                    (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
+                let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
+                let eps = 1e-5;
+                let batchings = [1, 6, 9, 64]
+                    .into_iter()
+                    .flat_map(|n| [(n, Batching::Together), (n, Batching::Alone)]);
+                for (sequences, batching) in batchings {
+                    // llama.cpp's micro-batch of these vectors: all of them, or
+                    // each alone (what the CPU backend rounds K-quants by).
+                    let micro_batch = match batching {
+                        Batching::Together => sequences,
+                        Batching::Alone => 1,
+                    };
+                    let what =
+                        format!("{weight_type:?} {rows}x{cols}, {sequences} vectors, {batching:?}");
+                    let x: Vec<f32> = (0..sequences * cols)
+                        .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
+                        .collect();
+                    let xb = Buffer::from_host(&gpu, &x).unwrap();
+                    let run = |epilogue: Epilogue<'_>, start: &[f32]| {
+                        let y = Buffer::from_host(&gpu, start).unwrap();
+                        let vectors = (sequences, batching);
+                        gemv_batched(&gpu, &matrix, xb.all(), y.all(), epilogue, vectors, None)
+                            .unwrap();
+                        let mut got = vec![0.0f32; start.len()];
+                        gpu.download(y.all(), &mut got).unwrap();
+                        got
+                    };
+                    let mut plain = vec![0.0f32; sequences * rows];
+                    cpu.forward_in(&x, &mut plain, micro_batch).unwrap();
+                    let poisoned = vec![f32::NAN; sequences * rows];
+                    assert_same_bits(&run(Epilogue::Plain, &poisoned), &plain, &what);
+                    let start: Vec<f32> = (0..sequences * rows)
+                        .map(|_| ((next() % 2001) as f32 - 1000.0) * 1e-3)
+                        .collect();
+                    let residual: Vec<f32> = start.iter().zip(&plain).map(|(a, b)| a + b).collect();
+                    let got = run(Epilogue::Residual, &start);
+                    assert_same_bits(&got, &residual, &format!("{what}, residual"));
+                    let mut normed = vec![0.0f32; x.len()];
+                    tl_engine::ops::rms_norm(&x, &norm_weight, eps, &mut normed);
+                    let mut want = vec![0.0f32; sequences * rows];
+                    cpu.forward_in(&normed, &mut want, micro_batch).unwrap();
+                    let norm = Epilogue::Norm {
                         weight: nb.all(),
                         eps,
-                        gelu_table: None,
                     };
-                    let got = run(norm, &vec![f32::NAN; sequences * half]);
-                    assert_same_bits(&got, &swiglu, &format!("{what}, norm and SwiGLU"));
+                    assert_same_bits(&run(norm, &poisoned), &want, &format!("{what}, norm"));
+                    if rows % 2 == 0 {
+                        let half = rows / 2;
+                        let mut swiglu = Vec::with_capacity(sequences * half);
+                        for row in want.chunks_exact_mut(rows) {
+                            let (gate, up) = row.split_at_mut(half);
+                            tl_engine::ops::swiglu_in_place(gate, up);
+                            swiglu.extend_from_slice(gate);
+                        }
+                        let norm = Epilogue::NormGated {
+                            weight: nb.all(),
+                            eps,
+                            gelu_table: None,
+                        };
+                        let got = run(norm, &vec![f32::NAN; sequences * half]);
+                        assert_same_bits(&got, &swiglu, &format!("{what}, norm and SwiGLU"));
+                    }
+                    checked += 1;
                 }
-                checked += 1;
-            }
-            // The prompt path: rounded f16 activations × f16 weights in cuBLAS.
-            let tokens = 5;
-            let xs: Vec<f32> = (0..tokens * cols)
-                .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
-                .collect();
-            let mut want = vec![0.0f32; tokens * rows];
-            cpu.forward(&xs, &mut want).unwrap();
-            let xsb = Buffer::from_host(&gpu, &xs).unwrap();
-            let x16: Buffer<u16> = Buffer::zeros(&gpu, tokens * cols).unwrap();
-            let w16: Buffer<u16> = Buffer::zeros(&gpu, rows * cols).unwrap();
-            let ys = Buffer::from_host(&gpu, &vec![f32::NAN; tokens * rows]).unwrap();
-            let rounding = Rounding::for_weights(weight_type);
-            tl_cuda::ops::rows::to_f16(&gpu, xsb.all(), None, rounding, x16.all(), tokens, cols)
+                // The prompt path: rounded f16 activations × f16 weights in cuBLAS.
+                let tokens = 5;
+                let xs: Vec<f32> = (0..tokens * cols)
+                    .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-3)
+                    .collect();
+                let mut want = vec![0.0f32; tokens * rows];
+                cpu.forward(&xs, &mut want).unwrap();
+                let xsb = Buffer::from_host(&gpu, &xs).unwrap();
+                let x16: Buffer<u16> = Buffer::zeros(&gpu, tokens * cols).unwrap();
+                let w16: Buffer<u16> = Buffer::zeros(&gpu, rows * cols).unwrap();
+                let ys = Buffer::from_host(&gpu, &vec![f32::NAN; tokens * rows]).unwrap();
+                let rounding = Rounding::for_weights(weight_type);
+                tl_cuda::ops::rows::to_f16(
+                    &gpu,
+                    xsb.all(),
+                    None,
+                    rounding,
+                    x16.all(),
+                    tokens,
+                    cols,
+                )
                 .unwrap();
-            tl_cuda::ops::rows::dequantize_f16(&gpu, &matrix, w16.all()).unwrap();
-            tl_cuda::ops::blas::gemm_f16(
-                &gpu,
-                w16.all(),
-                x16.all(),
-                ys.all(),
-                tokens,
-                rows,
-                cols,
-                false,
-            )
-            .unwrap();
-            let mut got = vec![0.0f32; tokens * rows];
-            gpu.download(ys.all(), &mut got).unwrap();
-            let err = relative_error(&got, &want);
-            eprintln!("{weight_type:?} {rows}x{cols}: the CPU's bits at every batch size; {tokens} rows through the GEMM: relative difference {err:.2e}");
-            assert!(err < 1e-3, "{weight_type:?} {rows}x{cols} GEMM: {err:.3e}");
+                tl_cuda::ops::rows::dequantize_f16(&gpu, &matrix, w16.all()).unwrap();
+                tl_cuda::ops::blas::gemm_f16(
+                    &gpu,
+                    w16.all(),
+                    x16.all(),
+                    ys.all(),
+                    tokens,
+                    rows,
+                    cols,
+                    false,
+                )
+                .unwrap();
+                let mut got = vec![0.0f32; tokens * rows];
+                gpu.download(ys.all(), &mut got).unwrap();
+                let err = relative_error(&got, &want);
+                eprintln!("{weight_type:?} {rows}x{cols} (tensor cores: {tensor_cores}): the CPU's bits at every batch size; {tokens} rows through the GEMM: relative difference {err:.2e}");
+                assert!(err < 1e-3, "{weight_type:?} {rows}x{cols} GEMM: {err:.3e}");
+            }
         }
     }
     eprintln!("{checked} weight shapes and batch sizes gave the CPU's bits");

@@ -5,6 +5,7 @@ use crate::error::{CudaError, Result};
 use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
 use crate::matrix::{is_k_quant, DeviceMatrix, GgmlType, SummationOrder};
 use crate::ops::attention::{Heads, LayerCache};
+use crate::ops::gemv_mma::{self, MmaEpilogue, MmaLaunch};
 use crate::ops::gemv_tile::{TileKind, TileShape};
 use crate::ops::{blocks_for, int, l2_prefetch_level};
 
@@ -335,7 +336,6 @@ fn launch_gemv(
     }
     y.require((sequences - 1) * stride + out_rows, "gemv output")?;
     let pairs = matches!(epilogue, Epilogue::NormGated { .. });
-    let launch = launch_shape(gpu, (w, order), out_rows, sequences, pairs)?;
     let (mode, norm) = match epilogue {
         Epilogue::Plain => ("", None),
         Epilogue::Residual => ("residual_", None),
@@ -350,23 +350,15 @@ fn launch_gemv(
         _ => false,
     };
     let batched = sequences > 1 || tables;
-    let family = if batched { "gemv_batched" } else { "gemv" };
-    let kernel = format!("{family}_{mode}{}", launch.kernel_suffix);
     // Every variant takes the same parameters; those it does not use are 0.
-    let mut args = vec![w.quants().into(), w.scales().into(), x.into()];
-    match norm {
+    let input = match norm {
         Some((weight, eps)) => {
             weight.require(cols, "norm weight")?;
-            args.extend([weight.into(), Arg::F32(eps)]);
+            [x.into(), weight.into(), Arg::F32(eps)]
         }
-        None => args.extend([Arg::Ptr(0), Arg::F32(0.0)]),
-    }
-    args.extend([
-        y.into(),
-        Arg::I32(int(out_rows, "rows")?),
-        Arg::I32(int(cols, "cols")?),
-    ]);
-    match epilogue {
+        None => [x.into(), Arg::Ptr(0), Arg::F32(0.0)],
+    };
+    let epilogue_args = match epilogue {
         Epilogue::NormRope {
             heads,
             cos_sin,
@@ -384,9 +376,9 @@ fn launch_gemv(
                 rope[n - 2] = keys;
                 rope[n - 1] = values;
             }
-            args.extend(rope);
+            rope
         }
-        _ => args.extend([
+        _ => vec![
             // The gated variant reads GeGLU's table in RoPE's place.
             match epilogue {
                 Epilogue::NormGated {
@@ -405,13 +397,9 @@ fn launch_gemv(
             Arg::I32(0),
             Arg::Ptr(0),
             Arg::Ptr(0),
-        ]),
-    }
-    args.push(Arg::I32(l2_prefetch_level(gpu)));
-    args.extend(next_matrix_args(gpu, w, next)?);
-    args.push(Arg::I32(int(launch.tile_rows, "tile rows")?));
-    args.push(Arg::I32(int(stride, "output stride")?));
-    match pre_add {
+        ],
+    };
+    let pre_add_args = match pre_add {
         Some(PreAdd {
             branch,
             weight,
@@ -420,10 +408,52 @@ fn launch_gemv(
             branch.require(cols * sequences, "post-norm branch")?;
             weight.require(cols, "post-norm weight")?;
             out.require(cols * sequences, "residual after the branch")?;
-            args.extend::<[Arg; 3]>([branch.into(), weight.into(), out.into()]);
+            [branch.into(), weight.into(), out.into()]
         }
-        None => args.extend([Arg::Ptr(0), Arg::Ptr(0), Arg::Ptr(0)]),
+        None => [Arg::Ptr(0), Arg::Ptr(0), Arg::Ptr(0)],
+    };
+    let spans = if pairs { 2 } else { 1 };
+    let tensor_cores = batched
+        .then(|| gemv_mma::plan(gpu, w, order, sequences, spans))
+        .flatten();
+    if let Some(plan) = tensor_cores {
+        let kind = match epilogue {
+            Epilogue::Plain | Epilogue::Norm { .. } => MmaEpilogue::Plain,
+            Epilogue::Residual => MmaEpilogue::Residual,
+            Epilogue::NormGated { .. } => MmaEpilogue::Gated,
+            Epilogue::NormRope { .. } => MmaEpilogue::Rope,
+        };
+        let launch = MmaLaunch {
+            w,
+            order,
+            plan,
+            sequences,
+            kind,
+            input,
+            pre_add: pre_add_args,
+            y: y.into(),
+            out_rows,
+            y_stride: stride,
+            epilogue_args: &epilogue_args,
+        };
+        return launch.run(gpu);
     }
+    let launch = launch_shape(gpu, (w, order), out_rows, sequences, pairs)?;
+    let family = if batched { "gemv_batched" } else { "gemv" };
+    let kernel = format!("{family}_{mode}{}", launch.kernel_suffix);
+    let mut args = vec![w.quants().into(), w.scales().into()];
+    args.extend(input);
+    args.extend([
+        y.into(),
+        Arg::I32(int(out_rows, "rows")?),
+        Arg::I32(int(cols, "cols")?),
+    ]);
+    args.extend(epilogue_args);
+    args.push(Arg::I32(l2_prefetch_level(gpu)));
+    args.extend(next_matrix_args(gpu, w, next)?);
+    args.push(Arg::I32(int(launch.tile_rows, "tile rows")?));
+    args.push(Arg::I32(int(stride, "output stride")?));
+    args.extend(pre_add_args);
     let sequences = int(sequences, "sequences")? as u32;
     let (grid, threads, shared) = (
         (launch.blocks, sequences),

@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod blas;
 pub mod gemv;
+pub mod gemv_mma;
 pub mod gemv_tile;
 pub mod program;
 pub mod rows;
