@@ -248,17 +248,6 @@ __device__ __forceinline__ int mma_copies(const u8* qs, const u8* sc, const MmaS
     return count;
 }
 
-// A 4-byte copy from global to shared memory that does not wait (sm_80+).
-__device__ __forceinline__ void copy_4_async(void* shared, const void* global) {
-#if __CUDA_ARCH__ >= 800
-    u32 address;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(shared));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(address), "l"(global) : "memory");
-#else
-    *(u32*)shared = *(const u32*)global;
-#endif
-}
-
 // Starts this thread's copies of the blocks of stage `stage` (the weights'
 // and scales', x's, or both) into ring stage `stage % MMA_STAGES`.
 template <int T>
@@ -282,7 +271,7 @@ __device__ __forceinline__ void mma_fetch(const MmaCopy (&copies)[MMA_COPIES], i
             // one (the scales carry 4 bytes of padding past the last); its
             // half is picked on use (mma_scale).
             if (c.small)
-                copy_4_async(dst, (const u8*)((u64)src & ~(u64)3));
+                copy_async<4>(dst, (const u8*)((u64)src & ~(u64)3));
             else
                 copy_16_async(dst, src);
         }

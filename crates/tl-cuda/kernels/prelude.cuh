@@ -69,17 +69,27 @@ __device__ __forceinline__ void prefetch_share_l2(const void* p, int bytes) {
     if (begin < (u64)bytes) prefetch_l2((const u8*)p + begin, min(slice, (u64)bytes - begin));
 }
 
-// A 16-byte copy from global to shared memory that does not wait for the data
-// (sm_80+; a plain copy before): copy_values_wait() waits for this thread's,
-// copy_groups_wait<N>() for all but its last N committed groups.
-__device__ __forceinline__ void copy_16_async(void* shared, const void* global) {
+// A copy of BYTES (4, 8 or 16) from global to shared memory that does not
+// wait for the data (sm_80+; a plain copy before), 16 bytes through L2 only:
+// copy_values_wait() waits for this thread's, copy_groups_wait<N>() for all
+// but its last N committed groups.
+template <int BYTES>
+__device__ __forceinline__ void copy_async(void* shared, const void* global) {
 #if __CUDA_ARCH__ >= 800
     u32 address;
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(shared));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
+    if (BYTES == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(address), "l"(global),
+                     "n"(BYTES) : "memory");
 #else
-    *(uint4*)shared = *(const uint4*)global;
+    for (int i = 0; i < BYTES / 4; ++i) ((u32*)shared)[i] = ((const u32*)global)[i];
 #endif
+}
+
+__device__ __forceinline__ void copy_16_async(void* shared, const void* global) {
+    copy_async<16>(shared, global);
 }
 
 __device__ __forceinline__ void copy_values_wait() {

@@ -12,14 +12,17 @@ const WARPS: usize = 4;
 /// one warp more that fills the next tile (scores, values, factors).
 const F16_ACCUMULATOR_THREADS: u32 = 512;
 const _: () = assert!(F16_ACCUMULATOR_THREADS as usize >= MAX_HEAD_DIM + 64);
-/// Threads per block of a split launch for heads of up to 128 values: a
-/// long context's many chunk blocks then run two to a multiprocessor (the
-/// kernel holds about 96 registers a thread), each with fewer producers.
+/// Threads per block of a launch of many blocks (a split long context's
+/// chunks, many sequences or prompt rows) for heads of up to 128 values:
+/// they then run two to a multiprocessor (the kernel holds about 96
+/// registers a thread), each with fewer producers.
 const SPLIT_THREADS: u32 = 320;
 
-/// Threads per block of an f16-accumulator launch of `slots` chunk slots.
-fn f16_accumulator_threads(head_dim: usize, slots: usize) -> u32 {
-    if slots > 1 && head_dim + 2 * 32 + 64 <= SPLIT_THREADS as usize {
+/// Threads per block of an f16-accumulator launch of `blocks` blocks and
+/// `slots` chunk slots on `gpu`.
+fn f16_accumulator_threads(gpu: &Gpu, head_dim: usize, slots: usize, blocks: usize) -> u32 {
+    let many = slots > 1 || blocks > gpu.info().multiprocessors;
+    if many && head_dim + 2 * 32 + 64 <= SPLIT_THREADS as usize {
         SPLIT_THREADS
     } else {
         F16_ACCUMULATOR_THREADS
@@ -465,7 +468,7 @@ pub fn attention_f16_accumulator(
         gpu.launch_dependent(
             "attention_f16_accumulator",
             (blocks, 1),
-            f16_accumulator_threads(batch.heads.head_dim, slots),
+            f16_accumulator_threads(gpu, batch.heads.head_dim, slots, blocks as usize),
             f16_tile_shared(gpu, batch.heads.head_dim),
             &args,
         )
@@ -532,7 +535,7 @@ pub fn attention_f16_accumulator_rope(
         gpu.launch_dependent(
             "attention_f16_accumulator_rope",
             (blocks, 1),
-            f16_accumulator_threads(h.head_dim, slots),
+            f16_accumulator_threads(gpu, h.head_dim, slots, blocks as usize),
             f16_tile_shared(gpu, h.head_dim),
             &args,
         )
@@ -582,7 +585,12 @@ pub fn attention_f16_accumulator_batched(
         gpu.launch_dependent(
             "attention_f16_accumulator_batched",
             (blocks, sequences),
-            f16_accumulator_threads(batch.heads.head_dim, slots),
+            f16_accumulator_threads(
+                gpu,
+                batch.heads.head_dim,
+                slots,
+                blocks as usize * sequences as usize,
+            ),
             f16_tile_shared(gpu, batch.heads.head_dim),
             &args,
         )
