@@ -832,11 +832,12 @@ fn random_blocks(
 /// of every quantized type against the CPU backend's matmul: both follow
 /// llama.cpp's arithmetic and its order of float additions, so they give
 /// the same bits for every epilogue (plain, residual, the fused norm, norm
-/// and SwiGLU) and for batches of 1, 6, 9 and 64 vectors
+/// and SwiGLU) and for batches of 1, 6, 9, 17 and 64 vectors
 /// (the batched kernels, which a batch of streams and a short prompt run;
 /// the CPU's results do not depend on the batch, so the GPU's must not
 /// either), on CUDA cores and then, for the types that have them, on the
-/// tensor-core kernels (once the workspace is reserved). Row counts with and
+/// tensor-core kernels (once the workspace is reserved; from 16 vectors, 17
+/// padded to whole warps of 8). Row counts with and
 /// without a multiple of 8 take Q4_0's and Q4_K's two orders (repacked and
 /// not); the prompt GEMM, summed in another order, is held to 1e-3.
 #[test]
@@ -904,7 +905,7 @@ fn gpu_matmul_matches_the_cpu_matmul_at_every_batch_size() {
                     (0..cols).map(|_| (next() % 2000) as f32 * 1e-3).collect();
                 let nb = Buffer::from_host(&gpu, &norm_weight).unwrap();
                 let eps = 1e-5;
-                let batchings = [1, 6, 9, 64]
+                let batchings = [1, 6, 9, 17, 64]
                     .into_iter()
                     .flat_map(|n| [(n, Batching::Together), (n, Batching::Alone)]);
                 for (sequences, batching) in batchings {
