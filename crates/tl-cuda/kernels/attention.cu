@@ -390,7 +390,7 @@ __device__ __forceinline__ void copy_tile_values(const u16* values, int base, in
                                                  int head_dim, u16* buffer, int p, int producers) {
     const uint4* src = (const uint4*)(values + (u64)base * head_dim);
     uint4* dst = (uint4*)buffer;
-    for (int i = p; i < count * head_dim / 8; i += producers) copy_16_async(dst + i, src + i);
+    for (int i = p; i < count * head_dim / 8; i += producers) copy_async<16>(dst + i, src + i);
 }
 
 // Fills buffer `b` (its values at `buffer`) with the tile of `count`

@@ -570,11 +570,18 @@ __device__ __forceinline__ int block_dot_q4_0(const WeightBlock<T>& w, const Sta
     return dot;
 }
 
-// An integer as f32, exactly (|i| < 2^22): the bits of 1.5·2^23 + i, less
-// 1.5·2^23 (two full-rate instructions instead of a quarter-rate I2F).
-__device__ __forceinline__ float exact_float(int i) {
-    return __fsub_rn(__int_as_float(0x4b400000 + i), 12582912.0f);
+// The bits of 1.5·2^23: an integer i (|i| < 2^22) added to them reads as
+// the f32 1.5·2^23 + i exactly, so unbiased() gives i (two full-rate
+// instructions instead of a quarter-rate I2F). The tensor-core GEMVs start
+// their MMAs from these bits.
+#define FLOAT_BIAS 0x4b400000
+
+__device__ __forceinline__ float unbiased(int biased) {
+    return __fsub_rn(__int_as_float(biased), 12582912.0f);
 }
+
+// An integer as f32, exactly (|i| < 2^22).
+__device__ __forceinline__ float exact_float(int i) { return unbiased(FLOAT_BIAS + i); }
 
 // The planes of one row of a tile. K-quant rows: S_0..S_3 (int bits), d,
 // and for types with minimums M_0..M_3 (int bits) and dmin, one walker;

@@ -11,12 +11,12 @@
 //   mma_stage_<name>       block s stages sequence s's x as Q8 blocks
 //                          (stage_q8: normalised, any post-norm branch
 //                          added) and copies them into a workspace laid out
-//                          for the MMA's fragments (MmaStaged);
+//                          for the MMA's fragments (MmaWorkspace);
 //   gemv_mma_<kind><name>  block i takes output rows 16i..16i+15 (and for
-//                          SwiGLU their up rows) for every sequence: warp
-//                          (span, w) the span's 16 rows of sequences
-//                          16w..16w+15, A being the weights (16 rows × 32
-//                          values) and B the staged x.
+//                          SwiGLU or GeGLU their up rows) for every
+//                          sequence: warp (span, w) the span's 16 rows of
+//                          sequences 8w..8w+7, A being the weights (16 rows
+//                          × 32 values) and B the staged x.
 // Types: Q4_0 in whole blocks (ORDER_BLOCKS: one m16n8k32 gives a block's
 // dot products for 16 rows and 8 sequences), Q4_1 and Q8_0 in lanes
 // (ORDER_LANES: an m16n8k16 whose B holds two sequences' values block-
@@ -44,17 +44,17 @@
 //        fragment takes;
 //   d    the block's f16-rounded scale (f32);
 //   aux  Q4_0: the exact Σq (int bits); Q4_1: the f16-rounded d·Σq (Q8_1's s).
-// `mma_workspace_bytes` in ops/gemv_mma.rs: 40 bytes an entry.
-struct MmaStaged {
+// `workspace_bytes` in ops/gemv_mma.rs: 40 bytes an entry.
+struct MmaWorkspace {
     u8* q;
     float* d;
     float* aux;
 };
 
-__device__ __forceinline__ MmaStaged mma_staged_at(u8* work, int blocks, int padded) {
+__device__ __forceinline__ MmaWorkspace mma_workspace_at(u8* work, int blocks, int padded) {
     const u64 entries = (u64)blocks * padded;
-    MmaStaged staged = {work, (float*)(work + entries * 32), (float*)(work + entries * 36)};
-    return staged;
+    MmaWorkspace at = {work, (float*)(work + entries * 32), (float*)(work + entries * 36)};
+    return at;
 }
 
 // Stages sequence blockIdx.y's x (normalised when norm_weight != 0, after
@@ -67,7 +67,7 @@ __device__ void mma_stage(const float* x, const float* norm_weight, float eps, i
     extern __shared__ float4 shared[];
     __shared__ double scratch[32];
     const int s = blockIdx.y, padded = gridDim.y, blocks = cols / 32;
-    const MmaStaged out = mma_staged_at(work, blocks, padded);
+    const MmaWorkspace out = mma_workspace_at(work, blocks, padded);
     allow_next_kernel();
     // The workspace is read by the product before this one: written only
     // once that has finished.
@@ -128,29 +128,20 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], u32 a0, u32 a1, u32 b0) {
             : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// The bits of 1.5·2^23: every MMA starts from them, so an int32 output read
-// as f32 is 1.5·2^23 + its sum exactly (|sum| < 2^22), and exact_float's
-// subtraction gives the sum.
-#define FLOAT_BIAS 0x4b400000
-
-__device__ __forceinline__ float unbiased(int c) {
-    return __fsub_rn(__int_as_float(c), 12582912.0f);
-}
-
 // Bytes a row of weights takes in a stage: a block's quants (Q8_0's 32
 // padded to 48, so that threads g and g + 4 of a fragment read different
 // banks).
 template <int T>
-__device__ __forceinline__ constexpr int mma_row_bytes() {
+__device__ __forceinline__ constexpr int ring_row_bytes() {
     return T == TYPE_Q8_0 ? 48 : 16;
 }
 
 // Where one block's data lies in the ring: the quants of the block's rows
-// (span by span, MMA_ROWS rows each, mma_row_bytes apart), their scale
+// (span by span, MMA_ROWS rows each, ring_row_bytes apart), their scale
 // records (4 bytes each: Q4_1's d and m, or the aligned word holding the
 // f16 d), then x of the padded sequences in the workspace's layout (q: 32
 // bytes each, then d, then aux).
-struct MmaStage {
+struct RingBlock {
     const u8* weights;
     const u32* scales;
     const u8* q;
@@ -160,17 +151,17 @@ struct MmaStage {
 
 template <int T>
 __device__ __forceinline__ int mma_block_bytes(int spans, int padded) {
-    return spans * MMA_ROWS * (mma_row_bytes<T>() + 4) + padded * 40;
+    return spans * MMA_ROWS * (ring_row_bytes<T>() + 4) + padded * 40;
 }
 
 // Block `slot` of the ring (of stage slot / stage_blocks).
 template <int T>
-__device__ __forceinline__ MmaStage mma_stage_at(const u8* ring, int slot, int spans,
+__device__ __forceinline__ RingBlock ring_block_at(const u8* ring, int slot, int spans,
                                                  int padded) {
     const u8* base = ring + slot * mma_block_bytes<T>(spans, padded);
-    const u8* scales = base + spans * MMA_ROWS * mma_row_bytes<T>();
+    const u8* scales = base + spans * MMA_ROWS * ring_row_bytes<T>();
     const u8* q = scales + spans * MMA_ROWS * 4;
-    MmaStage at = {base, (const u32*)scales, q, (const float*)(q + padded * 32),
+    RingBlock at = {base, (const u32*)scales, q, (const float*)(q + padded * 32),
                    (const float*)(q + padded * 36)};
     return at;
 }
@@ -188,14 +179,15 @@ struct MmaCopy {
 };
 
 // The most copies a thread makes of a block: 4·spans·padded threads for
-// 16·spans·(2 or 3) + 2.5·padded copies, fewest threads a copy at padded 8.
+// 16·spans·(2 or 3) + 2.5·padded copies: at most 3 a thread, the most at
+// padded = 8 (checked for every batch in ops/gemv_mma.rs's tests).
 #define MMA_COPIES 3
 
 // What thread threadIdx.x copies of every block: the quants of the block's
 // rows (rows past the end read the last row), their scale records, then
 // x's values, d and aux. Returns how many.
 template <int T>
-__device__ __forceinline__ int mma_copies(const u8* qs, const u8* sc, const MmaStaged& x,
+__device__ __forceinline__ int mma_copies(const u8* qs, const u8* sc, const MmaWorkspace& x,
                                           int rows, int start, int blocks, int padded, int spans,
                                           MmaCopy (&copies)[MMA_COPIES]) {
     constexpr int CHUNKS = T == TYPE_Q8_0 ? 2 : 1;  // 16-byte chunks of a row's block
@@ -204,7 +196,7 @@ __device__ __forceinline__ int mma_copies(const u8* qs, const u8* sc, const MmaS
     const int weight_chunks = span_rows * CHUNKS, q_chunks = padded * 2;
     const int scale_chunks = padded / 4;  // of d, and of aux
     const int total = weight_chunks + span_rows + q_chunks + 2 * scale_chunks;
-    const int scales_at = span_rows * mma_row_bytes<T>(), x_at = scales_at + span_rows * 4;
+    const int scales_at = span_rows * ring_row_bytes<T>(), x_at = scales_at + span_rows * 4;
     int count = 0;
 #pragma unroll
     for (int j = 0; j < MMA_COPIES; ++j) {
@@ -215,18 +207,19 @@ __device__ __forceinline__ int mma_copies(const u8* qs, const u8* sc, const MmaS
         c.weights = k < weight_chunks + span_rows;
         if (c.weights) {
             const bool scale = k >= weight_chunks;
-            const int q = scale ? k - weight_chunks : k / CHUNKS;  // span · MMA_ROWS + row
-            const int span = q / MMA_ROWS, row = min(start + q % MMA_ROWS, rows - 1);
+            const int ring_row = scale ? k - weight_chunks : k / CHUNKS;  // span · MMA_ROWS + row
+            const int span = ring_row / MMA_ROWS;
+            const int row = min(start + ring_row % MMA_ROWS, rows - 1);
             const u64 block0 = ((u64)span * rows + row) * blocks;
             if (scale) {
                 c.src = sc + block0 * SCALE_BYTES;
                 c.stride = SCALE_BYTES;
-                c.offset = scales_at + 4 * q;
+                c.offset = scales_at + 4 * ring_row;
                 c.small = true;
             } else {
                 c.src = qs + block0 * (16 * CHUNKS) + 16 * (k % CHUNKS);
                 c.stride = 16 * CHUNKS;
-                c.offset = q * mma_row_bytes<T>() + 16 * (k % CHUNKS);
+                c.offset = ring_row * ring_row_bytes<T>() + 16 * (k % CHUNKS);
             }
         } else if ((k -= weight_chunks + span_rows) < q_chunks) {
             c.src = x.q + 16 * k;
@@ -273,7 +266,7 @@ __device__ __forceinline__ void mma_fetch(const MmaCopy (&copies)[MMA_COPIES], i
             if (c.small)
                 copy_async<4>(dst, (const u8*)((u64)src & ~(u64)3));
             else
-                copy_16_async(dst, src);
+                copy_async<16>(dst, src);
         }
     }
 }
@@ -282,7 +275,7 @@ __device__ __forceinline__ void mma_fetch(const MmaCopy (&copies)[MMA_COPIES], i
 // block, whose records start at `record` in the scales (which half of the
 // copied word a 2-byte record is).
 template <int T>
-__device__ __forceinline__ u32 mma_scale(const MmaStage& at, int row, u64 record) {
+__device__ __forceinline__ u32 mma_scale(const RingBlock& at, int row, u64 record) {
     const u32 word = at.scales[row];
     if (T == TYPE_Q4_1) return word;
     return (word >> (16 * (record & 1))) & 0xffff;
@@ -291,8 +284,8 @@ __device__ __forceinline__ u32 mma_scale(const MmaStage& at, int row, u64 record
 // A's word for lane group 4m + t of row `row` of the stage's span: Q4 nibble
 // word t (values 4t..4t+3 low, 16+4t.. high), Q8_0 words t and t + 4.
 template <int T>
-__device__ __forceinline__ u32 lane_word(const MmaStage& at, int row, int t, int m) {
-    const u32* words = (const u32*)(at.weights + row * mma_row_bytes<T>());
+__device__ __forceinline__ u32 lane_word(const RingBlock& at, int row, int t, int m) {
+    const u32* words = (const u32*)(at.weights + row * ring_row_bytes<T>());
     if (T == TYPE_Q8_0) return words[t + 4 * m];
     return m ? (words[t] >> 4) & 0x0f0f0f0fu : words[t] & 0x0f0f0f0fu;
 }
@@ -322,7 +315,7 @@ struct MmaChains {
 // the stage's padded sequences) for rows `row` and `row + 8` of the stage's
 // weights, whose scale records are `scale`.
 template <int T, int ORDER>
-__device__ __forceinline__ void mma_step(const MmaStage& at, int row, uint2 scale, int s0, int g,
+__device__ __forceinline__ void mma_step(const RingBlock& at, int row, uint2 scale, int s0, int g,
                                          int t, MmaChains<ORDER>& chains) {
     constexpr bool UNSIGNED_A = T != TYPE_Q8_0;
     const float dw[2] = {h2f((u16)(scale.x & 0xffff)), h2f((u16)(scale.y & 0xffff))};
@@ -404,8 +397,8 @@ __device__ __forceinline__ void mma_sums(const MmaChains<ORDER>& chains, int s0,
 // sequence's position and caches from the tables).
 //
 // The block's threads copy each block of 32 values (its rows' weights, every
-// sequence's x) into a ring of MMA_STAGES stages, MMA_STAGES - 1 blocks
-// ahead of the one its warps compute, so the copies' latency is hidden and
+// sequence's x) into a ring of MMA_STAGES stages of `stage_blocks` blocks,
+// MMA_STAGES - 1 stages ahead of the one its warps compute, so the copies' latency is hidden and
 // each weight crosses from L2 once per block whatever the batch.
 template <int T, int ORDER, int KIND>
 __device__ void gemv_mma(const u8* qs, const u8* sc, u8* work, float* y, int rows, int cols,
@@ -423,14 +416,15 @@ __device__ void gemv_mma(const u8* qs, const u8* sc, u8* work, float* y, int row
     // Rows past the end read the last row and are not written.
     const u64 row0 = (u64)span * rows + min(start + g, rows - 1);
     const u64 row1 = (u64)span * rows + min(start + g + 8, rows - 1);
-    const MmaStaged x = mma_staged_at(work, blocks, padded);
+    const MmaWorkspace x = mma_workspace_at(work, blocks, padded);
     MmaChains<ORDER> chains;
     chains.clear();
     MmaCopy copies[MMA_COPIES];
     const int count = mma_copies<T>(qs, sc, x, rows, start, blocks, padded, NR, copies);
     const int stages = (blocks + stage_blocks - 1) / stage_blocks;
     // The first stages' weights are copied before the wait for the staging,
-    // their x after it; each stage's copies are one group.
+    // their x after it; each stage's copies are one group (the first also
+    // holds the next stages' weights: waiting for it waits for them too).
 #pragma unroll
     for (int st = 0; st < MMA_STAGES - 1; ++st)
         if (st < stages) mma_fetch<T>(copies, count, st, stage_blocks, blocks, NR, padded, ring, true, false);
@@ -457,8 +451,8 @@ __device__ void gemv_mma(const u8* qs, const u8* sc, u8* work, float* y, int row
         for (int i = 0; i < MMA_STAGE_BLOCKS; ++i) {
             const int b = st * stage_blocks + i;
             if (i >= stage_blocks || b >= blocks) break;
-            const MmaStage at =
-                mma_stage_at<T>(ring, st % MMA_STAGES * stage_blocks + i, NR, padded);
+            const RingBlock at =
+                ring_block_at<T>(ring, st % MMA_STAGES * stage_blocks + i, NR, padded);
             const uint2 scale = make_uint2(mma_scale<T>(at, row, row0 * blocks + b),
                                            mma_scale<T>(at, row + 8, row1 * blocks + b));
             mma_step<T, ORDER>(at, row, scale, s0, g, t, chains);

@@ -88,10 +88,6 @@ __device__ __forceinline__ void copy_async(void* shared, const void* global) {
 #endif
 }
 
-__device__ __forceinline__ void copy_16_async(void* shared, const void* global) {
-    copy_async<16>(shared, global);
-}
-
 __device__ __forceinline__ void copy_values_wait() {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");

@@ -89,9 +89,10 @@ pub struct Gpu {
     /// Whether `launch_dependent` uses programmatic dependent launch.
     dependent_launches: bool,
     options: GpuOptions,
-    /// Where the tensor-core batched GEMVs stage x (`ops::gemv_mma`):
-    /// reserved by the caller, grown only by a larger reservation.
-    gemv_workspace: std::sync::Mutex<Option<crate::Buffer<u8>>>,
+    /// Where the tensor-core batched GEMVs stage x (`ops::gemv_mma`),
+    /// reserved by the caller: the last is in use; a larger reservation
+    /// adds one and keeps the older ones, which captured graphs may name.
+    gemv_workspaces: std::sync::Mutex<Vec<crate::Buffer<u8>>>,
 }
 
 impl Gpu {
@@ -148,36 +149,34 @@ impl Gpu {
             profile: Default::default(),
             dependent_launches: info.compute_capability.0 >= 9 && options.dependent_launches,
             options,
-            gemv_workspace: Default::default(),
+            gemv_workspaces: Default::default(),
         })
     }
 
     /// Makes the batched GEMVs' workspace hold at least `bytes` (see
     /// [`crate::ops::gemv_mma::workspace_bytes`]); without one they take the
-    /// CUDA-core kernels. A larger reservation moves the workspace, so make
-    /// it before capturing a graph of batched products (a model does when
-    /// it loads).
+    /// CUDA-core kernels. A larger reservation moves the workspace but keeps
+    /// the old one allocated, so a graph captured before still runs.
     pub fn reserve_gemv_workspace(&self, bytes: usize) -> Result<()> {
-        let mut workspace = self
-            .gemv_workspace
+        let mut workspaces = self
+            .gemv_workspaces
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if workspace.as_ref().is_none_or(|w| w.len() < bytes) {
-            *workspace = Some(crate::Buffer::zeros(self, bytes)?);
+        if workspaces.last().is_none_or(|w| w.len() < bytes) {
+            workspaces.push(crate::Buffer::zeros(self, bytes)?);
         }
         Ok(())
     }
 
-    /// The address of the batched GEMVs' workspace when it holds `bytes`.
-    /// It lives as long as this `Gpu` (a reservation that moves it frees the
-    /// old one in stream order, after the launches that use it).
+    /// The address of the batched GEMVs' workspace when it holds `bytes`
+    /// (it lives as long as this `Gpu`).
     pub(crate) fn gemv_workspace(&self, bytes: usize) -> Option<u64> {
-        let workspace = self
-            .gemv_workspace
+        let workspaces = self
+            .gemv_workspaces
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        workspace
-            .as_ref()
+        workspaces
+            .last()
             .filter(|w| w.len() >= bytes)
             .map(|w| w.all().address())
     }

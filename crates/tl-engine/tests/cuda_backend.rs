@@ -859,7 +859,7 @@ fn gpu_matmul_matches_the_cpu_matmul_at_every_batch_size() {
     let mut checked = 0;
     for tensor_cores in [false, true] {
         if tensor_cores {
-            gpu.reserve_gemv_workspace(gemv_mma::workspace_bytes(5632))
+            gpu.reserve_gemv_workspace(gemv_mma::workspace_bytes(8224))
                 .unwrap();
         }
         for weight_type in [
@@ -889,6 +889,8 @@ fn gpu_matmul_matches_the_cpu_matmul_at_every_batch_size() {
                 (7, 5632),
                 (6, 96),
                 (1536, 576),
+                // Rows of Q4_0 blocks (a multiple of 8) in a last tile of 8.
+                (24, 512),
                 // More than staging holds in registers at 512 threads: x is
                 // staged in rounds.
                 (6, 8224),

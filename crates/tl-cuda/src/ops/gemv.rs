@@ -12,13 +12,13 @@ use crate::ops::{blocks_for, int, l2_prefetch_level};
 /// Static shared memory of the kernels: the norm's scratch and (float
 /// kernels) the RoPE rows, with room for what the compiler lays out beside
 /// them (known only once a kernel is loaded).
-const STATIC_SHARED: usize = 1024;
+pub(crate) const STATIC_SHARED: usize = 1024;
 
 /// Bytes of shared memory x takes when staged: Q8_K super-blocks (values,
 /// then the scale per 256 and the sum per 16) for K-quant weights, Q8 blocks
 /// (values, then scale, scaled sum and integer sum per block) for the other
 /// quantized types, f32 for float weights.
-fn staged_bytes(weight_type: GgmlType, cols: usize) -> usize {
+pub(crate) fn staged_bytes(weight_type: GgmlType, cols: usize) -> usize {
     if is_k_quant(weight_type) {
         cols + cols / 256 * 4 + cols / 16 * 4
     } else if weight_type.is_quantized() {
@@ -412,23 +412,20 @@ fn launch_gemv(
         }
         None => [Arg::Ptr(0), Arg::Ptr(0), Arg::Ptr(0)],
     };
-    let spans = if pairs { 2 } else { 1 };
+    let kind = match epilogue {
+        Epilogue::Plain | Epilogue::Norm { .. } => MmaEpilogue::Plain,
+        Epilogue::Residual => MmaEpilogue::Residual,
+        Epilogue::NormGated { .. } => MmaEpilogue::Gated,
+        Epilogue::NormRope { .. } => MmaEpilogue::Rope,
+    };
     let tensor_cores = batched
-        .then(|| gemv_mma::plan(gpu, w, order, sequences, spans))
+        .then(|| gemv_mma::plan(gpu, w, order, sequences, kind))
         .flatten();
     if let Some(plan) = tensor_cores {
-        let kind = match epilogue {
-            Epilogue::Plain | Epilogue::Norm { .. } => MmaEpilogue::Plain,
-            Epilogue::Residual => MmaEpilogue::Residual,
-            Epilogue::NormGated { .. } => MmaEpilogue::Gated,
-            Epilogue::NormRope { .. } => MmaEpilogue::Rope,
-        };
         let launch = MmaLaunch {
             w,
             order,
             plan,
-            sequences,
-            kind,
             input,
             pre_add: pre_add_args,
             y: y.into(),
@@ -436,7 +433,12 @@ fn launch_gemv(
             y_stride: stride,
             epilogue_args: &epilogue_args,
         };
-        return launch.run(gpu);
+        // SAFETY: the spans, the norm weight, the branch and the RoPE or
+        // GELU tables were checked above for `sequences` vectors of `cols`
+        // values and `out_rows` rows at `stride`, and the caller keeps every
+        // position below the caches' capacity (the host checks room before
+        // every step).
+        return unsafe { launch.run(gpu) };
     }
     let launch = launch_shape(gpu, (w, order), out_rows, sequences, pairs)?;
     let family = if batched { "gemv_batched" } else { "gemv" };

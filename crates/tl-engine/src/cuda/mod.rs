@@ -120,7 +120,10 @@ impl CudaModel {
             .collect::<Result<Vec<_>>>()?;
         let f16_copy_bytes = weights::keep_f16_copies(&gpu, &mut blocks)?;
         // Batched products of many sequences stage x here (tensor cores).
-        let widest = config.embedding_length.max(config.feed_forward_length);
+        let widest = config
+            .embedding_length
+            .max(config.feed_forward_length)
+            .max(config.query_width());
         gpu.reserve_gemv_workspace(tl_cuda::ops::gemv_mma::workspace_bytes(widest))?;
         let output_norm = up.vector(names::OUTPUT_NORM, config.embedding_length)?;
         let output = up.output(&config)?;
