@@ -63,10 +63,6 @@ const GEMV_UNITS: &[(&str, &str, &str, &str)] = &[
     ("q6_k_lanes", "q6_k_lanes", "TYPE_Q6_K", "ORDER_K_LANES"),
 ];
 
-/// The GEMV units whose type and order also have tensor-core batched kernels
-/// (gemv_mma.cu; `ops::gemv_mma`).
-const MMA_UNITS: &[&str] = &["q4_0_blocks", "q4_1", "q8_0"];
-
 /// A translation unit: its name and full source.
 #[derive(Debug, Clone)]
 pub struct Unit {
@@ -100,7 +96,9 @@ pub fn units(defines: &str) -> Vec<Unit> {
         source.push_str(&format!(
             "GEMV_KERNELS({kernels}, {type_constant}, {order})\n"
         ));
-        if MMA_UNITS.contains(suffix) {
+        // The tensor-core batched kernels (gemv_mma.cu) of the types and
+        // orders that have them.
+        if crate::ops::gemv_mma::unit_has_kernels(kernels) {
             source.push_str(&format!(
                 "GEMV_MMA_KERNELS({kernels}, {type_constant}, {order})\n"
             ));
@@ -342,6 +340,12 @@ mod tests {
             assert!(units.iter().any(|u| u.source.contains(&marker)), "{name}");
         }
         assert_eq!(units.len(), 1 + GEMV_UNITS.len());
+        let with_mma: Vec<_> = units
+            .iter()
+            .filter(|u| u.source.lines().any(|l| l.starts_with("GEMV_MMA_KERNELS(")))
+            .map(|u| u.name.as_str())
+            .collect();
+        assert_eq!(with_mma, ["gemv_q4_0_blocks", "gemv_q4_1", "gemv_q8_0"]);
     }
 
     #[test]

@@ -208,7 +208,7 @@ impl SummationOrder {
     }
 
     /// The suffix its GEMV kernels add to the type's.
-    fn kernel_suffix(self) -> &'static str {
+    pub(crate) fn kernel_suffix(self) -> &'static str {
         match self {
             SummationOrder::Lanes | SummationOrder::SuperBlocks => "",
             SummationOrder::WholeBlocks | SummationOrder::RepackedQ4K => "_blocks",

@@ -351,67 +351,9 @@ fn launch_gemv(
     };
     let batched = sequences > 1 || tables;
     // Every variant takes the same parameters; those it does not use are 0.
-    let input = match norm {
-        Some((weight, eps)) => {
-            weight.require(cols, "norm weight")?;
-            [x.into(), weight.into(), Arg::F32(eps)]
-        }
-        None => [x.into(), Arg::Ptr(0), Arg::F32(0.0)],
-    };
-    let epilogue_args = match epilogue {
-        Epilogue::NormRope {
-            heads,
-            cos_sin,
-            position,
-            cache,
-            first_row,
-            ..
-        } => {
-            position.require(sequences, "positions")?;
-            let mut rope = rope_args(heads, cos_sin, position, cache, (first_row, rows))?;
-            if batched {
-                // The batched kernels take the tables in the caches' places.
-                let [keys, values] = cache.table_args(sequences)?;
-                let n = rope.len();
-                rope[n - 2] = keys;
-                rope[n - 1] = values;
-            }
-            rope
-        }
-        _ => vec![
-            // The gated variant reads GeGLU's table in RoPE's place.
-            match epilogue {
-                Epilogue::NormGated {
-                    gelu_table: Some(table),
-                    ..
-                } => {
-                    table.require(crate::ops::rows::GELU_TABLE_LEN, "GELU table")?;
-                    table.into()
-                }
-                _ => Arg::Ptr(0),
-            },
-            Arg::Ptr(0),
-            Arg::I32(0),
-            Arg::I32(0),
-            Arg::I32(0),
-            Arg::I32(0),
-            Arg::Ptr(0),
-            Arg::Ptr(0),
-        ],
-    };
-    let pre_add_args = match pre_add {
-        Some(PreAdd {
-            branch,
-            weight,
-            out,
-        }) => {
-            branch.require(cols * sequences, "post-norm branch")?;
-            weight.require(cols, "post-norm weight")?;
-            out.require(cols * sequences, "residual after the branch")?;
-            [branch.into(), weight.into(), out.into()]
-        }
-        None => [Arg::Ptr(0), Arg::Ptr(0), Arg::Ptr(0)],
-    };
+    let input = input_args(x, norm, cols)?;
+    let epilogue_args = epilogue_args(epilogue, (sequences, batched), rows)?;
+    let pre_add_args = pre_add_args(pre_add, cols, sequences)?;
     let kind = match epilogue {
         Epilogue::Plain | Epilogue::Norm { .. } => MmaEpilogue::Plain,
         Epilogue::Residual => MmaEpilogue::Residual,
@@ -480,6 +422,91 @@ fn launch_gemv(
             gpu.launch(&kernel, grid, threads, shared as u32, &args)
         }
     }
+}
+
+/// The kernels' x, norm weight and eps arguments (0s without a norm), the
+/// weight checked for `cols` values.
+fn input_args(
+    x: Span<'_, f32>,
+    norm: Option<(Span<'_, f32>, f32)>,
+    cols: usize,
+) -> Result<[Arg; 3]> {
+    Ok(match norm {
+        Some((weight, eps)) => {
+            weight.require(cols, "norm weight")?;
+            [x.into(), weight.into(), Arg::F32(eps)]
+        }
+        None => [x.into(), Arg::Ptr(0), Arg::F32(0.0)],
+    })
+}
+
+/// The kernels' eight RoPE/cache arguments: the rotation's for
+/// `Epilogue::NormRope` (with the per-sequence cache tables when `batched`),
+/// else 0s but for GeGLU's table, which the gated variant reads in RoPE's
+/// place. Checked for `sequences` positions and a matrix of `rows` rows.
+fn epilogue_args(
+    epilogue: Epilogue<'_>,
+    (sequences, batched): (usize, bool),
+    rows: usize,
+) -> Result<Vec<Arg>> {
+    if let Epilogue::NormRope {
+        heads,
+        cos_sin,
+        position,
+        cache,
+        first_row,
+        ..
+    } = epilogue
+    {
+        position.require(sequences, "positions")?;
+        let mut rope = rope_args(heads, cos_sin, position, cache, (first_row, rows))?;
+        if batched {
+            // The batched kernels take the tables in the caches' places.
+            let [keys, values] = cache.table_args(sequences)?;
+            let n = rope.len();
+            rope[n - 2] = keys;
+            rope[n - 1] = values;
+        }
+        return Ok(rope);
+    }
+    let table = match epilogue {
+        Epilogue::NormGated {
+            gelu_table: Some(table),
+            ..
+        } => {
+            table.require(crate::ops::rows::GELU_TABLE_LEN, "GELU table")?;
+            table.into()
+        }
+        _ => Arg::Ptr(0),
+    };
+    Ok(vec![
+        table,
+        Arg::Ptr(0),
+        Arg::I32(0),
+        Arg::I32(0),
+        Arg::I32(0),
+        Arg::I32(0),
+        Arg::Ptr(0),
+        Arg::Ptr(0),
+    ])
+}
+
+/// The kernels' post-norm branch, its weight and x's output (0s without
+/// one), checked for `sequences` vectors of `cols` values.
+fn pre_add_args(pre_add: Option<PreAdd<'_>>, cols: usize, sequences: usize) -> Result<[Arg; 3]> {
+    Ok(match pre_add {
+        Some(PreAdd {
+            branch,
+            weight,
+            out,
+        }) => {
+            branch.require(cols * sequences, "post-norm branch")?;
+            weight.require(cols, "post-norm weight")?;
+            out.require(cols * sequences, "residual after the branch")?;
+            [branch.into(), weight.into(), out.into()]
+        }
+        None => [Arg::Ptr(0), Arg::Ptr(0), Arg::Ptr(0)],
+    })
 }
 
 /// The query and key widths `gemv_norm_rope_*` takes for a matrix holding

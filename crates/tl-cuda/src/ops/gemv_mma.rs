@@ -6,7 +6,7 @@
 
 use crate::error::Result;
 use crate::gpu::{Arg, Gpu, DEFAULT_SHARED_LIMIT};
-use crate::matrix::{DeviceMatrix, GgmlType, SummationOrder};
+use crate::matrix::{kernel_suffix, DeviceMatrix, GgmlType, SummationOrder};
 use crate::ops::gemv::{staged_bytes, STATIC_SHARED};
 use crate::ops::int;
 use crate::options::MAX_TILE_THREADS;
@@ -92,14 +92,24 @@ pub fn workspace_bytes(cols: usize) -> usize {
     cols.div_ceil(32) * MAX_SEQUENCES * 40
 }
 
+/// The weight types and summation orders with MMA kernels.
+const KINDS: [(GgmlType, SummationOrder); 3] = [
+    (GgmlType::Q4_0, SummationOrder::WholeBlocks),
+    (GgmlType::Q4_1, SummationOrder::Lanes),
+    (GgmlType::Q8_0, SummationOrder::Lanes),
+];
+
 /// Whether rows of `weight_type` summed in `order` have MMA kernels.
 pub fn supported(weight_type: GgmlType, order: SummationOrder) -> bool {
-    matches!(
-        (weight_type, order),
-        (GgmlType::Q4_0, SummationOrder::WholeBlocks)
-            | (GgmlType::Q4_1, SummationOrder::Lanes)
-            | (GgmlType::Q8_0, SummationOrder::Lanes)
-    )
+    KINDS.contains(&(weight_type, order))
+}
+
+/// Whether the GEMV unit whose kernels end in `suffix` (the type's, then
+/// the order's) also holds the MMA kernels (see `compile`).
+pub(crate) fn unit_has_kernels(suffix: &str) -> bool {
+    KINDS.iter().any(|&(weight_type, order)| {
+        format!("{}{}", kernel_suffix(weight_type), order.kernel_suffix()) == suffix
+    })
 }
 
 /// How a product runs on the tensor cores: its batch, its epilogue, and
