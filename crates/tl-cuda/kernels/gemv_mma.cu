@@ -392,7 +392,8 @@ __device__ __forceinline__ void mma_sums(const MmaChains<ORDER>& chains, int s0,
         }
 }
 
-// The epilogues (as gemv_tiles'): KIND 0 y = sum, 1 y += sum, 3 the gated
+// The epilogues, gemv_tiles' MODEs (MODE 2's norm is the staging's, so its
+// product is MODE 0's): 0 y = sum, 1 y += sum, 3 the gated
 // activation of the gate and up sums, 4 RoPE and the cache write (each
 // sequence's position and caches from the tables).
 //
@@ -400,10 +401,10 @@ __device__ __forceinline__ void mma_sums(const MmaChains<ORDER>& chains, int s0,
 // sequence's x) into a ring of MMA_STAGES stages of `stage_blocks` blocks,
 // MMA_STAGES - 1 stages ahead of the one its warps compute, so the copies' latency is hidden and
 // each weight crosses from L2 once per block whatever the batch.
-template <int T, int ORDER, int KIND>
+template <int T, int ORDER, int MODE>
 __device__ void gemv_mma(const u8* qs, const u8* sc, u8* work, float* y, int rows, int cols,
                          int sequences, RopeStore rope, int y_stride, int stage_blocks) {
-    constexpr int NR = KIND == 3 ? 2 : 1;
+    constexpr int NR = MODE == 3 ? 2 : 1;
     extern __shared__ float4 ring4[];
     u8* ring = (u8*)ring4;
     __shared__ float out[NR][MMA_SEQS][MMA_ROWS + 1];
@@ -465,14 +466,14 @@ __device__ void gemv_mma(const u8* qs, const u8* sc, u8* work, float* y, int row
         if (r >= rows) continue;
         float* ys = y + (u64)s * y_stride;
         const float sum = out[0][s][i];
-        if (KIND == 4) {
+        if (MODE == 4) {
             if (i % 2 == 0 && r + 1 < rows)
                 rope_store_pair_with(rope, rope_pair_inputs_of(rope, r, s, true), ys, r, sum,
                                      out[0][s][i + 1]);
-        } else if (KIND == 3) {
+        } else if (MODE == 3) {
             ys[r] = gated((const u16*)rope.cos_sin, sum, out[NR - 1][s][i], r, rows);
         } else {
-            ys[r] = KIND == 1 ? __fadd_rn(ys[r], sum) : sum;
+            ys[r] = MODE == 1 ? __fadd_rn(ys[r], sum) : sum;
         }
     }
 }
@@ -482,16 +483,16 @@ __device__ void gemv_mma(const u8* qs, const u8* sc, u8* work, float* y, int row
 // types and orders above. A product launches at most MMA_SEQS sequences,
 // the stage with one block per sequence (padded to whole warps) and the
 // product with 32·(span count)·(padded / MMA_WARP_SEQS) threads.
-#define GEMV_MMA_KERNEL(KIND, KIND_NAME, NAME, T, ORDER)                                      \
+#define GEMV_MMA_KERNEL(MODE, MODE_NAME, NAME, T, ORDER)                                      \
     extern "C" __global__ void __launch_bounds__(2 * MMA_SEQS / MMA_WARP_SEQS * WARP)         \
-        gemv_mma_##KIND_NAME##NAME(const u8* qs, const u8* sc, u8* work, float* y, int rows,  \
+        gemv_mma_##MODE_NAME##NAME(const u8* qs, const u8* sc, u8* work, float* y, int rows,  \
                                    int cols, int sequences, const float2* cos_sin,            \
                                    const int* position, int q_width, int kv_width,            \
                                    int head_dim, int capacity, u16* const* k_tables,          \
                                    u16* const* v_tables, int y_stride, int stage_blocks) {    \
         RopeStore rope = {cos_sin, position, q_width,  kv_width, head_dim,                    \
                           capacity, 0,       0,        k_tables, v_tables};                   \
-        gemv_mma<T, ORDER, KIND>(qs, sc, work, y, rows, cols, sequences, rope, y_stride,      \
+        gemv_mma<T, ORDER, MODE>(qs, sc, work, y, rows, cols, sequences, rope, y_stride,      \
                                  stage_blocks);                                               \
     }
 #define GEMV_MMA_KERNELS(NAME, T, ORDER)                                                       \
