@@ -204,57 +204,98 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
     store_head_f16(v, vc + at, head_dim);
 }
 
-// Positions per tile of attention_f16_accumulator, at most: one tile is filled
-// while the chain walks the other. The two tiles' f16 values are the launch's
-// dynamic shared memory, whose size the host picks per head size and card
-// (f16_tile_bytes in ops/attention.rs); the tile is what fits, up to this.
-// Settable through TL_CUDA_KERNEL_DEFINES (smaller tiles, for measurements).
-#ifndef MAX_TILE_POSITIONS
-#define MAX_TILE_POSITIONS 256
-#endif
-// Positions whose values and factors the chain reads at once, before their
-// steps (reading the next group during a group's steps, or groups of 8,
-// measured slower; the figures are in the history of docs/perf.md, 7b5df7a).
-// Settable through TL_CUDA_KERNEL_DEFINES: 8 takes the lone-step kernel from
-// 87 registers a thread to 64, room for three 320-thread split blocks a
-// multiprocessor instead of two. The bits are the same either way.
-#ifndef CHAIN_UNROLL
-#define CHAIN_UNROLL 16
-#endif
-
-// Positions whose scores one warp computes at a time, their loads in flight
-// together (8 measured 1% faster at depth 4096, slower at short depths).
-#define SCORE_POSITIONS 4
+// Query heads one f16-accumulator block serves at most: the host's `group`
+// argument, a divisor of heads / kv_heads, is up to this.
+#define MAX_GROUP 16
+// Threads of an f16-accumulator block at most (group · head_dim chain
+// threads up to 512, a warp of sums and three producer warps): 20 warps,
+// five a scheduler, leave the compiler 96 registers a thread
+// (F16_MAX_THREADS in ops/attention.rs).
+#define F16_MAX_THREADS 640
+// Halves after each key row in shared memory: rows 16 bytes longer than a
+// multiple of 128 put the 16-byte reads of 8 consecutive rows in 8
+// different bank groups, so a lane per row reads without conflicts.
+#define KEY_PAD 8
 
 // ATTN_CLOCKS=1 (set through TL_CUDA_KERNEL_DEFINES, a measurement aid):
-// block 0 and a middle block of a lone decode step's attention print "aclk
-// positions" then cycles: reading the query (thread 0), from then to the
-// first fill's start (producer 0), that fill's scores, first barrier, chunk
-// maxima, factors (and the copies' wait), thread 0's clock after its
-// barrier less the fill's end (negative when the barrier's wait is deferred
-// past the clock read), the walk over the tiles and the output. Block 0 of
-// the q/k-norm kernel first prints "rclk position" and its prologue's
-// cycles (attention_f16_accumulator_rope).
+// block 0 and a middle block of an f16-accumulator launch print "aclk",
+// the positions walked and cycles: the first fill, the walk over the later
+// tiles, the end (output or chunk combine), and producer 0's cycles summed
+// over its later fills: the keys' wait (tiles scored a lane a position),
+// the scores, the maxima, the factors and the values' wait.
 #ifndef ATTN_CLOCKS
 #define ATTN_CLOCKS 0
 #endif
 
-// Σ q·k over head_dim f16 pairs for `n` (up to SCORE_POSITIONS) consecutive
-// keys, summed as ggml_vec_dot_f16 does on AVX2: lane L keeps the running FMA
-// of elements L, L+32, ... (the CPU's accumulator (L/8, L%8)), then the lanes
-// combine in the CPU's order: +16, +8, +4, then pairs (+1) and the two pairs
-// (+2). dots[p] is valid in every lane.
+// Positions whose values and factors the chain reads at once, before their
+// steps (reading the next group during a group's steps, or groups of 8,
+// measured slower; the figures are in the history of docs/perf.md, 7b5df7a).
+// Settable through TL_CUDA_KERNEL_DEFINES. The bits are the same either way.
+#ifndef CHAIN_UNROLL
+#define CHAIN_UNROLL 16
+#endif
+
+// Σ q·k over head_dim f16 pairs of one key (`k`, in shared memory) for the
+// calling thread, summed as ggml_vec_dot_f16 does on AVX2: accumulator L
+// (0..31) keeps the running FMA of elements L, L+32, ..., then the 32
+// combine in the CPU's order: L + (L+16), then +8, +4, then pairs (0+1,
+// 2+3) and the two pairs. `q` (in shared memory) is read by every lane of
+// the warp alike.
 template <int PER_LANE>
-__device__ __forceinline__ void dots_f16_like_cpu(const float* q, const u16* k, int n, float* dots) {
+__device__ __forceinline__ float dot_f16_like_cpu(const float* q, const u16* k) {
+    float acc[WARP];
+#pragma unroll
+    for (int a = 0; a < WARP; ++a) acc[a] = 0.0f;
+    // One element of each accumulator at a time: the 32 accumulators stay
+    // the only registers the dot holds across its steps.
+#pragma unroll 1
+    for (int j = 0; j < PER_LANE; ++j) {
+#pragma unroll
+        for (int g = 0; g < WARP; g += 8) {
+            const uint4 raw = *(const uint4*)(k + j * WARP + g);
+            const float4 q0 = *(const float4*)(q + j * WARP + g);
+            const float4 q1 = *(const float4*)(q + j * WARP + g + 4);
+            const float qs[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+            const u32 pairs[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const u16 half = (u16)(e % 2 ? pairs[e / 2] >> 16 : pairs[e / 2] & 0xffff);
+                acc[g + e] = fmaf(qs[e], h2f(half), acc[g + e]);
+            }
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 16; ++a) acc[a] += acc[a + 16];
+#pragma unroll
+    for (int a = 0; a < 8; ++a) acc[a] += acc[a + 8];
+#pragma unroll
+    for (int a = 0; a < 4; ++a) acc[a] += acc[a + 4];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+// Positions whose scores one warp computes at a time (warp_scores), their
+// loads in flight together.
+#define SCORE_POSITIONS 4
+
+// dot_f16_like_cpu for `n` (up to SCORE_POSITIONS) consecutive keys (in
+// global memory) on a whole warp: lane L keeps accumulator L over elements
+// L, L+32, ..., then the lanes combine in the same order by shuffles (+16,
+// +8, +4, then pairs (+1) and the two pairs (+2)): the same bits as
+// dot_f16_like_cpu (fill_tile says which it takes). dots[p] is valid in
+// every lane.
+template <int PER_LANE>
+__device__ __forceinline__ void warp_dots_f16_like_cpu(const float* q, const u16* k, int n,
+                                                       float* dots) {
     const int lane = threadIdx.x % WARP;
     float acc[SCORE_POSITIONS];
 #pragma unroll
     for (int p = 0; p < SCORE_POSITIONS; ++p) acc[p] = 0.0f;
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) {
+        const float qj = q[j * WARP + lane];
 #pragma unroll
         for (int p = 0; p < SCORE_POSITIONS; ++p)
-            if (p < n) acc[p] = fmaf(q[j], h2f(k[p * PER_LANE * WARP + j * WARP + lane]), acc[p]);
+            if (p < n) acc[p] = fmaf(qj, h2f(k[p * PER_LANE * WARP + j * WARP + lane]), acc[p]);
     }
 #pragma unroll
     for (int p = 0; p < SCORE_POSITIONS; ++p) {
@@ -268,45 +309,72 @@ __device__ __forceinline__ void dots_f16_like_cpu(const float* q, const u16* k, 
     }
 }
 
-// The positions of a tile: what two tiles' f16 values of heads of
-// `head_dim` fill of the launch's dynamic shared memory, at most
-// MAX_TILE_POSITIONS.
-__device__ __forceinline__ int tile_positions(int head_dim) {
-    u32 bytes;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
-    return min(MAX_TILE_POSITIONS, (int)(bytes / (4 * head_dim)));
+// The dynamic shared memory of an f16-accumulator block of `group` query
+// heads of `head_dim`, tiles of `tile` positions (f16_shared_bytes in
+// ops/attention.rs sizes it the same way).
+struct TileLayout {
+    u16* values;       // [2][tile][head_dim]: the tile being walked and the one being filled
+    u16* keys;         // [tile][head_dim + KEY_PAD]: the keys of the tile being filled
+                       // (a block of several heads; one head's scores read them from memory)
+    float* queries;    // [group][head_dim]: the queries, rounded to f16
+    float* old_scale;  // [2][group][tile]: the factor the running output is scaled by first
+    float* weight;     // [2][group][tile]: the value's weight
+    float* scores;     // [group][tile]
+    float* chunk_max;  // [group][chunks]: each chunk of 32 positions' max score
+    int tile, group, chunks;
+};
+
+__device__ __forceinline__ TileLayout tile_layout(int tile, int group, int head_dim) {
+    extern __shared__ uint4 f16_tile_shared[];
+    TileLayout l;
+    l.tile = tile;
+    l.group = group;
+    l.chunks = (tile + WARP - 1) / WARP;
+    l.values = (u16*)f16_tile_shared;
+    l.keys = l.values + 2 * tile * head_dim;
+    l.queries = (float*)(l.keys + (group > 1 ? tile * (head_dim + KEY_PAD) : 0));
+    l.old_scale = l.queries + group * head_dim;
+    l.weight = l.old_scale + 2 * group * tile;
+    l.scores = l.weight + 2 * group * tile;
+    l.chunk_max = l.scores + group * tile;
+    return l;
 }
 
-// The values of tile buffer `b` ([position][head_dim], `tile` positions) in
-// the dynamic shared memory.
-__device__ __forceinline__ u16* tile_values(int b, int tile, int head_dim) {
-    extern __shared__ uint4 f16_tile_values[];
-    return (u16*)f16_tile_values + b * tile * head_dim;
-}
-
-// Shared state of one attention_f16_accumulator block besides the tiles'
-// values: the two tile buffers' factors and the scratch of the tile being
-// filled.
-struct F16AccumulatorTile {
-    float old_scale[2][MAX_TILE_POSITIONS];  // the factor the running output is scaled by first
-    float weight[2][MAX_TILE_POSITIONS];     // the value's weight
-    float scores[MAX_TILE_POSITIONS];
-    float chunk_max[MAX_TILE_POSITIONS / WARP];  // each chunk of 32 positions' max score
-    unsigned long long exp2_table[32];           // EXP2_32ND, for the factors' expf
-    float sum;
-    float max;  // the largest score walked (a chunk's partial result)
-    int last;   // whether this block combines its row's chunks
+// Shared state of one f16-accumulator block besides its dynamic shared memory.
+struct F16AccumulatorState {
+    unsigned long long exp2_table[32];  // EXP2_32ND, for the factors' expf
+    // Each head's largest score before the tile filled into buffer b (the
+    // fill of buffer b writes that of buffer b ^ 1).
+    float running[2][MAX_GROUP];
+    float sum[MAX_GROUP];
+    int last;  // whether this block combines its row's chunks
 #if ATTN_CLOCKS
-    long long fill_clocks[5];  // producer 0's, through the first fill
+    long long fill_clocks[5];  // producer 0's, summed over its fills
 #endif
 };
 
-// One filled tile buffer, as the chain reads it.
+// Adds the cycles since `since` to phase `phase` of producer 0's fill clocks.
+__device__ __forceinline__ void fill_clock(F16AccumulatorState& st, int p, int phase, long long& since) {
+#if ATTN_CLOCKS
+    if (p == 0) {
+        const long long now = clock64();
+        st.fill_clocks[phase] += now - since;
+        since = now;
+    }
+#endif
+}
+
+// One filled tile buffer of one head, as the chain reads it.
 struct TileBuffer {
     const u16* values;
     const float* old_scale;
     const float* weight;
 };
+
+__device__ __forceinline__ TileBuffer tile_buffer(const TileLayout& l, int b, int head, int head_dim) {
+    const int at = (b * l.group + head) * l.tile;
+    return {l.values + b * l.tile * head_dim, l.old_scale + at, l.weight + at};
+}
 
 // One position of the CPU's running output: on a new maximum the output is
 // first rescaled (scale != 1), then output = f16(output + value·weight).
@@ -383,92 +451,145 @@ __device__ __forceinline__ void producer_barrier(int producers) {
     asm volatile("bar.sync 1, %0;" ::"r"(producers) : "memory");
 }
 
-// Starts the copies of a tile's values into shared memory, all in flight at
-// once: the producers (p of `producers`) wait for their own with
-// copy_values_wait() before the block's barrier hands the tile on.
-__device__ __forceinline__ void copy_tile_values(const u16* values, int base, int count,
-                                                 int head_dim, u16* buffer, int p, int producers) {
-    const uint4* src = (const uint4*)(values + (u64)base * head_dim);
-    uint4* dst = (uint4*)buffer;
-    for (int i = p; i < count * head_dim / 8; i += producers) copy_async<16>(dst + i, src + i);
+// Starts the copies of a tile's `count` rows of `row` halves from `src` into
+// shared memory rows `stride` halves apart (p of `producers` threads).
+__device__ __forceinline__ void copy_tile_rows(const u16* src, int count, int row, int stride,
+                                               u16* dst, int p, int producers) {
+    const int pieces = row / 8;  // 16 bytes each
+    for (int i = p; i < count * pieces; i += producers)
+        copy_async<16>(dst + (i / pieces) * stride + i % pieces * 8, src + (u64)i * 8);
 }
 
-// Fills buffer `b` (its values at `buffer`) with the tile of `count`
-// positions from `base`: its values, and the factors of every position
-// (old_scale, weight). The `producers` threads (whole warps) that call it
-// share the work: `p` is the caller's index among them. `running` (every
-// producer's alike) is the maximum score before the tile, and after it on
-// return.
+// The scores of a tile, `count` positions of `l.group` heads, on
+// `producers` threads: a warp takes SCORE_POSITIONS positions of one head,
+// reading the keys from memory.
 template <int PER_LANE>
-__device__ void fill_tile(const float* q16, const u16* keys, const u16* values, int base, int count,
-                          float scale, F16AccumulatorTile& t, int b, u16* buffer, int p,
-                          int producers, float& running) {
+__device__ __forceinline__ void warp_scores(const u16* keys, int count, float scale,
+                                            const TileLayout& l, int p, int producers) {
     const int head_dim = PER_LANE * WARP;
     const int warp = p / WARP, lane = p % WARP, warps = producers / WARP;
-    const float minus_infinity = -__int_as_float(0x7f800000);
-#if ATTN_CLOCKS
-    if (p == 0 && base == 0) t.fill_clocks[0] = clock64();
-#endif
-    // Scores, SCORE_POSITIONS per warp at a time so their loads overlap.
-    for (int i = warp * SCORE_POSITIONS; i < count; i += warps * SCORE_POSITIONS) {
+    const int groups = (count + SCORE_POSITIONS - 1) / SCORE_POSITIONS;
+    for (int item = warp; item < l.group * groups; item += warps) {
+        const int head = item % l.group, i = item / l.group * SCORE_POSITIONS;
         float dots[SCORE_POSITIONS];
-        dots_f16_like_cpu<PER_LANE>(q16, keys + (u64)(base + i) * head_dim,
-                                    min(SCORE_POSITIONS, count - i), dots);
+        warp_dots_f16_like_cpu<PER_LANE>(l.queries + head * head_dim, keys + (u64)i * head_dim,
+                                         min(SCORE_POSITIONS, count - i), dots);
         if (lane == 0) {
 #pragma unroll
             for (int j = 0; j < SCORE_POSITIONS; ++j)
-                if (i + j < count) t.scores[i + j] = dots[j] * scale;
+                if (i + j < count) l.scores[head * l.tile + i + j] = dots[j] * scale;
         }
     }
-    // The values' copies, waited for at the end (started before the scores,
-    // they measured no faster).
-    copy_tile_values(values, base, count, head_dim, buffer, p, producers);
-#if ATTN_CLOCKS
-    if (p == 0 && base == 0) t.fill_clocks[1] = clock64();
-#endif
+}
+
+// The scores of a tile, `count` positions of `l.group` heads, on
+// `producers` threads, from its keys in shared memory (their copies waited
+// for here): a warp takes 32 positions of one head, a lane one position.
+template <int PER_LANE>
+__device__ __forceinline__ void lane_scores(int count, float scale, const TileLayout& l,
+                                            F16AccumulatorState& st, int p, int producers,
+                                            long long& since) {
+    const int head_dim = PER_LANE * WARP;
+    const int warp = p / WARP, lane = p % WARP, warps = producers / WARP;
+    copy_groups_wait<1>();  // the keys
     producer_barrier(producers);
-#if ATTN_CLOCKS
-    if (p == 0 && base == 0) t.fill_clocks[2] = clock64();
-#endif
+    fill_clock(st, p, 0, since);
+    const int chunks = (count + WARP - 1) / WARP;
+    for (int item = warp; item < l.group * chunks; item += warps) {
+        const int head = item % l.group, i = item / l.group * WARP + lane;
+        if (i < count)
+            l.scores[head * l.tile + i] =
+                dot_f16_like_cpu<PER_LANE>(l.queries + head * head_dim,
+                                           l.keys + i * (head_dim + KEY_PAD)) *
+                scale;
+    }
+}
+
+// Fills buffer `b` with the tile of `count` positions from `base` for the
+// block's `l.group` query heads: its values, and each head's factors of every
+// position (old_scale, weight). The `producers` threads (whole warps) that
+// call it share the work: `p` is the caller's index among them.
+//
+// Both ways to a score give the same bits. A lane per position takes the
+// fewest instructions (no shuffles), but each dot is one lane's long
+// sequence: it pays where every warp has whole chunks of 32 positions to
+// score (many heads, or few producer warps); a warp per position, sooner
+// done, takes tiles of few positions a warp (a lone head's first tile on
+// the whole block, a short context). A block of one head keeps the warps:
+// its shared memory then holds no keys, as small as its neighbours' in the
+// step, whose carveout it would otherwise change.
+template <int PER_LANE>
+__device__ void fill_tile(const u16* keys, const u16* values, int base, int count, float scale,
+                          const TileLayout& l, F16AccumulatorState& st, int b, int p,
+                          int producers) {
+    const int head_dim = PER_LANE * WARP;
+    const int warp = p / WARP, lane = p % WARP, warps = producers / WARP;
+    const int group = l.group, chunks = (count + WARP - 1) / WARP;
+    const float minus_infinity = -__int_as_float(0x7f800000);
+    long long since = ATTN_CLOCKS ? clock64() : 0;
+    const bool by_lanes = group > 1 && count >= 2 * WARP && group * chunks >= warps;
+    // The values' copies go after the keys' reads, which the scores wait for
+    // first: queued ahead of them, they delayed a short context's first fill.
+    u16* values_buffer = l.values + b * l.tile * head_dim;
+    if (by_lanes) {
+        copy_tile_rows(keys + (u64)base * head_dim, count, head_dim, head_dim + KEY_PAD, l.keys,
+                       p, producers);
+        copy_commit();
+        copy_tile_rows(values + (u64)base * head_dim, count, head_dim, head_dim, values_buffer, p,
+                       producers);
+        copy_commit();
+        lane_scores<PER_LANE>(count, scale, l, st, p, producers, since);
+    } else {
+        warp_scores<PER_LANE>(keys + (u64)base * head_dim, count, scale, l, p, producers);
+        copy_tile_rows(values + (u64)base * head_dim, count, head_dim, head_dim, values_buffer, p,
+                       producers);
+    }
+    producer_barrier(producers);
+    fill_clock(st, p, 1, since);
     // Each chunk of 32 positions' inclusive max by shuffles: the exclusive
     // one goes to old_scale for now, the chunk's to chunk_max.
-    for (int c = warp; c * WARP < count; c += warps) {
-        const int i = c * WARP + lane;
-        float inclusive = i < count ? t.scores[i] : minus_infinity;
+    for (int item = warp; item < group * chunks; item += warps) {
+        const int head = item % group, c = item / group, i = c * WARP + lane;
+        float inclusive = i < count ? l.scores[head * l.tile + i] : minus_infinity;
 #pragma unroll
         for (int o = 1; o < WARP; o <<= 1) {
             const float other = __shfl_up_sync(FULL_MASK, inclusive, o);
             if (lane >= o) inclusive = fmaxf(inclusive, other);
         }
         const float exclusive = __shfl_up_sync(FULL_MASK, inclusive, 1);
-        if (i < count) t.old_scale[b][i] = lane == 0 ? minus_infinity : exclusive;
-        if (lane == WARP - 1) t.chunk_max[c] = inclusive;
+        if (i < count) l.old_scale[(b * group + head) * l.tile + i] = lane == 0 ? minus_infinity : exclusive;
+        if (lane == WARP - 1) l.chunk_max[head * l.chunks + c] = inclusive;
     }
     producer_barrier(producers);
-#if ATTN_CLOCKS
-    if (p == 0 && base == 0) t.fill_clocks[3] = clock64();
-#endif
+    fill_clock(st, p, 2, since);
     // The maximum before position i: the running one, the earlier chunks'
     // and the exclusive one within its chunk (fmaxf skips NaN scores, as the
     // CPU's `score > max` does, so the order of the maxima does not matter).
-    for (int i = p; i < count; i += producers) {
-        float before = fmaxf(running, t.old_scale[b][i]);
-        for (int c = 0; c < i / WARP; ++c) before = fmaxf(before, t.chunk_max[c]);
-        const float score = t.scores[i];
+    for (int k = p; k < group * count; k += producers) {
+        const int head = k / count, i = k % count;
+        float* old_scale = l.old_scale + (b * group + head) * l.tile;
+        float* weight = l.weight + (b * group + head) * l.tile;
+        const float* chunk_max = l.chunk_max + head * l.chunks;
+        float before = fmaxf(st.running[b][head], old_scale[i]);
+        for (int c = 0; c < i / WARP; ++c) before = fmaxf(before, chunk_max[c]);
+        const float score = l.scores[head * l.tile + i];
         if (score > before) {
-            t.old_scale[b][i] = expf_libm_with(t.exp2_table, before - score);
-            t.weight[b][i] = 1.0f;
+            old_scale[i] = expf_libm_with(st.exp2_table, before - score);
+            weight[i] = 1.0f;
         } else {
-            t.old_scale[b][i] = 1.0f;
-            t.weight[b][i] = expf_libm_with(t.exp2_table, score - before);
+            old_scale[i] = 1.0f;
+            weight[i] = expf_libm_with(st.exp2_table, score - before);
         }
     }
-    // Every producer carries the running maximum past the tile.
-    for (int c = 0; c * WARP < count; ++c) running = fmaxf(running, t.chunk_max[c]);
+    // Each head's running maximum past the tile, for the next fill.
+    if (p < group) {
+        float running = st.running[b][p];
+        for (int c = 0; c < chunks; ++c) running = fmaxf(running, l.chunk_max[p * l.chunks + c]);
+        st.running[b ^ 1][p] = running;
+    }
+    fill_clock(st, p, 3, since);
     copy_values_wait();
-#if ATTN_CLOCKS
-    if (p == 0 && base == 0) t.fill_clocks[4] = clock64();
-#endif
+    fill_clock(st, p, 4, since);
 }
 
 // Positions per chunk of a lone decode row's canonical split (the CPU
@@ -477,39 +598,43 @@ __device__ void fill_tile(const float* q16, const u16* keys, const u16* values, 
 
 // Where the chunks of a split row leave their partial results: per (sequence,
 // head), `slots` of [max score, sum of weights, head_dim output values],
-// and a count of the chunks done (0 between launches).
+// and a count of the chunks done (0 between launches; a block of several
+// heads counts on its first head's).
 struct ChunkSplit {
     float* partials;
     unsigned* arrivals;
     int slots;
 };
 
-// The block's place in an f16-accumulator grid, whose x is [slot][row][head]
-// (chunk slots slowest), and the positions it walks, [lo, hi). A lone row
-// (one of its sequence's) whose context ends past KV_CHUNK positions is split
-// into the chunks of KV_CHUNK absolute positions its window touches: slot i
-// walks the i-th (`chunks` of them) and the last block to finish combines
-// them in chunk order (combine_chunks), the order the CPU backend uses. Any
-// other row walks all it sees on slot 0 (chunks = 0).
+// The block's place in an f16-accumulator grid, whose x is
+// [slot][row][head group] (chunk slots slowest; a group is `group`
+// consecutive query heads of one key/value head, from `head`), and the
+// positions it walks, [lo, hi). A lone row (one of its sequence's) whose
+// context ends past KV_CHUNK positions is split into the chunks of KV_CHUNK
+// absolute positions its window touches: slot i walks the i-th (`chunks` of
+// them) and the last block to finish combines them in chunk order
+// (combine_chunks), the order the CPU backend uses. Any other row walks all
+// it sees on slot 0 (chunks = 0).
 struct BlockSpan {
-    int row, head, slot;
+    int row, head, slot, group;
     int lo, hi;
     int chunks;
 };
 
 __device__ __forceinline__ BlockSpan block_span(const int* start, int heads, int window,
-                                                int chunk_slots) {
+                                                int chunk_slots, int group) {
     BlockSpan s;
-    const int rows_heads = gridDim.x / chunk_slots;
-    s.slot = blockIdx.x / rows_heads;
-    s.row = blockIdx.x % rows_heads / heads;
-    s.head = blockIdx.x % heads;
+    const int groups = heads / group, rows_groups = gridDim.x / chunk_slots;
+    s.group = group;
+    s.slot = blockIdx.x / rows_groups;
+    s.row = blockIdx.x % rows_groups / groups;
+    s.head = blockIdx.x % groups * group;
     const int position = *start + s.row;
     const int first = window > 0 ? max(0, position + 1 - window) : 0;
     s.lo = first;
     s.hi = position + 1;
     s.chunks = 0;
-    if (rows_heads == heads && position + 1 > KV_CHUNK) {
+    if (rows_groups == groups && position + 1 > KV_CHUNK) {
         const int chunk = first / KV_CHUNK + s.slot;
         s.chunks = position / KV_CHUNK - first / KV_CHUNK + 1;
         s.lo = max(first, chunk * KV_CHUNK);
@@ -547,33 +672,36 @@ __device__ __forceinline__ float combine_chunks(const float* partials, int chunk
     return out * inverse;
 }
 
-// The end of a split row's chunk: its partial result (`acc`, this thread's
-// f16 output element, and t.max, t.sum) to its slot, then, in the block
-// that finishes last, the combined output to `out` (the head's elements).
+// The end of a split row's chunk: each head's partial result (the chain
+// threads' f16 output elements `acc`, and the head's running maximum `max`
+// and sum) to its slot, then, in the block that finishes last, the combined
+// outputs to `out` (the group's heads' elements).
 __device__ __forceinline__ void finish_chunk(const BlockSpan& s, int head_dim, float acc,
-                                             ChunkSplit split, float* out,
-                                             F16AccumulatorTile& t) {
-    const float* partials = split.partials + (u64)s.head * split.slots * (head_dim + 2);
-    float* partial = (float*)partials + (u64)s.slot * (head_dim + 2);
-    if (threadIdx.x < head_dim) {
-        partial[2 + threadIdx.x] = acc;
-    } else if (threadIdx.x == head_dim) {
-        partial[0] = t.max;
-        partial[1] = t.sum;
+                                             const float* max, ChunkSplit split, float* out,
+                                             F16AccumulatorState& st) {
+    const int chains = s.group * head_dim, head = threadIdx.x / head_dim;
+    const int dim = threadIdx.x % head_dim, sum_head = threadIdx.x - chains;
+    auto partials = [&](int h) { return split.partials + (u64)(s.head + h) * split.slots * (head_dim + 2); };
+    if (threadIdx.x < chains) {
+        partials(head)[(u64)s.slot * (head_dim + 2) + 2 + dim] = acc;
+    } else if (sum_head < s.group) {
+        float* partial = partials(sum_head) + (u64)s.slot * (head_dim + 2);
+        partial[0] = max[sum_head];
+        partial[1] = st.sum[sum_head];
     }
     // Visible to the block that combines before it counts this one.
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) t.last = atomicAdd(split.arrivals + s.head, 1u) == (unsigned)(s.chunks - 1);
+    if (threadIdx.x == 0) st.last = atomicAdd(split.arrivals + s.head, 1u) == (unsigned)(s.chunks - 1);
     __syncthreads();
-    if (!t.last) return;
+    if (!st.last) return;
     __threadfence();
     if (threadIdx.x == 0) split.arrivals[s.head] = 0;
-    if (threadIdx.x < head_dim)
-        out[threadIdx.x] = combine_chunks(partials, s.chunks, head_dim, threadIdx.x, t.exp2_table);
+    if (threadIdx.x < chains)
+        out[threadIdx.x] = combine_chunks(partials(head), s.chunks, head_dim, dim, st.exp2_table);
 }
 
-// One (row, head) of attention_f16_accumulator; PER_LANE = head_dim / 32.
+// One (row, head group) of attention_f16_accumulator; PER_LANE = head_dim / 32.
 //
 // The CPU walks the positions in order: on a new maximum it rescales the f16
 // running output by exp(old max − score), else it weights the value by
@@ -581,102 +709,96 @@ __device__ __forceinline__ void finish_chunk(const BlockSpan& s, int head_dim, f
 // position takes, and its factors, depend only on the running maximum of the
 // scores before it, a prefix max computed here in parallel. What stays
 // sequential is each output element's own chain of f16 roundings, so each of
-// the first head_dim threads walks the positions for one element, reading
-// factors from shared memory; the next warp's first thread runs the sum of
-// weights, the same recurrence. The remaining warps (the producers) fill the
-// next tile's buffer meanwhile: scores, values, prefix max and factors.
-// `qr` is the block's query head.
+// the first group · head_dim threads walks the positions for one element of
+// one head, reading factors from shared memory; the next warp's first
+// `group` lanes run the heads' sums of weights, the same recurrence. The
+// remaining warps (the producers) fill the next tile's buffer meanwhile:
+// keys, values, scores, prefix max and factors, for every head of the group,
+// which share their key/value head's tiles. The queries are in shared memory
+// already.
 template <int PER_LANE>
-__device__ void attend_f16_accumulator(const float* qr, const u16* k_cache, const u16* v_cache,
-                                       const BlockSpan& s, int heads, int kv_heads, int capacity,
-                                       float scale, float* out, ChunkSplit split,
-                                       F16AccumulatorTile& t) {
+__device__ void attend_f16_accumulator(const u16* k_cache, const u16* v_cache, const BlockSpan& s,
+                                       int heads, int kv_heads, int capacity, float scale,
+                                       const TileLayout& l, float* out, ChunkSplit split,
+                                       F16AccumulatorState& st) {
     const int head_dim = PER_LANE * WARP;
-    const int tile = tile_positions(head_dim);
-    const int row = s.row, head = s.head;
-    const int lane = threadIdx.x % WARP;
     // With a window, the positions before it are skipped, as the CPU's
     // one-chunk path skips masked ones: the walk starts at s.lo.
     const int visible = s.hi - s.lo;
-    const int kv_head = head / (heads / kv_heads);
+    const int kv_head = s.head / (heads / kv_heads);
     const u16* keys = k_cache + ((u64)kv_head * capacity + s.lo) * head_dim;
     const u16* values = v_cache + ((u64)kv_head * capacity + s.lo) * head_dim;
-    const int first_producer = head_dim + WARP;
+    const int chains = s.group * head_dim;
+    const int first_producer = chains + WARP;
     const int producers = blockDim.x - first_producer;
     const int p = threadIdx.x - first_producer;  // the index among producers, if >= 0
+    const int head = threadIdx.x / head_dim, dim = threadIdx.x % head_dim;  // a chain thread's
+    const int sum_head = threadIdx.x - chains;                              // a sum lane's
+    const int tile = l.tile, tiles = (visible + tile - 1) / tile;
 #if ATTN_CLOCKS
+    if (threadIdx.x < 5) st.fill_clocks[threadIdx.x] = 0;
+    __syncthreads();
     const long long a0 = clock64();
 #endif
-    // The query rounded to f16 (held as the f32 of each half), lane's elements.
-    float q16[PER_LANE];
-#pragma unroll
-    for (int j = 0; j < PER_LANE; ++j) q16[j] = h2f(f2h(qr[j * WARP + lane]));
-#if ATTN_CLOCKS
-    const long long a1 = clock64() + (q16[0] != q16[0]);  // after the query's load
-#endif
-    float running = -__int_as_float(0x7f800000);  // the producers' running maximum
-    const int tiles = (visible + tile - 1) / tile;
     // The chain has nothing to walk before the first tile: every thread fills
     // it, the producers alone the later ones.
-    fill_tile<PER_LANE>(q16, keys, values, 0, min(tile, visible), scale, t, 0,
-                        tile_values(0, tile, head_dim), threadIdx.x, blockDim.x, running);
+    fill_tile<PER_LANE>(keys, values, 0, min(tile, visible), scale, l, st, 0, threadIdx.x,
+                        blockDim.x);
     __syncthreads();
 #if ATTN_CLOCKS
-    const long long a2 = clock64();
+    const long long a1 = clock64();
 #endif
     float acc = 0.0f;  // an f16 value, held as f32
     float sum = 0.0f;
     for (int k = 0; k < tiles; ++k) {
         const int b = k & 1, count = min(tile, visible - k * tile);
-        const TileBuffer buffer = {tile_values(b, tile, head_dim), t.old_scale[b], t.weight[b]};
-        if (threadIdx.x < head_dim) {
-            acc = count == tile ? accumulate_tile(buffer, count, head_dim, threadIdx.x, acc)
-                                : accumulate_plain(buffer, count, head_dim, threadIdx.x, acc);
-        } else if (threadIdx.x == head_dim) {
-            sum = accumulate_weights(buffer, count, sum);
+        if (threadIdx.x < chains) {
+            const TileBuffer buffer = tile_buffer(l, b, head, head_dim);
+            acc = count == tile ? accumulate_tile(buffer, count, head_dim, dim, acc)
+                                : accumulate_plain(buffer, count, head_dim, dim, acc);
+        } else if (sum_head < s.group) {
+            sum = accumulate_weights(tile_buffer(l, b, sum_head, head_dim), count, sum);
         } else if (p >= 0 && k + 1 < tiles) {
             const int next = (k + 1) * tile;
-            fill_tile<PER_LANE>(q16, keys, values, next, min(tile, visible - next), scale, t, b ^ 1,
-                                tile_values(b ^ 1, tile, head_dim), p, producers, running);
+            fill_tile<PER_LANE>(keys, values, next, min(tile, visible - next), scale, l, st, b ^ 1,
+                                p, producers);
         }
         __syncthreads();
     }
-    if (threadIdx.x == head_dim) t.sum = sum;
-    if (p == 0) t.max = running;
-#if ATTN_CLOCKS
-    const long long a3 = clock64() + (acc != acc);  // after the chain
-#endif
+    if (sum_head >= 0 && sum_head < s.group) st.sum[sum_head] = sum;
     __syncthreads();
+#if ATTN_CLOCKS
+    const long long a2 = clock64();
+#endif
+    // The heads' largest scores: the running maxima past the last tile.
+    const float* max = st.running[tiles & 1];
     // One chunk's partial result, combined alone, is the plain output: the
     // same bits, so only rows of several chunks take the detour.
     if (s.chunks > 1) {
-        finish_chunk(s, head_dim, acc, split, out + (u64)head * head_dim, t);
-        return;
-    }
-    if (threadIdx.x < head_dim) {
-        const float inverse = t.sum == 0.0f ? 0.0f : 1.0f / t.sum;
-        out[(u64)row * heads * head_dim + head * head_dim + threadIdx.x] = acc * inverse;
+        finish_chunk(s, head_dim, acc, max, split, out + (u64)s.head * head_dim, st);
+    } else if (threadIdx.x < chains) {
+        const float inverse = st.sum[head] == 0.0f ? 0.0f : 1.0f / st.sum[head];
+        out[((u64)s.row * heads + s.head) * head_dim + threadIdx.x] = acc * inverse;
     }
 #if ATTN_CLOCKS
-    if ((blockIdx.x == 0 || blockIdx.x == gridDim.x / 2) && threadIdx.x == 0 && gridDim.y == 1) {
-        const long long* f = t.fill_clocks;
-        printf("aclk %d q %lld skew %lld scores %lld bar %lld scan %lld factors %lld handoff %lld "
-               "walk %lld out %lld\n",
-               visible, a1 - a0, f[0] - a1, f[1] - f[0], f[2] - f[1], f[3] - f[2], f[4] - f[3],
-               a2 - f[4], a3 - max(a2, f[4]), clock64() - a3);
+    if ((blockIdx.x == 0 || blockIdx.x == gridDim.x / 2) && blockIdx.y == 0 && threadIdx.x == 0) {
+        const long long* f = st.fill_clocks;
+        printf("aclk %d group %d first-fill %lld walk %lld end %lld fills: keys %lld scores %lld "
+               "maxima %lld factors %lld values %lld\n",
+               visible, s.group, a1 - a0, a2 - a1, clock64() - a2, f[0], f[1], f[2], f[3], f[4]);
     }
 #endif
 }
 
 // attend_f16_accumulator for a head size known only at run time.
 __device__ __forceinline__ void attend_f16_accumulator_any(
-    const float* qr, const u16* k_cache, const u16* v_cache, const BlockSpan& s, int heads,
-    int kv_heads, int head_dim, int capacity, float scale, float* out, ChunkSplit split,
-    F16AccumulatorTile& tile) {
+    const u16* k_cache, const u16* v_cache, const BlockSpan& s, int heads, int kv_heads,
+    int head_dim, int capacity, float scale, const TileLayout& l, float* out, ChunkSplit split,
+    F16AccumulatorState& st) {
 #define ATTEND_F16(N)                                                                          \
     case N:                                                                                    \
-        attend_f16_accumulator<N>(qr, k_cache, v_cache, s, heads, kv_heads, capacity, scale,   \
-                                  out, split, tile);                                           \
+        attend_f16_accumulator<N>(k_cache, v_cache, s, heads, kv_heads, capacity, scale, l,    \
+                                  out, split, st);                                             \
         break;
     switch (head_dim / WARP) {
         ATTEND_F16(1)
@@ -691,17 +813,12 @@ __device__ __forceinline__ void attend_f16_accumulator_any(
 #undef ATTEND_F16
 }
 
-// The query head of this block's (row, head): rows of q are q_stride apart.
-__device__ __forceinline__ const float* block_query(const float* q, int q_stride,
-                                                    const BlockSpan& s, int head_dim) {
-    return q + (u64)s.row * q_stride + s.head * head_dim;
-}
-
-// The expf table into shared memory, by the block's last warp (producers,
-// which read it after their barriers): a constant, so before the wait.
-__device__ __forceinline__ void load_exp2_table(F16AccumulatorTile& t) {
-    const int i = threadIdx.x - (blockDim.x - WARP);
-    if (i >= 0) t.exp2_table[i] = EXP2_32ND[i];
+// The block's query heads (rows of q are q_stride apart), rounded to f16,
+// into shared memory.
+__device__ __forceinline__ void load_queries(const float* q, int q_stride, const BlockSpan& s,
+                                             int head_dim, const TileLayout& l) {
+    const float* qr = q + (u64)s.row * q_stride + (u64)s.head * head_dim;
+    for (int i = threadIdx.x; i < s.group * head_dim; i += blockDim.x) l.queries[i] = h2f(f2h(qr[i]));
 }
 
 // Tiles of keys and values a block asks L2 for before the wait
@@ -713,19 +830,20 @@ __device__ __forceinline__ void load_exp2_table(F16AccumulatorTile& t) {
 
 // Asks L2 for the keys and values of the first tiles the block walks (from
 // s.lo), the first reads after the wait: older positions were written by
-// earlier steps and are mostly out of L2 by now. The query heads of a
-// key/value head read the same positions, so each of their blocks asks for
-// its share of the lines: fewer requests ahead of the block's own reads.
+// earlier steps and are mostly out of L2 by now. The blocks of a key/value
+// head read the same positions, so each asks for its share of the lines:
+// fewer requests ahead of the block's own reads.
 __device__ __forceinline__ void prefetch_first_tiles(const u16* k_cache, const u16* v_cache,
                                                      const BlockSpan& s, int heads, int kv_heads,
-                                                     int head_dim, int capacity) {
-    const int group = heads / kv_heads, member = s.head % group;
-    const int positions = min(ATTN_PREFETCH_TILES * tile_positions(head_dim), s.hi - s.lo);
+                                                     int head_dim, int capacity, int tile) {
+    const int per_kv_head = heads / kv_heads, sharers = per_kv_head / s.group;
+    const int member = s.head % per_kv_head / s.group;
+    const int positions = min(ATTN_PREFETCH_TILES * tile, s.hi - s.lo);
     const u64 bytes = (u64)positions * head_dim * 2;
-    const u64 share = ((bytes + group - 1) / group + 127) & ~(u64)127;
+    const u64 share = ((bytes + sharers - 1) / sharers + 127) & ~(u64)127;
     const u64 begin = share * member;
     if (begin >= bytes) return;
-    const u64 first = ((u64)(s.head / group) * capacity + s.lo) * head_dim;
+    const u64 first = ((u64)(s.head / per_kv_head) * capacity + s.lo) * head_dim;
     prefetch_l2((const u8*)(k_cache + first) + begin, min(share, bytes - begin));
     prefetch_l2((const u8*)(v_cache + first) + begin, min(share, bytes - begin));
 }
@@ -745,22 +863,24 @@ __device__ __forceinline__ ChunkSplit sequence_split(float* partials, unsigned* 
 __device__ __forceinline__ bool too_few_slots(const BlockSpan& s, int chunk_slots, float* out,
                                               int heads, int head_dim) {
     if (s.chunks <= chunk_slots) return false;
-    if (s.slot == 0 && threadIdx.x < head_dim)
-        out[(u64)s.row * heads * head_dim + s.head * head_dim + threadIdx.x] = __int_as_float(0x7fc00000);
+    if (s.slot == 0 && threadIdx.x < s.group * head_dim)
+        out[((u64)s.row * heads + s.head) * head_dim + threadIdx.x] = __int_as_float(0x7fc00000);
     return true;
 }
 
 // The f16-accumulator kernels' start: false for a block with nothing to
-// walk; else it asks L2 for its first tiles and loads the expf table, then
-// waits for the previous kernel.
+// walk; else it asks L2 for its first tiles, loads the expf table and clears
+// the running maxima, then waits for the previous kernel.
 __device__ __forceinline__ bool begin_f16_block(const BlockSpan& s, int chunk_slots, float* out,
                                                 int heads, int kv_heads, int head_dim,
-                                                int capacity, const u16* k_cache,
+                                                int capacity, int tile, const u16* k_cache,
                                                 const u16* v_cache, int l2_prefetch,
-                                                F16AccumulatorTile& tile) {
+                                                F16AccumulatorState& st) {
     if (span_idle(s) || too_few_slots(s, chunk_slots, out, heads, head_dim)) return false;
-    if (l2_prefetch) prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity);
-    load_exp2_table(tile);
+    if (l2_prefetch)
+        prefetch_first_tiles(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity, tile);
+    if (threadIdx.x < WARP) st.exp2_table[threadIdx.x] = EXP2_32ND[threadIdx.x];
+    if (threadIdx.x < s.group) st.running[0][threadIdx.x] = -__int_as_float(0x7f800000);
     allow_next_kernel();
     wait_for_previous_kernel();
     return true;
@@ -769,121 +889,113 @@ __device__ __forceinline__ bool begin_f16_block(const BlockSpan& s, int chunk_sl
 // Attention for fewer than 64 rows, as llama.cpp's CPU flash attention
 // (one_chunk) computes it: the query rounded to f16, each score an f16 dot in
 // f32, online softmax over the positions in order with the running output kept
-// in f16 (rounded after every rescale and every multiply-add). One block of 512
-// threads per (chunk slot, row, head); see attend_f16_accumulator for how it
-// is spread and BlockSpan for the chunks of a lone row's long context.
-extern "C" __global__ void attention_f16_accumulator(const float* q, int q_stride,
-                                                     const u16* k_cache, const u16* v_cache,
-                                                     const int* start, int heads, int kv_heads,
-                                                     int head_dim, int capacity, float scale,
-                                                     int window, float* out, int l2_prefetch,
-                                                     float* partials, unsigned* arrivals,
-                                                     int chunk_slots) {
-    __shared__ F16AccumulatorTile tile;
+// in f16 (rounded after every rescale and every multiply-add). One block per
+// (chunk slot, row, group of `group` query heads of one key/value head), its
+// tiles `tile` positions; see attend_f16_accumulator for how it is spread and
+// BlockSpan for the chunks of a lone row's long context.
+extern "C" __global__ void __launch_bounds__(F16_MAX_THREADS) attention_f16_accumulator(
+    const float* q, int q_stride, const u16* k_cache, const u16* v_cache, const int* start,
+    int heads, int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
+    int l2_prefetch, float* partials, unsigned* arrivals, int chunk_slots, int group, int tile) {
+    __shared__ F16AccumulatorState st;
     // `start` comes from the host (copied before the step's kernels run), so
     // it may be read before the wait.
-    const BlockSpan s = block_span(start, heads, window, chunk_slots);
-    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
-                         v_cache, l2_prefetch, tile))
+    const BlockSpan s = block_span(start, heads, window, chunk_slots, group);
+    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, tile, k_cache,
+                         v_cache, l2_prefetch, st))
         return;
+    const TileLayout l = tile_layout(tile, group, head_dim);
+    load_queries(q, q_stride, s, head_dim, l);
+    __syncthreads();
     const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, 0);
-    attend_f16_accumulator_any(block_query(q, q_stride, s, head_dim), k_cache, v_cache, s, heads,
-                               kv_heads, head_dim, capacity, scale, out, split, tile);
+    attend_f16_accumulator_any(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity, scale, l,
+                               out, split, st);
 }
 
 // attention_f16_accumulator for a lone decode step (one row at *start) whose
 // queries and keys still need their per-head norms and RoPE
-// (rope_store_kv's arithmetic, so the same bits): the block's first warp
-// prepares its query head in shared memory, the second its key head and
-// the third its values, written into the caches (every block of a
-// key/value head writes the same bytes, before any of its reads) — one
-// launch instead of two on the step's critical path.
-extern "C" __global__ void attention_f16_accumulator_rope(
+// (rope_store_kv's arithmetic, so the same bits): the block's first `group`
+// warps prepare its query heads in shared memory, the next its key head and
+// the next its values, written into the caches (every block of a key/value
+// head writes the same bytes, before any of its reads) — one launch instead
+// of two on the step's critical path.
+extern "C" __global__ void __launch_bounds__(F16_MAX_THREADS) attention_f16_accumulator_rope(
     const float* qkv, int q_stride, u16* k_cache, u16* v_cache, const int* start, int heads,
     int kv_heads, int head_dim, int capacity, float scale, int window, float* out,
-    int l2_prefetch, float* partials, unsigned* arrivals, int chunk_slots, const float2* cos_sin,
-    const float* q_norm, const float* k_norm, float eps, int halves, float query_scale) {
-    __shared__ F16AccumulatorTile tile;
-    __shared__ float query[MAX_HEAD_DIM];
-#if ATTN_CLOCKS
-    const long long r0 = clock64();
-#endif
-    const BlockSpan s = block_span(start, heads, window, chunk_slots);
+    int l2_prefetch, float* partials, unsigned* arrivals, int chunk_slots, int group, int tile,
+    const float2* cos_sin, const float* q_norm, const float* k_norm, float eps, int halves,
+    float query_scale) {
+    __shared__ F16AccumulatorState st;
+    const BlockSpan s = block_span(start, heads, window, chunk_slots, group);
     // The rotation's inputs are constants, read right after the wait.
     if (l2_prefetch) {
         prefetch_l1(cos_sin + (u64)*start * (head_dim / 2), (u64)head_dim * 4);
         if (q_norm) prefetch_l1(q_norm, (u64)head_dim * 4);
         if (k_norm) prefetch_l1(k_norm, (u64)head_dim * 4);
     }
-    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
-                         v_cache, l2_prefetch, tile))
+    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, tile, k_cache,
+                         v_cache, l2_prefetch, st))
         return;
-#if ATTN_CLOCKS
-    const long long r1 = clock64();
-#endif
-    const int head = s.head, kv_head = head / (heads / kv_heads);
+    const TileLayout l = tile_layout(tile, group, head_dim);
+    const int kv_head = s.head / (heads / kv_heads);
     const int pos = *start, warp = threadIdx.x / WARP;
     const int q_width = heads * head_dim, kv_width = kv_heads * head_dim;
     const float2* table = cos_sin + (u64)pos * (head_dim / 2);
     const u64 at = ((u64)kv_head * capacity + pos) * head_dim;
-    if (warp == 0) {
-        norm_rope_head(qkv + head * head_dim, q_norm, eps, head_dim, halves, table,
+    if (warp < group) {
+        float* query = l.queries + warp * head_dim;
+        norm_rope_head(qkv + (s.head + warp) * head_dim, q_norm, eps, head_dim, halves, table,
                        [&](int a, int b, float r0, float r1) {
-                           query[a] = __fmul_rn(r0, query_scale);
-                           query[b] = __fmul_rn(r1, query_scale);
+                           query[a] = h2f(f2h(__fmul_rn(r0, query_scale)));
+                           query[b] = h2f(f2h(__fmul_rn(r1, query_scale)));
                        });
-    } else if (warp == 1) {
+    } else if (warp == group) {
         norm_rope_head(qkv + q_width + kv_head * head_dim, k_norm, eps, head_dim, halves, table,
                        [&](int a, int b, float r0, float r1) {
                            k_cache[at + a] = f2h(r0);
                            k_cache[at + b] = f2h(r1);
                        });
-    } else if (warp == 2) {
+    } else if (warp == group + 1) {
         store_head_f16(qkv + q_width + kv_width + kv_head * head_dim, v_cache + at, head_dim);
     }
-    // The values are read back through L2 (cp.async.cg): the writes must be
-    // there, not only in this multiprocessor's view, before the barrier.
-#if ATTN_CLOCKS
-    const long long r2 = clock64() + (query[threadIdx.x % WARP] != query[threadIdx.x % WARP]);
-#endif
-    if (warp == 1 || warp == 2) __threadfence();
+    // The keys and values are read back through L2 (cp.async.cg): the writes
+    // must be there, not only in this multiprocessor's view, before the
+    // barrier.
+    if (warp == group || warp == group + 1) __threadfence();
     __syncthreads();
-#if ATTN_CLOCKS
-    // "rclk": to the wait's end, the query's norm and rotation (thread 0),
-    // then to the barrier after the keys' and values' stores.
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        printf("rclk %d wait %lld query %lld stores %lld\n", pos, r1 - r0, r2 - r1, clock64() - r2);
-#endif
     const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, 0);
-    attend_f16_accumulator_any(query, k_cache, v_cache, s, heads, kv_heads, head_dim, capacity,
-                               scale, out, split, tile);
+    attend_f16_accumulator_any(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity, scale, l,
+                               out, split, st);
 }
 
 // attention_f16_accumulator for a decode step of several sequences at once:
-// gridDim.y sequences, each with gridDim.x / (heads · chunk_slots) rows of q
-// and out (after the previous sequences'), its start at start[blockIdx.y],
-// its caches in the tables and its split state after the previous
-// sequences'. A separate kernel so the lone step's stays as lean as it was.
-extern "C" __global__ void attention_f16_accumulator_batched(
+// gridDim.y sequences, each with gridDim.x / (heads / group · chunk_slots)
+// rows of q and out (after the previous sequences'), its start at
+// start[blockIdx.y], its caches in the tables and its split state after the
+// previous sequences'.
+extern "C" __global__ void __launch_bounds__(F16_MAX_THREADS) attention_f16_accumulator_batched(
     const float* q, int q_stride, const u16* const* k_tables, const u16* const* v_tables,
     const int* start, int heads, int kv_heads, int head_dim, int capacity, float scale,
     int window, float* out, int l2_prefetch, float* partials, unsigned* arrivals,
-    int chunk_slots) {
-    __shared__ F16AccumulatorTile tile;
+    int chunk_slots, int group, int tile) {
+    __shared__ F16AccumulatorState st;
     // The tables, like the starts, come from the host.
-    const u64 b = blockIdx.y, rows = gridDim.x / chunk_slots / heads;
+    const u64 b = blockIdx.y, rows = gridDim.x / chunk_slots / (heads / group);
     start += b;
     q += b * rows * q_stride;
     out += b * rows * heads * head_dim;
-    const BlockSpan s = block_span(start, heads, window, chunk_slots);
+    const BlockSpan s = block_span(start, heads, window, chunk_slots, group);
     const u16* k_cache = k_tables[b];
     const u16* v_cache = v_tables[b];
-    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, k_cache,
-                         v_cache, l2_prefetch, tile))
+    if (!begin_f16_block(s, chunk_slots, out, heads, kv_heads, head_dim, capacity, tile, k_cache,
+                         v_cache, l2_prefetch, st))
         return;
+    const TileLayout l = tile_layout(tile, group, head_dim);
+    load_queries(q, q_stride, s, head_dim, l);
+    __syncthreads();
     const ChunkSplit split = sequence_split(partials, arrivals, chunk_slots, heads, head_dim, b);
-    attend_f16_accumulator_any(block_query(q, q_stride, s, head_dim), k_cache, v_cache, s, heads,
-                               kv_heads, head_dim, capacity, scale, out, split, tile);
+    attend_f16_accumulator_any(k_cache, v_cache, s, heads, kv_heads, head_dim, capacity, scale, l,
+                               out, split, st);
 }
 
 // Attention for 64 rows or more, in f32 (llama.cpp's tiled CPU path): one warp

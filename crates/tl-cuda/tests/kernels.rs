@@ -954,7 +954,8 @@ fn qk_norms_and_half_head_pairs_match_the_reference() {
 /// (`attention_f16_accumulator_rope`) against `rope_store_kv` then
 /// `attention_f16_accumulator`: the same output, keys and values bit for bit,
 /// for Gemma 3's heads (per-head norms, a window), Qwen3's (per-head norms,
-/// half-head pairs) and plain ones with scaled queries, after caches of
+/// half-head pairs), plain ones with scaled queries and TinyLlama's (32 on
+/// 4, whose blocks serve two query heads at depth 4100), after caches of
 /// several depths.
 #[test]
 fn rotation_in_the_attention_launch_equals_its_own_launch() {
@@ -963,6 +964,8 @@ fn rotation_in_the_attention_launch_equals_its_own_launch() {
     let gemma = heads(4, 1, 256);
     let qwen3 = heads(16, 8, 128);
     let plain = heads(6, 2, 64);
+    // TinyLlama's heads: at depth 4100, blocks of two query heads.
+    let grouped = heads(32, 4, 64);
     // (heads, per-head norms, half-head pairs, query scale, window)
     let cases = [
         (gemma, true, true, 0.0625, Some(32)),
@@ -970,9 +973,10 @@ fn rotation_in_the_attention_launch_equals_its_own_launch() {
         (qwen3, true, true, 1.0, None),
         (plain, false, false, 0.125, None),
         (plain, false, true, 1.0, Some(100)),
+        (grouped, true, false, 1.0, None),
     ];
     for (h, norms, halves, query_scale, window) in cases {
-        let capacity = 400;
+        let capacity = 4200;
         let (q_width, kv_width) = (h.heads * h.head_dim, h.kv_heads * h.head_dim);
         let qkv_width = q_width + 2 * kv_width;
         let table = test_rope_table(capacity, h.head_dim, 0.29);
@@ -999,7 +1003,7 @@ fn rotation_in_the_attention_launch_equals_its_own_launch() {
             .map(|&v| f16::from_f32(v).to_bits())
             .collect();
         let (earlier_keys, earlier_values) = earlier.split_at(h.cache_len(capacity));
-        for position in [0usize, 9, 130, 333] {
+        for position in [0usize, 9, 130, 333, 4100] {
             let qkv = rng.vec(qkv_width);
             let start = Buffer::from_host(&gpu, &[position as i32]).unwrap();
             let run = |fused: bool| {

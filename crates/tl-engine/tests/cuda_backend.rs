@@ -685,11 +685,20 @@ fn small_batch_attention_matches_the_cpu_arithmetic() {
     use tl_cuda::ops::attention::Heads;
     let Some(gpu) = gpu() else { return };
     // Heads of 64, 128 and 256, in tiles of 128 positions (fewer where the
-    // card has less shared memory).
-    for head_dim in [64, 128, 256] {
+    // card has less shared memory); then TinyLlama's (32 on 4) and
+    // Qwen3-0.6B's (16 of 128 on 8), whose launches past the GPU's
+    // multiprocessors serve several query heads a block.
+    let shapes = [
+        (6, 2, 64),
+        (6, 2, 128),
+        (6, 2, 256),
+        (32, 4, 64),
+        (16, 8, 128),
+    ];
+    for (heads, kv_heads, head_dim) in shapes {
         let h = Heads {
-            heads: 6,
-            kv_heads: 2,
+            heads,
+            kv_heads,
             head_dim,
         };
         attention_matches_the_cpu_for(&gpu, h);
@@ -703,7 +712,7 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
         attention_f16_accumulator, chunk_slots, AttentionBatch, LayerCache, SplitBuffers,
     };
     use tl_cuda::Buffer;
-    let capacity = 2600;
+    let capacity = 4200;
     let mut seed = 7u64;
     let mut unit = move || {
         seed = seed
@@ -740,8 +749,10 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
         (1023, 1),
         (1024, 1),
         (2300, 1),
+        (4100, 1),
         (10, 63),
         (700, 5),
+        (1000, 20),
     ] {
         let q: Vec<f32> = (0..rows * q_width).map(|_| unit() * 3.0).collect();
         let qb = Buffer::from_host(gpu, &q).unwrap();
@@ -785,7 +796,10 @@ fn attention_matches_the_cpu_for(gpu: &tl_cuda::Gpu, h: tl_cuda::ops::attention:
             }
         }
         let d = h.head_dim;
-        let what = format!("heads of {d}, {rows} rows from position {start}");
+        let what = format!(
+            "{} heads of {d} on {}, {rows} rows from position {start}",
+            h.heads, h.kv_heads
+        );
         assert_same_bits(&got, &want, &what);
         eprintln!("{what}: the CPU's bits");
     }

@@ -7,27 +7,28 @@ use crate::ops::{blocks_for, int, l2_prefetch_level};
 
 /// Warps per block of the attention kernels (`ATTN_WARPS` in attention.cu).
 const WARPS: usize = 4;
-/// Threads per (row, head) of the f16-accumulator kernel: one per output
-/// element of the largest head, a warp for the sum of weights, and at least
-/// one warp more that fills the next tile (scores, values, factors).
+/// Threads per block of an f16-accumulator launch of one head a block with
+/// few blocks: one per output element of the largest head, a warp for the
+/// sum of weights, and at least one warp more that fills the next tile
+/// (keys, values, scores, factors).
 const F16_ACCUMULATOR_THREADS: u32 = 512;
 const _: () = assert!(F16_ACCUMULATOR_THREADS as usize >= MAX_HEAD_DIM + 64);
-/// Threads per block of a launch of many blocks (a split long context's
-/// chunks, many sequences or prompt rows) for heads of up to 128 values:
-/// they then run two to a multiprocessor (the kernel holds about 96
-/// registers a thread), each with fewer producers.
+/// Threads per block of a launch of one head a block with many blocks for
+/// heads of up to 128 values: they then run two to a multiprocessor, each
+/// with fewer producers.
 const SPLIT_THREADS: u32 = 320;
+/// Chain threads (query heads × head size) a block of several heads holds
+/// at most.
+const F16_GROUP_CHAINS: usize = 512;
+/// Producer threads of a block of several heads.
+const F16_GROUP_PRODUCERS: usize = 96;
+/// The most query heads a block serves (`MAX_GROUP` in attention.cu).
+const F16_MAX_GROUP: usize = 16;
+/// The most threads an f16-accumulator block has (`F16_MAX_THREADS`, the
+/// kernels' launch bound, which must match).
+const F16_MAX_THREADS: usize = F16_GROUP_CHAINS + 32 + F16_GROUP_PRODUCERS;
+const _: () = assert!(F16_ACCUMULATOR_THREADS as usize <= F16_MAX_THREADS);
 
-/// Threads per block of an f16-accumulator launch of `blocks` blocks and
-/// `slots` chunk slots on `gpu`.
-fn f16_accumulator_threads(gpu: &Gpu, head_dim: usize, slots: usize, blocks: usize) -> u32 {
-    let many = slots > 1 || blocks > gpu.info().multiprocessors;
-    if many && head_dim + 2 * 32 + 64 <= SPLIT_THREADS as usize {
-        SPLIT_THREADS
-    } else {
-        F16_ACCUMULATOR_THREADS
-    }
-}
 /// The largest head the kernels hold in registers (`MAX_HEAD_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
 
@@ -36,32 +37,114 @@ pub const MAX_HEAD_DIM: usize = 256;
 /// whole block in one go, however large the heads; smaller heads keep 32
 /// KiB of values a tile pair (256 positions for heads of 32).
 const F16_TILE_POSITIONS: usize = 128;
-/// The most positions a tile takes (`MAX_TILE_POSITIONS`).
+/// The most positions a tile takes.
 const F16_TILE_MOST_POSITIONS: usize = 256;
 /// The f16-accumulator kernels' static shared memory, with room to spare
-/// (factors, scores and the rope kernel's query: 7.3 KiB).
-const F16_TILE_STATIC_SHARED: usize = 8 * 1024;
+/// (the expf table, the heads' maxima and sums: under 0.5 KiB).
+const F16_TILE_STATIC_SHARED: usize = 1024;
+/// Halves after each key row in shared memory (`KEY_PAD`).
+const KEY_PAD: usize = 8;
 
-/// Dynamic shared memory of an f16-accumulator launch for heads of
-/// `head_dim`: two tiles' f16 values (the kernel derives the tile from it),
-/// the tiles halved until they fit in `shared_limit` bytes a block.
-fn f16_tile_bytes(head_dim: usize, shared_limit: usize) -> u32 {
-    let pair_bytes = |positions: usize| 2 * positions * head_dim * 2;
-    let mut positions = F16_TILE_POSITIONS
-        .max(8192 / head_dim.max(1))
-        .min(F16_TILE_MOST_POSITIONS);
-    while positions > 1 && pair_bytes(positions) + F16_TILE_STATIC_SHARED > shared_limit {
-        positions /= 2;
-    }
-    pair_bytes(positions) as u32
+/// Dynamic shared memory of an f16-accumulator block of `group` query heads
+/// of `head_dim` with tiles of `tile` positions, laid out as `tile_layout`
+/// in attention.cu: two tiles' f16 values, one tile's keys in padded rows
+/// (blocks of several heads), the f32 queries, two tiles' factors, the
+/// scores and each chunk of 32 positions' maximum.
+fn f16_shared_bytes(head_dim: usize, group: usize, tile: usize) -> usize {
+    let values = 2 * tile * head_dim * 2;
+    let keys = if group > 1 {
+        tile * (head_dim + KEY_PAD) * 2
+    } else {
+        0
+    };
+    let floats = group * head_dim + 5 * group * tile + group * tile.div_ceil(32);
+    values + keys + 4 * floats
 }
 
-/// [`f16_tile_bytes`] on `gpu`.
-fn f16_tile_shared(gpu: &Gpu, head_dim: usize) -> u32 {
-    f16_tile_bytes(
-        head_dim,
-        gpu.info().shared_per_block_optin.max(DEFAULT_SHARED_LIMIT),
-    )
+/// The tile (positions) of an f16-accumulator block and its dynamic shared
+/// memory: F16_TILE_POSITIONS (more for small heads), halved until the
+/// block fits in `shared_limit` bytes.
+fn f16_tile(head_dim: usize, group: usize, shared_limit: usize) -> (usize, u32) {
+    let mut tile = F16_TILE_POSITIONS
+        .max(8192 / head_dim.max(1))
+        .min(F16_TILE_MOST_POSITIONS);
+    while tile > 1
+        && f16_shared_bytes(head_dim, group, tile) + F16_TILE_STATIC_SHARED > shared_limit
+    {
+        tile /= 2;
+    }
+    (tile, f16_shared_bytes(head_dim, group, tile) as u32)
+}
+
+/// Query heads per block of an f16-accumulator launch whose one-head blocks
+/// would number `blocks`: the most heads of one key/value head that fit
+/// F16_GROUP_CHAINS chain threads and still leave a block for every
+/// multiprocessor, so that the key/value head's tiles are copied and
+/// scored once for them all; one where no group does (a lone short decode
+/// step, whose heads then run side by side). Larger groups measured slower
+/// there: a block's few producer warps then fall behind its chains.
+fn f16_group(h: &Heads, blocks: usize, multiprocessors: usize) -> usize {
+    let per_kv_head = h.heads / h.kv_heads;
+    (1..=per_kv_head.min(F16_MAX_GROUP))
+        .filter(|g| {
+            per_kv_head.is_multiple_of(*g)
+                && g * h.head_dim <= F16_GROUP_CHAINS
+                && blocks / g >= multiprocessors
+        })
+        .max()
+        .unwrap_or(1)
+}
+
+/// How an f16-accumulator launch spreads its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct F16Launch {
+    /// Blocks along x: slots × rows × heads / group.
+    blocks: u32,
+    threads: u32,
+    shared: u32,
+    group: usize,
+    tile: usize,
+}
+
+impl F16Launch {
+    /// The launch of `rows` rows of each of `sequences` sequences over
+    /// `slots` chunk slots on a GPU of `multiprocessors` and `shared_limit`
+    /// bytes of shared memory a block.
+    fn new(
+        h: &Heads,
+        slots: usize,
+        rows: usize,
+        sequences: usize,
+        multiprocessors: usize,
+        shared_limit: usize,
+    ) -> Self {
+        let single = slots * rows * h.heads;
+        // A split row's chunks fill at least half its slots (a power of two).
+        let working = slots.div_ceil(2) * rows * h.heads * sequences;
+        let group = f16_group(h, working, multiprocessors);
+        let threads = if group > 1 {
+            (group * h.head_dim + 32 + F16_GROUP_PRODUCERS).max(SPLIT_THREADS as usize) as u32
+        } else if (slots > 1 || single * sequences > multiprocessors)
+            && h.head_dim + 2 * 32 + 64 <= SPLIT_THREADS as usize
+        {
+            SPLIT_THREADS
+        } else {
+            F16_ACCUMULATOR_THREADS
+        };
+        let (tile, shared) = f16_tile(h.head_dim, group, shared_limit);
+        F16Launch {
+            blocks: (single / group) as u32,
+            threads,
+            shared,
+            group,
+            tile,
+        }
+    }
+
+    /// The kernels' last two launch arguments: group and tile.
+    fn args(&self) -> [Arg; 2] {
+        [Arg::I32(self.group as i32), Arg::I32(self.tile as i32)]
+    }
 }
 
 /// The attention geometry of a model.
@@ -458,7 +541,7 @@ pub fn attention_f16_accumulator(
     let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG); // one block per (row, head) needs no row count
     args.push(Arg::I32(l2_prefetch_level(gpu)));
-    let (blocks, slots) = push_split(&mut args, split, batch, 1)?;
+    let launch = push_split(gpu, &mut args, split, batch, 1)?;
     // SAFETY: matches attention_f16_accumulator's signature; queries and output
     // are checked for `rows` rows, the split buffers for the slots, and
     // positions read stay below *start + rows <= capacity (the host checks
@@ -467,24 +550,25 @@ pub fn attention_f16_accumulator(
     unsafe {
         gpu.launch_dependent(
             "attention_f16_accumulator",
-            (blocks, 1),
-            f16_accumulator_threads(gpu, batch.heads.head_dim, slots, blocks as usize),
-            f16_tile_shared(gpu, batch.heads.head_dim),
+            (launch.blocks, 1),
+            launch.threads,
+            launch.shared,
             &args,
         )
     }
 }
 
 /// Appends the split arguments of a launch of `batch` for `sequences`
-/// sequences and returns its blocks along x (slots × rows × heads) and its
-/// slots. Only lone rows are split: more slots than one with several rows
-/// is a caller's mistake.
+/// sequences, then its group and tile, and returns how it is launched. Only
+/// lone rows are split: more slots than one with several rows is a caller's
+/// mistake.
 fn push_split(
+    gpu: &Gpu,
     args: &mut Vec<Arg>,
     split: Option<KvSplit<'_>>,
     batch: &AttentionBatch<'_>,
     sequences: usize,
-) -> Result<(u32, usize)> {
+) -> Result<F16Launch> {
     let (split, slots) = split_args(split, &batch.heads, sequences)?;
     if slots > 1 && batch.rows != 1 {
         return Err(CudaError::Unsupported(format!(
@@ -492,9 +576,21 @@ fn push_split(
             batch.rows
         )));
     }
+    int(
+        slots * batch.rows * batch.heads.heads,
+        "slots × rows × heads",
+    )?;
+    let launch = F16Launch::new(
+        &batch.heads,
+        slots,
+        batch.rows,
+        sequences,
+        gpu.info().multiprocessors,
+        gpu.info().shared_per_block_optin.max(DEFAULT_SHARED_LIMIT),
+    );
     args.extend(split);
-    let blocks = slots * batch.rows * batch.heads.heads;
-    Ok((int(blocks, "slots × rows × heads")? as u32, slots))
+    args.extend(launch.args());
+    Ok(launch)
 }
 
 /// [`rope_store_kv`] and then [`attention_f16_accumulator`] in one launch, for
@@ -521,7 +617,7 @@ pub fn attention_f16_accumulator_rope(
     let mut args = batch_args(batch)?;
     args.remove(ROWS_ARG);
     args.push(Arg::I32(l2_prefetch_level(gpu)));
-    let (blocks, slots) = push_split(&mut args, split, batch, 1)?;
+    let launch = push_split(gpu, &mut args, split, batch, 1)?;
     rotation
         .cos_sin
         .require(batch.cache.capacity * h.head_dim, "rope table")?;
@@ -534,9 +630,9 @@ pub fn attention_f16_accumulator_rope(
     unsafe {
         gpu.launch_dependent(
             "attention_f16_accumulator_rope",
-            (blocks, 1),
-            f16_accumulator_threads(gpu, h.head_dim, slots, blocks as usize),
-            f16_tile_shared(gpu, h.head_dim),
+            (launch.blocks, 1),
+            launch.threads,
+            launch.shared,
             &args,
         )
     }
@@ -571,7 +667,7 @@ pub fn attention_f16_accumulator_batched(
         .out
         .require(all_rows * batch.heads.q_width(), "attention output")?;
     batch.start.require(sequences, "start positions")?;
-    let (blocks, slots) = push_split(&mut args, split, batch, sequences)?;
+    let launch = push_split(gpu, &mut args, split, batch, sequences)?;
     let sequences = int(sequences, "sequences")? as u32;
     // SAFETY: matches attention_f16_accumulator_batched's signature; queries,
     // output and starts are checked for every sequence's rows, the split
@@ -584,14 +680,9 @@ pub fn attention_f16_accumulator_batched(
     unsafe {
         gpu.launch_dependent(
             "attention_f16_accumulator_batched",
-            (blocks, sequences),
-            f16_accumulator_threads(
-                gpu,
-                batch.heads.head_dim,
-                slots,
-                blocks as usize * sequences as usize,
-            ),
-            f16_tile_shared(gpu, batch.heads.head_dim),
+            (launch.blocks, sequences),
+            launch.threads,
+            launch.shared,
             &args,
         )
     }
@@ -746,19 +837,85 @@ mod tests {
 
     #[test]
     fn tiles_hold_a_short_context_and_shrink_to_the_cards_shared_memory() {
-        let positions = |head_dim: usize, limit: usize| {
-            f16_tile_bytes(head_dim, limit) as usize / (4 * head_dim)
-        };
-        // An H100's 227 KiB: 128 positions for heads of 64 to 256.
+        let tile = |head_dim: usize, group: usize, limit: usize| f16_tile(head_dim, group, limit).0;
+        // An H100's 227 KiB: 128 positions for heads of 64 to 256, alone or
+        // eight heads of 64 a block.
         for head_dim in [64, 128, 256] {
-            assert_eq!(positions(head_dim, 227 * 1024), 128, "head {head_dim}");
+            assert_eq!(tile(head_dim, 1, 227 * 1024), 128, "head {head_dim}");
         }
+        assert_eq!(tile(64, 8, 227 * 1024), 128);
         // Heads of 32 keep 32 KiB of values: 256 positions.
-        assert_eq!(positions(32, 227 * 1024), 256);
-        // A card of 99 KiB (sm_86, sm_89) halves heads of 256.
-        assert_eq!(positions(256, 99 * 1024), 64);
-        assert_eq!(positions(128, 99 * 1024), 128);
+        assert_eq!(tile(32, 1, 227 * 1024), 256);
+        // A card of 99 KiB (sm_86, sm_89) halves heads of 256, and a block
+        // of two heads of 128, which holds a tile's keys too.
+        assert_eq!(tile(128, 1, 99 * 1024), 128);
+        assert_eq!(tile(256, 1, 99 * 1024), 64);
+        assert_eq!(tile(128, 2, 99 * 1024), 64);
         // Without opting in (48 KiB), heads of 256 get 32 positions.
-        assert_eq!(positions(256, DEFAULT_SHARED_LIMIT), 32);
+        assert_eq!(tile(256, 1, DEFAULT_SHARED_LIMIT), 32);
+        for (head_dim, group, limit) in [(64, 8, 99 * 1024), (256, 2, DEFAULT_SHARED_LIMIT)] {
+            let (tile, bytes) = f16_tile(head_dim, group, limit);
+            assert!(tile >= 16 && bytes as usize + F16_TILE_STATIC_SHARED <= limit);
+        }
+    }
+
+    #[test]
+    fn blocks_serve_a_key_value_heads_queries_once_the_gpu_is_full() {
+        let launch = |heads, kv_heads, head_dim, slots, rows, sequences| {
+            let h = Heads {
+                heads,
+                kv_heads,
+                head_dim,
+            };
+            F16Launch::new(&h, slots, rows, sequences, 132, 227 * 1024)
+        };
+        // A lone short decode step keeps a block per head.
+        let lone = launch(32, 4, 64, 1, 1, 1);
+        assert_eq!((lone.group, lone.blocks, lone.threads), (1, 32, 512));
+        // Past the multiprocessors, TinyLlama's query heads of a key/value
+        // head share blocks, as many as leave a block a multiprocessor: two
+        // at depth 4096 (32 slots, 17 of them busy), two at 16 sequences
+        // and eight at 64.
+        let long = launch(32, 4, 64, 32, 1, 1);
+        assert_eq!((long.group, long.blocks, long.threads), (2, 512, 320));
+        let sixteen = launch(32, 4, 64, 1, 1, 16);
+        assert_eq!((sixteen.group, sixteen.blocks), (2, 16));
+        let many = launch(32, 4, 64, 1, 1, 64);
+        assert_eq!((many.group, many.blocks, many.threads), (8, 4, 640));
+        // SmolLM2 (9 on 3), Qwen3-0.6B (16 of 128 on 8), Llama-8B (32 of 128
+        // on 8) and Gemma 3 (4 of 256 on 1) with 48 prompt rows; Gemma's
+        // pairs would leave multiprocessors idle.
+        for (heads, kv_heads, head_dim, group) in [
+            (9, 3, 64, 3),
+            (16, 8, 128, 2),
+            (32, 8, 128, 4),
+            (4, 1, 256, 1),
+        ] {
+            let l = launch(heads, kv_heads, head_dim, 1, 48, 1);
+            assert_eq!(l.group, group, "{heads} heads on {kv_heads}");
+            assert_eq!(l.blocks as usize, 48 * heads / group);
+            assert!(l.threads as usize <= F16_MAX_THREADS);
+            assert!(l.threads as usize >= group * head_dim + 64);
+        }
+        // SmolLM2's 32-token prompt: 288 one-head blocks, 96 in threes.
+        assert_eq!(launch(9, 3, 64, 1, 32, 1).group, 1);
+    }
+
+    /// The host's constants are the kernels' `#define`s.
+    #[test]
+    fn the_constants_match_the_kernels() {
+        let source = include_str!("../../kernels/attention.cu");
+        let define = |name: &str| -> usize {
+            let line = source
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("no #define {name} in attention.cu"));
+            line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        };
+        assert_eq!(define("F16_MAX_THREADS"), F16_MAX_THREADS);
+        assert_eq!(define("MAX_GROUP"), F16_MAX_GROUP);
+        assert_eq!(define("KEY_PAD"), KEY_PAD);
+        assert_eq!(define("KV_CHUNK"), KV_CHUNK);
+        assert_eq!(define("MAX_HEAD_DIM"), MAX_HEAD_DIM);
     }
 }
