@@ -212,17 +212,17 @@ extern "C" __global__ void __launch_bounds__(ROPE_WARPS * WARP)
 // five a scheduler, leave the compiler 96 registers a thread
 // (F16_MAX_THREADS in ops/attention.rs).
 #define F16_MAX_THREADS 640
-// Halves after each key row in shared memory: rows 16 bytes longer than a
-// multiple of 128 put the 16-byte reads of 8 consecutive rows in 8
-// different bank groups, so a lane per row reads without conflicts.
+// Halves after each key row in shared memory: rows of an odd number of
+// 16-byte units put the 16-byte reads of 8 consecutive rows in 8 different
+// bank groups, so a lane per row reads without conflicts.
 #define KEY_PAD 8
 
 // ATTN_CLOCKS=1 (set through TL_CUDA_KERNEL_DEFINES, a measurement aid):
 // block 0 and a middle block of an f16-accumulator launch print "aclk",
 // the positions walked and cycles: the first fill, the walk over the later
 // tiles, the end (output or chunk combine), and producer 0's cycles summed
-// over its later fills: the keys' wait (tiles scored a lane a position),
-// the scores, the maxima, the factors and the values' wait.
+// over its fills: the keys' wait (tiles scored a lane a position), the
+// scores, the maxima, the factors and the values' wait.
 #ifndef ATTN_CLOCKS
 #define ATTN_CLOCKS 0
 #endif
@@ -528,8 +528,8 @@ __device__ void fill_tile(const u16* keys, const u16* values, int base, int coun
     const float minus_infinity = -__int_as_float(0x7f800000);
     long long since = ATTN_CLOCKS ? clock64() : 0;
     const bool by_lanes = group > 1 && count >= 2 * WARP && group * chunks >= warps;
-    // The values' copies go after the keys' reads, which the scores wait for
-    // first: queued ahead of them, they delayed a short context's first fill.
+    // The values' copies go after the keys' reads: the scores wait for the
+    // keys first, and copies queued ahead of them would delay those.
     u16* values_buffer = l.values + b * l.tile * head_dim;
     if (by_lanes) {
         copy_tile_rows(keys + (u64)base * head_dim, count, head_dim, head_dim + KEY_PAD, l.keys,

@@ -81,8 +81,9 @@ fn f16_tile(head_dim: usize, group: usize, shared_limit: usize) -> (usize, u32) 
 /// F16_GROUP_CHAINS chain threads and still leave a block for every
 /// multiprocessor, so that the key/value head's tiles are copied and
 /// scored once for them all; one where no group does (a lone short decode
-/// step, whose heads then run side by side). Larger groups measured slower
-/// there: a block's few producer warps then fall behind its chains.
+/// step, whose heads then run side by side). A larger group would leave
+/// multiprocessors idle while each block's few producer warps, filling
+/// tiles for all its heads, fall behind its chains.
 fn f16_group(h: &Heads, blocks: usize, multiprocessors: usize) -> usize {
     let per_kv_head = h.heads / h.kv_heads;
     (1..=per_kv_head.min(F16_MAX_GROUP))
@@ -100,9 +101,14 @@ fn f16_group(h: &Heads, blocks: usize, multiprocessors: usize) -> usize {
 struct F16Launch {
     /// Blocks along x: slots × rows × heads / group.
     blocks: u32,
+    /// Threads a block: group × head_dim chain threads, a warp of sums, the
+    /// rest producers.
     threads: u32,
+    /// Bytes of dynamic shared memory a block ([`f16_shared_bytes`]).
     shared: u32,
+    /// Query heads a block serves.
     group: usize,
+    /// Positions a tile.
     tile: usize,
 }
 
@@ -905,13 +911,7 @@ mod tests {
     #[test]
     fn the_constants_match_the_kernels() {
         let source = include_str!("../../kernels/attention.cu");
-        let define = |name: &str| -> usize {
-            let line = source
-                .lines()
-                .find(|l| l.starts_with(&format!("#define {name} ")))
-                .unwrap_or_else(|| panic!("no #define {name} in attention.cu"));
-            line.split_whitespace().nth(2).unwrap().parse().unwrap()
-        };
+        let define = |name: &str| crate::ops::kernel_define(source, "attention.cu", name);
         assert_eq!(define("F16_MAX_THREADS"), F16_MAX_THREADS);
         assert_eq!(define("MAX_GROUP"), F16_MAX_GROUP);
         assert_eq!(define("KEY_PAD"), KEY_PAD);

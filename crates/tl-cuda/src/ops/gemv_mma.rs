@@ -322,13 +322,7 @@ mod tests {
     #[test]
     fn the_constants_match_the_kernels() {
         let source = include_str!("../../kernels/gemv_mma.cu");
-        let define = |name: &str| -> usize {
-            let line = source
-                .lines()
-                .find(|l| l.starts_with(&format!("#define {name} ")))
-                .unwrap_or_else(|| panic!("no #define {name} in gemv_mma.cu"));
-            line.split_whitespace().nth(2).unwrap().parse().unwrap()
-        };
+        let define = |name: &str| crate::ops::kernel_define(source, "gemv_mma.cu", name);
         assert_eq!(define("MMA_SEQS"), MAX_SEQUENCES);
         assert_eq!(define("MMA_WARP_SEQS"), WARP_SEQUENCES);
         assert_eq!(define("MMA_ROWS"), BLOCK_ROWS);

@@ -31,6 +31,17 @@ pub(crate) fn stride_blocks(gpu: &crate::Gpu, n: usize) -> u32 {
     blocks_for(n, STRIDE_THREADS as usize).min((gpu.info().multiprocessors * 16) as u32)
 }
 
+/// The value of `#define NAME VALUE` in kernel source `file` (`source`), for
+/// the tests that check the host's constants against the kernels'.
+#[cfg(test)]
+pub(crate) fn kernel_define(source: &str, file: &str, name: &str) -> usize {
+    let line = source
+        .lines()
+        .find(|l| l.starts_with(&format!("#define {name} ")))
+        .unwrap_or_else(|| panic!("no #define {name} in {file}"));
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
 /// An int kernel argument, or an error when the size does not fit in one.
 pub(crate) fn int(value: usize, what: &str) -> crate::Result<i32> {
     i32::try_from(value).map_err(|_| {
